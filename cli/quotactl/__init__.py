@@ -1,0 +1,1 @@
+"""quotactl: the operator CLI of batch-quota-controller."""

@@ -1,0 +1,5 @@
+import sys
+
+from quotactl.main import main
+
+sys.exit(main())

@@ -1,0 +1,149 @@
+"""quotactl: validate, explain and (soon) plan and apply quota layouts.
+
+Exit codes: 0 success, 1 invalid input or a failed operation, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from quota_controller.capacity import share_capacities
+from quota_controller.config import Problem
+from quotactl import render
+from quotactl.documents import FileResult, load_and_validate
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quotactl",
+        description="Manage AWS Batch quota shares for SageMaker Training as documents.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("validate", help="check quota documents against every AWS rule")
+    p.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON quota documents")
+    p.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+
+    p = sub.add_parser("explain", help="what a valid layout means per share, in instances")
+    p.add_argument("-f", "--file", required=True, metavar="FILE")
+    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
+    p = sub.add_parser("demo", help="a narrated tour on the local stack")
+    p.add_argument("--json", action="store_true", help="print the result as data")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run quotactl; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    out = sys.stdout
+    try:
+        if args.command == "validate":
+            return cmd_validate(args.files, args.output, args.quiet, out)
+        if args.command == "explain":
+            return cmd_explain(args.file, args.output, out)
+        if args.command == "demo":
+            from quotactl.demo import run_demo
+
+            return run_demo(json_output=args.json, out=out)
+    except KeyboardInterrupt:
+        print("quotactl: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away; that is not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    return EXIT_USAGE
+
+
+def cmd_validate(files: Sequence[str], fmt: str, quiet: bool, out: TextIO) -> int:
+    """Validate each file; 0 when all are valid (warnings allowed), 1 otherwise."""
+    results = [load_and_validate(f) for f in files]
+    if fmt == "text":
+        for result in results:
+            _print_result(result, quiet, out)
+    else:
+        render.data([_result_data(r) for r in results], fmt, out)
+    return EXIT_OK if all(r.ok for r in results) else EXIT_INVALID
+
+
+def _print_result(result: FileResult, quiet: bool, out: TextIO) -> None:
+    report = result.report
+    if not quiet:
+        if result.ok:
+            shares = _plural(len(report.shares), "quota share")
+            summary = f"valid ({shares}, {_plural(len(report.warnings), 'warning')})"
+        else:
+            summary = f"invalid ({_plural(len(report.errors), 'error')})"
+        print(f"{result.path}: {summary}", file=out)
+    for problem, line, column in result.located:
+        where = result.path + (f":{line}:{column}" if line is not None else "")
+        print(f"  {where}: {problem.severity}: {problem}", file=out)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _result_data(result: FileResult) -> dict[str, object]:
+    def item(entry: tuple[Problem, int | None, int | None]) -> dict[str, object]:
+        problem, line, column = entry
+        return {
+            "path": problem.location,
+            "message": problem.message,
+            "line": line,
+            "column": column,
+            "quotaShareName": problem.share,
+        }
+
+    located = result.located
+    return {
+        "file": result.path,
+        "valid": result.ok,
+        "errors": [item(e) for e in located if e[0].severity == "error"],
+        "warnings": [item(e) for e in located if e[0].severity == "warning"],
+    }
+
+
+def cmd_explain(path: str, fmt: str, out: TextIO) -> int:
+    """Print per share and instance type: quota, lending, borrowing and the largest job."""
+    result = load_and_validate(path)
+    document = result.report.document
+    if document is None:
+        _print_result(result, quiet=False, out=sys.stderr)
+        return EXIT_INVALID
+    rows = [
+        {
+            "share": c.share,
+            "instanceType": c.unit,
+            "quota": c.quota,
+            "strategy": c.strategy,
+            "lends": c.lends,
+            "borrowLimit": "unlimited" if c.borrow_limit == -1 else c.borrow_limit,
+            "maxBorrow": c.max_borrow,
+            "largestJob": c.largest_job,
+        }
+        for c in share_capacities(document)
+    ]
+    if fmt == "table":
+        limits = document.serviceEnvironment.capacityLimits
+        env = ", ".join(f"{c.maxCapacity} x {c.capacityUnit}" for c in limits)
+        print(f"job queue {document.queue_name}: service environment of {env}", file=out)
+        render.table(rows, list(rows[0]) if rows else ["share"], out)
+        for warning in result.report.warnings:
+            print(f"warning: {warning}", file=out)
+    else:
+        render.data(rows, fmt, out)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

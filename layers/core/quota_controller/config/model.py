@@ -1,0 +1,302 @@
+"""The quota configuration document: one job queue and everything attached to it.
+
+Field names follow the AWS Batch API (camelCase) so that each maps one to one onto a request
+field. User-written config forbids unknown fields: a typo must never silently drop a setting.
+Rules that need the whole document (share units inside the environment, unique names, totals)
+live in `quota_controller.config.validation`, which is the one entry point everything uses.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+
+MAX_QUOTA_SHARES = 20
+MAX_CAPACITY_LIMITS = 5
+MAX_TAGS = 50
+NAME_MAX = 128
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+State = Literal["ENABLED", "DISABLED"]
+Strategy = Literal["RESERVE", "LEND", "LEND_AND_BORROW"]
+ReductionPolicy = Literal["warn", "block", "drain"]
+
+# The reasons Batch accepts in jobStateTimeLimitActions on SAGEMAKER_TRAINING queues
+# (docs: sm_job_stuck_in_runnable_time_limit_actions).
+TIME_LIMIT_REASONS: tuple[str, ...] = (
+    "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+    "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+)
+
+
+def check_name(value: str) -> str:
+    """A Batch resource name: 1 to 128 letters, digits, hyphens and underscores."""
+    if not value:
+        raise PydanticCustomError("quota_rule", "must not be empty (1 to 128 characters)")
+    if len(value) > NAME_MAX:
+        raise PydanticCustomError(
+            "quota_rule",
+            "is {n} characters long; at most 128 are allowed",
+            {"n": len(value)},
+        )
+    if not _NAME_RE.fullmatch(value):
+        bad = sorted({c for c in value if not _NAME_RE.fullmatch(c)})
+        shown = ", ".join(repr(c) for c in bad[:5])
+        raise PydanticCustomError(
+            "quota_rule",
+            "may contain only letters, digits, hyphens and underscores (found {bad})",
+            {"bad": shown},
+        )
+    return value
+
+
+def _check_instance_type(value: str) -> str:
+    if value == "NUM_INSTANCES":
+        raise PydanticCustomError(
+            "quota_rule",
+            "NUM_INSTANCES is not allowed with quota management; name a SageMaker Training "
+            "instance type such as ml.g5.xlarge",
+        )
+    if value not in TRAINING_INSTANCE_TYPES:
+        hint = _closest_instance_type(value)
+        raise PydanticCustomError(
+            "quota_rule",
+            "{value} is not a SageMaker Training instance type{hint}",
+            {"value": repr(value), "hint": f" (did you mean {hint!r}?)" if hint else ""},
+        )
+    return value
+
+
+def _closest_instance_type(value: str) -> str | None:
+    import difflib
+
+    lowered = value.strip().lower()
+    if not lowered.startswith("ml."):
+        lowered = "ml." + lowered
+    if lowered in TRAINING_INSTANCE_TYPES:
+        return lowered
+    close = difflib.get_close_matches(lowered, sorted(TRAINING_INSTANCE_TYPES), n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+def _check_tags(value: dict[str, str]) -> dict[str, str]:
+    problems: list[str] = []
+    if len(value) > MAX_TAGS:
+        problems.append(f"has {len(value)} tags; at most {MAX_TAGS} are allowed")
+    for key, tag_value in value.items():
+        if not 1 <= len(key) <= 128:
+            problems.append(f"tag key {key[:40]!r} must be 1 to 128 characters (is {len(key)})")
+        if key.lower().startswith("aws:"):
+            problems.append(f"tag key {key!r} uses the reserved prefix 'aws:'")
+        if len(tag_value) > 256:
+            problems.append(
+                f"the value of tag {key[:40]!r} is {len(tag_value)} characters; at most 256"
+            )
+    if problems:
+        raise PydanticCustomError("quota_rule", "{msg}", {"msg": "; ".join(problems)})
+    return value
+
+
+Name = Annotated[StrictStr, AfterValidator(check_name)]
+InstanceType = Annotated[StrictStr, AfterValidator(_check_instance_type)]
+Tags = Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_tags)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class CapacityLimit(_Strict):
+    """A limit of one instance type: at most `maxCapacity` instances of `capacityUnit`."""
+
+    capacityUnit: InstanceType
+    maxCapacity: Annotated[StrictInt, Field(ge=1)]
+
+
+def _no_duplicate_units(limits: list[CapacityLimit]) -> list[CapacityLimit]:
+    seen: set[str] = set()
+    for limit in limits:
+        if limit.capacityUnit in seen:
+            raise PydanticCustomError(
+                "quota_rule",
+                "lists {unit} more than once; give each instance type one limit",
+                {"unit": limit.capacityUnit},
+            )
+        seen.add(limit.capacityUnit)
+    return limits
+
+
+CapacityLimits = Annotated[
+    list[CapacityLimit],
+    Field(min_length=1, max_length=MAX_CAPACITY_LIMITS),
+    AfterValidator(_no_duplicate_units),
+]
+
+
+class JobStateTimeLimitAction(_Strict):
+    """Terminate jobs stuck at the head of the queue in RUNNABLE for a reason, after a while."""
+
+    reason: Literal[
+        "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+        "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+        "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+    ]
+    state: Literal["RUNNABLE"]
+    maxTimeSeconds: Annotated[StrictInt, Field(ge=600, le=86400)]
+    # CANCEL is for ECS, Fargate and EKS queues; SAGEMAKER_TRAINING queues take TERMINATE only.
+    action: Literal["TERMINATE"]
+
+
+def _unique_reasons(actions: list[JobStateTimeLimitAction]) -> list[JobStateTimeLimitAction]:
+    reasons = [a.reason for a in actions]
+    for reason in reasons:
+        if reasons.count(reason) > 1:
+            raise PydanticCustomError(
+                "quota_rule",
+                "has more than one action for reason {reason}; give each reason one action",
+                {"reason": reason},
+            )
+    return actions
+
+
+class JobQueueSpec(_Strict):
+    """The SAGEMAKER_TRAINING job queue."""
+
+    jobQueueName: Name
+    priority: Annotated[StrictInt, Field(ge=0, le=1000)] = 1
+    state: State = "ENABLED"
+    jobStateTimeLimitActions: Annotated[
+        list[JobStateTimeLimitAction], AfterValidator(_unique_reasons)
+    ] = Field(default_factory=list)
+    tags: Tags = Field(default_factory=dict)
+
+
+class SchedulingPolicySpec(_Strict):
+    """The quota-share scheduling policy (idleResourceAssignmentStrategy FIFO, the only one)."""
+
+    name: Name | None = None
+    tags: Tags = Field(default_factory=dict)
+
+
+class ServiceEnvironmentSpec(_Strict):
+    """The SAGEMAKER_TRAINING service environment and its instance-type capacity limits."""
+
+    serviceEnvironmentName: Name | None = None
+    capacityLimits: CapacityLimits
+    state: State = "ENABLED"
+    tags: Tags = Field(default_factory=dict)
+
+
+class ResourceSharingConfiguration(_Strict):
+    """How a share treats idle capacity: keep it, lend it, or lend it and borrow others'."""
+
+    strategy: Strategy
+    # Percent of the share's own maxCapacity it may borrow, per unit; -1 = unlimited (default).
+    borrowLimit: Annotated[StrictInt, Field(ge=-1)] | None = None
+
+    @model_validator(mode="after")
+    def _borrow_limit_needs_lend_and_borrow(self) -> ResourceSharingConfiguration:
+        if self.borrowLimit is not None and self.strategy != "LEND_AND_BORROW":
+            raise PydanticCustomError(
+                "quota_rule_at",
+                "only allowed with strategy LEND_AND_BORROW (strategy is {strategy})",
+                {"strategy": self.strategy, "field": "borrowLimit"},
+            )
+        return self
+
+    @property
+    def effective_borrow_limit(self) -> int | None:
+        """The borrow limit Batch applies: -1 (unlimited) when omitted, None unless borrowing."""
+        if self.strategy != "LEND_AND_BORROW":
+            return None
+        return -1 if self.borrowLimit is None else self.borrowLimit
+
+
+class PreemptionConfiguration(_Strict):
+    """Whether a higher-priority job may preempt a lower-priority one in the same share."""
+
+    inSharePreemption: State
+
+
+class QuotaShareSpec(_Strict):
+    """One team's quota share."""
+
+    quotaShareName: Name
+    capacityLimits: CapacityLimits
+    resourceSharingConfiguration: ResourceSharingConfiguration
+    preemptionConfiguration: PreemptionConfiguration
+    state: State = "ENABLED"
+    tags: Tags = Field(default_factory=dict)
+
+    def limit_for(self, unit: str) -> int:
+        """This share's maxCapacity for an instance type (0 when it has no limit for it)."""
+        return next((c.maxCapacity for c in self.capacityLimits if c.capacityUnit == unit), 0)
+
+
+class QueueSettings(_Strict):
+    """Everything in the document but the quota shares: what the queue item holds."""
+
+    jobQueue: JobQueueSpec
+    schedulingPolicy: SchedulingPolicySpec = Field(default_factory=SchedulingPolicySpec)
+    serviceEnvironment: ServiceEnvironmentSpec
+    reductionPolicy: ReductionPolicy = "warn"
+    # The id of a held reduction (status heldChange.id) that reductionPolicy block may apply.
+    approvedChange: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{12}$")] | None = None
+    # Delete removed shares even while they run jobs (the jobs are terminated).
+    force: StrictBool = False
+
+    @property
+    def queue_name(self) -> str:
+        """The job queue's name."""
+        return self.jobQueue.jobQueueName
+
+    @property
+    def scheduling_policy_name(self) -> str:
+        """The policy's name, `<jobQueueName>-quota-policy` unless the document names it."""
+        return self.schedulingPolicy.name or f"{self.queue_name}-quota-policy"
+
+    @property
+    def service_environment_name(self) -> str:
+        """The environment's name, `<jobQueueName>-env` unless the document names it."""
+        return self.serviceEnvironment.serviceEnvironmentName or f"{self.queue_name}-env"
+
+
+class QuotaDocument(QueueSettings):
+    """A whole, valid quota document: the queue settings and its quota shares."""
+
+    quotaShares: list[QuotaShareSpec] = Field(default_factory=list)
+
+    @property
+    def settings(self) -> QueueSettings:
+        """The queue-level part of the document."""
+        return QueueSettings.model_validate(self.model_dump(exclude={"quotaShares"}))
+
+    def share(self, name: str) -> QuotaShareSpec | None:
+        """The share of that name, if the document has one."""
+        return next((s for s in self.quotaShares if s.quotaShareName == name), None)
+
+
+TOP_LEVEL_FIELDS: tuple[str, ...] = (
+    "jobQueue",
+    "schedulingPolicy",
+    "serviceEnvironment",
+    "reductionPolicy",
+    "approvedChange",
+    "force",
+    "quotaShares",
+)

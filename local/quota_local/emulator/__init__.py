@@ -1,0 +1,71 @@
+"""AWS Batch quota-management emulator (service environments, SAGEMAKER_TRAINING job queues,
+quota shares, service jobs) as an extension of moto.
+
+`install()` routes the Batch quota-management API of moto (in-process `mock_aws` and
+`ThreadedMotoServer`) to the emulator; everything else stays moto's. The rules live in the
+moto-free `core` module, so importing this package does not import moto: the moto adapter is
+loaded only by `install`, `uninstall` and `emulator_for`.
+"""
+
+from __future__ import annotations
+
+from quota_local.emulator.core import (
+    BatchQuotaEmulator,
+    CallRecord,
+    EmulatorError,
+    EmulatorSettings,
+    configure,
+    current_settings,
+)
+
+# moto versions the adapter was tested against; others are refused by `install` unless
+# QUOTA_LOCAL_ALLOW_UNTESTED_MOTO=1, because the adapter relies on moto internals.
+SUPPORTED_MOTO_VERSIONS: tuple[str, ...] = ("5.2.5",)
+ALLOW_UNTESTED_MOTO_ENV = "QUOTA_LOCAL_ALLOW_UNTESTED_MOTO"
+
+__all__ = [
+    "ALLOW_UNTESTED_MOTO_ENV",
+    "SUPPORTED_MOTO_VERSIONS",
+    "BatchQuotaEmulator",
+    "CallRecord",
+    "EmulatorError",
+    "EmulatorSettings",
+    "configure",
+    "current_settings",
+    "emulator_for",
+    "install",
+    "is_installed",
+    "uninstall",
+]
+
+
+def install() -> None:
+    """Route moto's Batch endpoints for the quota-management API to the emulator (idempotent).
+
+    Call it before a ThreadedMotoServer serves its first Batch request: the server builds its
+    routing table once. Raises RuntimeError on an untested moto version.
+    """
+    from quota_local.emulator import moto_adapter
+
+    moto_adapter.install()
+
+
+def uninstall() -> None:
+    """Restore moto's own Batch routes (idempotent)."""
+    from quota_local.emulator import moto_adapter
+
+    moto_adapter.uninstall()
+
+
+def is_installed() -> bool:
+    """Whether `install()` is in effect."""
+    from quota_local.emulator import moto_adapter
+
+    return moto_adapter.is_installed()
+
+
+def emulator_for(account_id: str, region: str) -> BatchQuotaEmulator:
+    """The emulator of an account and Region (lives on moto's Batch backend; reset with it)."""
+    from quota_local.emulator import moto_adapter
+
+    return moto_adapter.emulator_for(account_id, region)

@@ -1,0 +1,383 @@
+"""The moto-free core of the Batch quota-management emulator, driven directly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from quota_local.emulator.core import BatchQuotaEmulator, EmulatorError, configure
+
+INSTANCE = "ml.g5.xlarge"
+
+
+class FakeClock:
+    """A settable clock in epoch seconds."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Stack:
+    """Small fluent builder of the AWS guide's resources on one emulator."""
+
+    def __init__(self, emu: BatchQuotaEmulator) -> None:
+        self.emu = emu
+        self.policy = ""
+        self.queue = ""
+
+    def policy_(self, quota: bool = True) -> Stack:
+        body = (
+            {"quotaSharePolicy": {"idleResourceAssignmentStrategy": "FIFO"}}
+            if quota
+            else {"fairsharePolicy": {"shareDecaySeconds": 60}}
+        )
+        self.policy = self.emu.create_scheduling_policy({"name": "policy", **body})["arn"]
+        return self
+
+    def env(self, unit: str = INSTANCE, capacity: int = 3) -> Stack:
+        self.emu.create_service_environment(
+            {
+                "serviceEnvironmentName": "env",
+                "serviceEnvironmentType": "SAGEMAKER_TRAINING",
+                "capacityLimits": [{"capacityUnit": unit, "maxCapacity": capacity}],
+            }
+        )
+        return self
+
+    def queue_(self) -> Stack:
+        request: dict[str, Any] = {
+            "jobQueueName": "queue",
+            "jobQueueType": "SAGEMAKER_TRAINING",
+            "priority": 1,
+            "serviceEnvironmentOrder": [{"order": 1, "serviceEnvironment": "env"}],
+        }
+        if self.policy:
+            request["schedulingPolicyArn"] = self.policy
+        self.queue = self.emu.create_job_queue(request)["jobQueueArn"]
+        return self
+
+    def share(self, name: str, strategy: str = "LEND") -> str:
+        arn: str = self.emu.create_quota_share(
+            {
+                "quotaShareName": name,
+                "jobQueue": "queue",
+                "capacityLimits": [{"capacityUnit": INSTANCE, "maxCapacity": 1}],
+                "resourceSharingConfiguration": {"strategy": strategy},
+                "preemptionConfiguration": {"inSharePreemption": "ENABLED"},
+            }
+        )["quotaShareArn"]
+        return arn
+
+    def job(self, share: str | None = "a", count: int = 1, **extra: Any) -> str:
+        request: dict[str, Any] = {
+            "jobName": "job",
+            "jobQueue": "queue",
+            "serviceJobType": "SAGEMAKER_TRAINING",
+            "serviceRequestPayload": json.dumps(
+                {"ResourceConfig": {"InstanceType": INSTANCE, "InstanceCount": count}}
+            ),
+            **extra,
+        }
+        if share:
+            request["quotaShareName"] = share
+        job_id: str = self.emu.submit_service_job(request)["jobId"]
+        return job_id
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def emu(clock: FakeClock) -> BatchQuotaEmulator:
+    return BatchQuotaEmulator("111122223333", "eu-west-1", clock=clock, settle_seconds=0.0)
+
+
+@pytest.fixture
+def slow(clock: FakeClock) -> BatchQuotaEmulator:
+    """An emulator whose transitions take 60 s of the fake clock."""
+    return BatchQuotaEmulator("111122223333", "eu-west-1", clock=clock, settle_seconds=60.0)
+
+
+@pytest.fixture
+def shared_settings() -> Iterator[None]:
+    yield
+    configure(clock=time.time, settle_seconds=0.0)
+
+
+def message_of(call: Any) -> str:
+    with pytest.raises(EmulatorError) as info:
+        call()
+    assert (info.value.code, info.value.status) == ("ClientException", 400)
+    return info.value.message
+
+
+def test_core_imports_neither_moto_nor_boto3() -> None:
+    code = (
+        "import sys, quota_local.emulator.core, quota_local.emulator;"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'boto3', 'botocore'));"
+        "assert not bad, bad"
+    )
+
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+
+
+def test_arns_follow_the_documented_formats(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    share = stack.share("a")
+    job_id = stack.job()
+
+    prefix = "arn:aws:batch:eu-west-1:111122223333:"
+    assert stack.policy == prefix + "scheduling-policy/policy"
+    assert stack.queue == prefix + "job-queue/queue"
+    assert share == prefix + "job-queue/queue/quota-share/a"
+    assert emu.describe_service_job({"jobId": job_id})["jobArn"] == prefix + f"service-job/{job_id}"
+
+
+def test_transitions_wait_for_settle_seconds(slow: BatchQuotaEmulator, clock: FakeClock) -> None:
+    stack = Stack(slow).policy_().env()
+
+    assert slow.describe_service_environments({})["serviceEnvironments"][0]["status"] == "CREATING"
+    with pytest.raises(EmulatorError, match="Service environment env is not VALID"):
+        stack.queue_()
+    clock.advance(59.9)
+    assert slow.service_environments[slow.arn("service-environment/env")].status == "CREATING"
+    clock.advance(0.1)
+    stack.queue_()
+    assert message_of(lambda: stack.share("a")) == (
+        "Job queue queue is not VALID (status CREATING); a job queue must be VALID before a "
+        "quota share can be created in it"
+    )
+    slow.settle_all()
+    stack.share("a")
+
+    assert (
+        slow.describe_quota_share({"quotaShareArn": stack.queue + "/quota-share/a"})["status"]
+        == "CREATING"
+    )
+    assert slow.pending_transitions == 1
+
+
+def test_shared_settings_reach_emulators_without_their_own(shared_settings: None) -> None:
+    clock = FakeClock()
+    emu = BatchQuotaEmulator("111122223333", "eu-west-1")
+    configure(clock=clock, settle_seconds=5.0)
+
+    Stack(emu).env()
+
+    assert emu.settle_seconds == 5.0
+    assert emu.describe_service_environments({})["serviceEnvironments"][0]["status"] == "CREATING"
+    clock.advance(5)
+    assert emu.describe_service_environments({})["serviceEnvironments"][0]["status"] == "VALID"
+
+
+def test_updates_and_deletes_are_refused_mid_transition(slow: BatchQuotaEmulator) -> None:
+    stack = Stack(slow).policy_().env()
+    slow.settle_all()
+    stack.queue_()
+    slow.settle_all()
+    arn = stack.share("a")
+
+    assert message_of(
+        lambda: slow.update_quota_share({"quotaShareArn": arn, "state": "DISABLED"})
+    ) == ("Quota share a cannot be updated while its status is CREATING; wait until it is VALID")
+    slow.settle_all()
+    slow.update_quota_share({"quotaShareArn": arn, "state": "DISABLED"})
+    slow.settle_all()
+    slow.delete_quota_share({"quotaShareArn": arn})
+    assert slow.describe_quota_share({"quotaShareArn": arn})["status"] == "DELETING"
+    slow.settle_all()
+    assert message_of(lambda: slow.describe_quota_share({"quotaShareArn": arn})) == (
+        f"Quota share {arn} does not exist"
+    )
+
+
+def test_deleting_a_queue_terminates_jobs_and_removes_shares(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    job_id = stack.job()
+
+    emu.update_job_queue({"jobQueue": "queue", "state": "DISABLED"})
+    emu.delete_job_queue({"jobQueue": "queue"})
+
+    job = emu.describe_service_job({"jobId": job_id})
+    assert (job["status"], job["isTerminated"]) == ("FAILED", True)
+    assert job["statusReason"] == "Terminated because job queue queue was deleted"
+    assert emu.quota_shares == {}
+    assert emu.describe_job_queues({"jobQueues": ["queue"]})["jobQueues"][0]["status"] == "DELETED"
+    # The environment is free again: a new quota-managed queue may use it.
+    stack.queue_()
+
+
+def test_queue_refuses_jobs_while_disabled(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    emu.update_job_queue({"jobQueue": "queue", "state": "DISABLED"})
+
+    assert message_of(stack.job) == "Job queue queue is DISABLED and does not accept new jobs"
+
+
+def test_fair_share_and_fifo_queues_take_the_matching_share_field(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_(quota=False).env(unit="NUM_INSTANCES").queue_()
+
+    assert message_of(lambda: stack.job(share=None)) == (
+        "shareIdentifier is required: job queue queue has a fair-share scheduling policy"
+    )
+    job_id = stack.job(share=None, shareIdentifier="blue")
+    emu.set_job_status(job_id, "RUNNING")
+    snapshot = emu.get_job_queue_snapshot({"jobQueue": "queue"})
+
+    assert snapshot["queueUtilization"]["fairshareUtilization"] == {
+        "activeShareCount": 1,
+        "topCapacityUtilization": [
+            {
+                "shareIdentifier": "blue",
+                "capacityUsage": [{"capacityUnit": INSTANCE, "quantity": 1.0}],
+            }
+        ],
+    }
+    assert "frontOfQuotaShares" not in snapshot
+
+
+def test_snapshot_counts_only_scheduled_starting_running(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    stack.share("b")
+    statuses = {
+        "SCHEDULED": "a",
+        "STARTING": "a",
+        "RUNNING": "b",
+        "SUCCEEDED": "b",
+        "RUNNABLE": "a",
+    }
+    for status, share in statuses.items():
+        emu.set_job_status(stack.job(share=share, count=2), status)
+
+    utilization = emu.get_job_queue_snapshot({"jobQueue": stack.queue})["queueUtilization"]
+
+    assert utilization["totalCapacityUsage"] == [{"capacityUnit": INSTANCE, "quantity": 6.0}]
+    assert utilization["quotaShareUtilization"]["topCapacityUtilization"] == [
+        {"quotaShareName": "a", "capacityUsage": [{"capacityUnit": INSTANCE, "quantity": 4.0}]},
+        {"quotaShareName": "b", "capacityUsage": [{"capacityUnit": INSTANCE, "quantity": 2.0}]},
+    ]
+
+
+def test_dispatch_moves_record_attempts_and_timestamps(
+    emu: BatchQuotaEmulator, clock: FakeClock
+) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    job_id = stack.job()
+
+    emu.set_job_status(job_id, "SCHEDULED")
+    clock.advance(2)
+    emu.set_job_status(job_id, "RUNNING")
+    clock.advance(3)
+    emu.set_job_status(
+        job_id, "SUCCEEDED", "Received status from SageMaker: Training job completed"
+    )
+    job = emu.describe_service_job({"jobId": job_id})
+
+    assert job["scheduledAt"] + 2000 == job["startedAt"]
+    assert job["startedAt"] + 3000 == job["stoppedAt"]
+    assert job["latestAttempt"]["serviceResourceId"]["name"] == "TrainingJobArn"
+    assert job["attempts"][0]["stoppedAt"] == job["stoppedAt"]
+    assert job["isTerminated"] is False
+
+
+def test_mutation_hooks_run_after_mutations_only(emu: BatchQuotaEmulator) -> None:
+    seen: list[str] = []
+    emu.add_mutation_hook(lambda _emu, operation: seen.append(operation))
+
+    Stack(emu).policy_()
+    emu.list_scheduling_policies({})
+    with pytest.raises(EmulatorError):
+        Stack(emu).policy_()
+
+    assert seen == ["CreateSchedulingPolicy"]
+
+
+def test_calls_are_recorded_with_errors(emu: BatchQuotaEmulator) -> None:
+    Stack(emu).policy_()
+    with pytest.raises(EmulatorError):
+        Stack(emu).policy_()
+    emu.handle("ListSchedulingPolicies", {})
+
+    assert emu.call_counts() == {"CreateSchedulingPolicy": 2, "ListSchedulingPolicies": 1}
+    assert emu.call_counts(include_errors=False) == {
+        "CreateSchedulingPolicy": 1,
+        "ListSchedulingPolicies": 1,
+    }
+    assert [c.error_code for c in emu.calls] == [None, "ClientException", None]
+
+
+def test_unknown_operation_is_refused(emu: BatchQuotaEmulator) -> None:
+    assert message_of(lambda: emu.handle("SubmitJob", {})) == (
+        "Operation SubmitJob is not supported by the emulator"
+    )
+
+
+def test_payload_must_carry_the_resource_config(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    request = {
+        "jobName": "j",
+        "jobQueue": "queue",
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "quotaShareName": "a",
+    }
+
+    missing = message_of(lambda: emu.submit_service_job({**request, "serviceRequestPayload": "{}"}))
+    broken = message_of(lambda: emu.submit_service_job({**request, "serviceRequestPayload": "{"}))
+
+    assert missing == (
+        "serviceRequestPayload must be a CreateTrainingJob request with "
+        "ResourceConfig.InstanceType and ResourceConfig.InstanceCount (>= 1)"
+    )
+    assert broken.startswith("serviceRequestPayload is not valid JSON")
+
+
+def test_update_share_strategy_replaces_borrow_limit(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    arn = stack.share("a", strategy="LEND_AND_BORROW")
+
+    emu.update_quota_share(
+        {
+            "quotaShareArn": arn,
+            "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": 200},
+        }
+    )
+    with_limit = emu.describe_quota_share({"quotaShareArn": arn})["resourceSharingConfiguration"]
+    emu.update_quota_share(
+        {"quotaShareArn": arn, "resourceSharingConfiguration": {"strategy": "RESERVE"}}
+    )
+    reserve = emu.describe_quota_share({"quotaShareArn": arn})["resourceSharingConfiguration"]
+
+    assert with_limit == {"strategy": "LEND_AND_BORROW", "borrowLimit": 200}
+    assert reserve == {"strategy": "RESERVE"}
+
+
+def test_terminate_batch_reports_blank_ids_as_errors(emu: BatchQuotaEmulator) -> None:
+    result = emu.terminate_service_jobs({"jobs": ["unknown", " "], "reason": "r"})
+
+    assert result == {
+        "successful": ["unknown"],
+        "errors": [{"job": " ", "code": "ValidationException", "message": "Job ID is empty"}],
+    }
