@@ -1,0 +1,70 @@
+"""The alert JSON (schemaVersion "1") that every subscriber receives, in one pydantic model."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+AlertKind = Literal[
+    "PREEMPTION", "PREEMPTION_RISK", "CONFIG_REJECTED", "RECONCILE_FAILED", "JOB_STUCK"
+]
+AlertCause = Literal["QUOTA_REDUCTION", "CAPACITY_RECLAIM", "IN_SHARE_PRIORITY", "UNKNOWN"]
+Severity = Literal["critical", "warning", "info"]
+
+
+class CapacityUsage(BaseModel):
+    """Instances of one type a job uses."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    capacityUnit: str
+    quantity: float
+
+
+class AlertJob(BaseModel):
+    """A job an alert is about."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    jobId: str
+    jobName: str | None = None
+    jobArn: str | None = None
+    statusBefore: str | None = None
+    statusAfter: str | None = None
+    capacityUsage: list[CapacityUsage] = Field(default_factory=list)
+    preemptedAttemptCount: int | None = None
+    trainingJobArn: str | None = None
+    schedulingPriority: int | None = None
+
+
+class ChangeRef(BaseModel):
+    """The applied config change an alert attributes something to."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    at: str
+    by: str | None = None
+    before: dict[str, Any] = Field(default_factory=dict)
+    after: dict[str, Any] = Field(default_factory=dict)
+
+
+class Alert(BaseModel):
+    """One alert, as published to the alerts topic (the `sqs`/`lambda` body is this JSON)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schemaVersion: Literal["1"] = "1"
+    kind: AlertKind
+    cause: AlertCause | None = None
+    severity: Severity
+    jobQueue: str
+    quotaShareName: str | None = None
+    jobs: list[AlertJob] = Field(default_factory=list)
+    change: ChangeRef | None = None
+    summary: str
+    detail: str = ""
+    nextSteps: list[str] = Field(default_factory=list)
+    occurredAt: str
+    dedupKey: str

@@ -1,0 +1,191 @@
+"""The config table adapter (DynamoDB): config items, status, change records, the lease.
+
+One table holds a queue's config items (`QUEUE`, `SHARE#<name>`), its status items
+(`STATUS#...`), its change records (`CHANGE#<time>`, expiring by TTL on `expiresAt`) and the
+reconcile lease (`LOCK#RECONCILE`). Only config items set off a reconcile: the stream's filter
+criteria and the handler both check the sort key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.conditions import Attr, Key
+from botocore.exceptions import BotoCoreError, ClientError
+
+from quota_controller.config.items import PARTITION_KEY, SORT_KEY, plain
+from quota_controller.ports import RetryableError
+from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM
+
+_RETRYABLE = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionConflictException",
+    }
+)
+
+
+def _dynamo(value: Any) -> Any:
+    """Plain Python to what the DynamoDB resource accepts (floats as Decimal, no empty sets)."""
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, Mapping):
+        return {k: _dynamo(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_dynamo(v) for v in value]
+    return value
+
+
+class DynamoConfigStore:
+    """ConfigStore on a boto3 DynamoDB Table resource."""
+
+    def __init__(self, table: Any):
+        self._table = table
+
+    def _guard(self, what: str, err: Exception) -> None:
+        if isinstance(err, ClientError):
+            code = err.response.get("Error", {}).get("Code", "")
+            if code in _RETRYABLE:
+                raise RetryableError(f"{what}: {code}") from err
+            raise err
+        raise RetryableError(f"{what}: {err}") from err
+
+    def load_partition(self, queue: str) -> list[dict[str, Any]]:
+        """Every item of the queue, strongly consistent (the reconcile must see the latest)."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": Key(PARTITION_KEY).eq(queue),
+            "ConsistentRead": True,
+        }
+        try:
+            while True:
+                page = self._table.query(**kwargs)
+                items.extend(page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    return items
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except (ClientError, BotoCoreError) as err:
+            self._guard("load config", err)
+            raise
+
+    def write_status(
+        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
+    ) -> None:
+        """Put and delete status items (a batch writer: 25 per request, retries unprocessed)."""
+        try:
+            with self._table.batch_writer() as batch:
+                for item in items:
+                    batch.put_item(Item=_dynamo({**item, PARTITION_KEY: queue}))
+                for key in deletes:
+                    batch.delete_item(Key={PARTITION_KEY: queue, SORT_KEY: key})
+        except (ClientError, BotoCoreError) as err:
+            self._guard("write status", err)
+
+    def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append change records."""
+        try:
+            with self._table.batch_writer() as batch:
+                for record in records:
+                    batch.put_item(Item=_dynamo({**record, PARTITION_KEY: queue}))
+        except (ClientError, BotoCoreError) as err:
+            self._guard("record changes", err)
+
+    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest change records of a queue, newest first."""
+        try:
+            page = self._table.query(
+                KeyConditionExpression=Key(PARTITION_KEY).eq(queue)
+                & Key(SORT_KEY).begins_with(CHANGE_PREFIX),
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+        except (ClientError, BotoCoreError) as err:
+            self._guard("read changes", err)
+            raise
+        return [plain(i) for i in page.get("Items", [])]
+
+    def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
+        """Conditional put: free, expired, or already ours."""
+        epoch = int(now.timestamp())
+        try:
+            self._table.put_item(
+                Item={
+                    PARTITION_KEY: queue,
+                    SORT_KEY: LEASE_ITEM,
+                    "owner": owner,
+                    "expiresAt": epoch + seconds,
+                },
+                ConditionExpression=Attr(SORT_KEY).not_exists()
+                | Attr("expiresAt").lt(epoch)
+                | Attr("owner").eq(owner),
+            )
+            return True
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            self._guard("acquire lease", err)
+            raise
+        except BotoCoreError as err:
+            self._guard("acquire lease", err)
+            raise
+
+    def release_lease(self, queue: str, owner: str) -> None:
+        """Delete the lease if it is still ours (an expired lease may have a new owner)."""
+        try:
+            self._table.delete_item(
+                Key={PARTITION_KEY: queue, SORT_KEY: LEASE_ITEM},
+                ConditionExpression=Attr("owner").eq(owner),
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                self._guard("release lease", err)
+        except BotoCoreError as err:
+            self._guard("release lease", err)
+
+    def list_queues(self) -> list[str]:
+        """Queues with a QUEUE item or a queue status item (a removed queue still tears down)."""
+        queues: set[str] = set()
+        kwargs: dict[str, Any] = {
+            "ProjectionExpression": "#q",
+            "ExpressionAttributeNames": {"#q": PARTITION_KEY, "#i": SORT_KEY},
+            "FilterExpression": Attr(SORT_KEY).is_in(["QUEUE", "STATUS#QUEUE"]),
+        }
+        try:
+            while True:
+                page = self._table.scan(**kwargs)
+                queues.update(str(i[PARTITION_KEY]) for i in page.get("Items", []))
+                if "LastEvaluatedKey" not in page:
+                    return sorted(queues)
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        except (ClientError, BotoCoreError) as err:
+            self._guard("list queues", err)
+            raise
+
+    # -- writing config (quotactl apply) ---------------------------------------------------------
+
+    def put_config(
+        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
+    ) -> None:
+        """Write a document's items and delete pruned share items in one transaction."""
+        name = self._table.name
+        # The resource's client serializes Python values itself (boto3's transformation).
+        wire: list[dict[str, Any]] = [
+            {"Put": {"TableName": name, "Item": _dynamo(dict(item))}} for item in items
+        ]
+        wire += [
+            {"Delete": {"TableName": name, "Key": {PARTITION_KEY: queue, SORT_KEY: key}}}
+            for key in deletes
+        ]
+        client = self._table.meta.client
+        try:
+            # TransactWriteItems takes at most 100 items: a queue has at most 21 config items.
+            client.transact_write_items(TransactItems=wire)
+        except (ClientError, BotoCoreError) as err:
+            self._guard("write config", err)

@@ -1,0 +1,157 @@
+"""What AWS Batch reports about a queue's resources, as read by the gateway.
+
+Inbound AWS shapes ignore unknown fields: Batch adds fields over time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TRANSITIONAL = frozenset({"CREATING", "UPDATING", "DELETING"})
+
+
+class _Observed(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ObservedLimit(_Observed):
+    """A capacity limit as Batch reports it."""
+
+    capacityUnit: str = ""
+    maxCapacity: int = 0
+
+
+class ObservedPolicy(_Observed):
+    """A scheduling policy (DescribeSchedulingPolicies)."""
+
+    name: str
+    arn: str
+    quotaSharePolicy: dict[str, Any] | None = None
+    fairsharePolicy: dict[str, Any] | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class ObservedEnvironment(_Observed):
+    """A service environment (DescribeServiceEnvironments)."""
+
+    serviceEnvironmentName: str
+    serviceEnvironmentArn: str
+    serviceEnvironmentType: str = "SAGEMAKER_TRAINING"
+    state: str = "ENABLED"
+    status: str = "VALID"
+    capacityLimits: list[ObservedLimit] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def transitional(self) -> bool:
+        """True while Batch is still creating, updating or deleting it."""
+        return self.status in TRANSITIONAL
+
+    def limits(self) -> dict[str, int]:
+        """Capacity limits as {instance type: max}."""
+        return {c.capacityUnit: c.maxCapacity for c in self.capacityLimits}
+
+
+class ObservedEnvironmentOrder(_Observed):
+    """One entry of a queue's serviceEnvironmentOrder."""
+
+    order: int = 1
+    serviceEnvironment: str = ""
+
+
+class ObservedTimeLimitAction(_Observed):
+    """One of a queue's jobStateTimeLimitActions."""
+
+    reason: str = ""
+    state: str = ""
+    maxTimeSeconds: int = 0
+    action: str = ""
+
+
+class ObservedQueue(_Observed):
+    """A job queue (DescribeJobQueues)."""
+
+    jobQueueName: str
+    jobQueueArn: str
+    jobQueueType: str | None = None
+    state: str = "ENABLED"
+    status: str = "VALID"
+    statusReason: str | None = None
+    priority: int = 1
+    schedulingPolicyArn: str | None = None
+    serviceEnvironmentOrder: list[ObservedEnvironmentOrder] = Field(default_factory=list)
+    jobStateTimeLimitActions: list[ObservedTimeLimitAction] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def transitional(self) -> bool:
+        """True while Batch is still creating, updating or deleting it."""
+        return self.status in TRANSITIONAL
+
+
+class ObservedSharing(_Observed):
+    """A share's resourceSharingConfiguration."""
+
+    strategy: str = "RESERVE"
+    borrowLimit: int | None = None
+
+
+class ObservedPreemption(_Observed):
+    """A share's preemptionConfiguration."""
+
+    inSharePreemption: str = "DISABLED"
+
+
+class ObservedShare(_Observed):
+    """A quota share (ListQuotaShares / DescribeQuotaShare)."""
+
+    quotaShareName: str
+    quotaShareArn: str
+    jobQueueArn: str | None = None
+    capacityLimits: list[ObservedLimit] = Field(default_factory=list)
+    resourceSharingConfiguration: ObservedSharing = Field(default_factory=ObservedSharing)
+    preemptionConfiguration: ObservedPreemption = Field(default_factory=ObservedPreemption)
+    state: str = "ENABLED"
+    status: str = "VALID"
+
+    @property
+    def transitional(self) -> bool:
+        """True while Batch is still creating, updating or deleting it."""
+        return self.status in TRANSITIONAL
+
+    def limits(self) -> dict[str, int]:
+        """Capacity limits as {instance type: max}."""
+        return {c.capacityUnit: c.maxCapacity for c in self.capacityLimits}
+
+    @property
+    def effective_borrow_limit(self) -> int | None:
+        """-1 (unlimited) when a LEND_AND_BORROW share reports none; None unless borrowing."""
+        sharing = self.resourceSharingConfiguration
+        if sharing.strategy != "LEND_AND_BORROW":
+            return None
+        return -1 if sharing.borrowLimit is None else sharing.borrowLimit
+
+
+class ObservedState(BaseModel):
+    """Everything Batch reports that one queue's reconcile needs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    policy: ObservedPolicy | None = None
+    # The desired environment and, when the queue points elsewhere, the one it points at.
+    environments: dict[str, ObservedEnvironment] = Field(default_factory=dict)
+    queue: ObservedQueue | None = None
+    shares: dict[str, ObservedShare] = Field(default_factory=dict)
+
+    def environment_by_arn(self, arn: str) -> ObservedEnvironment | None:
+        """The observed environment with that ARN (or name)."""
+        return next(
+            (
+                e
+                for e in self.environments.values()
+                if arn in (e.serviceEnvironmentArn, e.serviceEnvironmentName)
+            ),
+            None,
+        )

@@ -1,0 +1,99 @@
+"""The small interfaces the reconcile and alert services depend on. Tests pass fakes or the
+real adapters bound to moto; nothing patches module globals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from quota_controller.alerts.model import Alert
+from quota_controller.impact import ActiveJob
+from quota_controller.observed import ObservedState
+from quota_controller.planner import Action, Scope
+
+
+class RetryableError(Exception):
+    """Throttling, 5xx or a timeout that outlived botocore's retries: retry the record later."""
+
+
+class ActionFailed(Exception):
+    """Batch refused a request for a reason retrying will not fix (a ClientException)."""
+
+    def __init__(self, action: Action, message: str):
+        super().__init__(f"{action.operation} on {action.resource} failed: {message}")
+        self.action = action
+        self.message = message
+
+
+class ConfigStore(Protocol):
+    """The config table: config items, status items, change records and the reconcile lease."""
+
+    def load_partition(self, queue: str) -> list[dict[str, Any]]:
+        """Every item of the queue (config, status), read strongly consistent."""
+        ...
+
+    def write_status(
+        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
+    ) -> None:
+        """Put status items and delete the status items with the given sort keys."""
+        ...
+
+    def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append change records (they expire by TTL)."""
+        ...
+
+    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest change records of a queue, newest first."""
+        ...
+
+    def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
+        """Take the queue's reconcile lease unless another owner holds an unexpired one."""
+        ...
+
+    def release_lease(self, queue: str, owner: str) -> None:
+        """Give the lease back (only if still ours)."""
+        ...
+
+    def list_queues(self) -> list[str]:
+        """Every queue with a config or status item."""
+        ...
+
+
+class BatchGateway(Protocol):
+    """AWS Batch, as the reconciler needs it."""
+
+    @property
+    def scope(self) -> Scope:
+        """Account, Region and partition the gateway talks to."""
+        ...
+
+    def observe(
+        self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
+    ) -> ObservedState:
+        """Read the queue, its policy, environments and shares (four reads when it exists)."""
+        ...
+
+    def active_jobs(self, queue: str, shares: Sequence[str]) -> dict[str, list[ActiveJob]]:
+        """SCHEDULED, STARTING and RUNNING jobs of each share."""
+        ...
+
+    def execute(self, action: Action) -> None:
+        """Make one request; raises ActionFailed or RetryableError."""
+        ...
+
+
+class Notifier(Protocol):
+    """Where alerts go (the SNS alerts topic)."""
+
+    def publish(self, alert: Alert) -> None:
+        """Publish one alert; raises RetryableError when it could not be delivered."""
+        ...
+
+
+class Clock(Protocol):
+    """Now, in UTC."""
+
+    def now(self) -> datetime:
+        """The current time (timezone-aware, UTC)."""
+        ...

@@ -1,0 +1,680 @@
+"""reconcile(queue): load the desired document, validate, observe Batch, plan, guard, apply,
+write status and change records, and say whether to come back later.
+
+Level-triggered: the caller only names the queue. The stream, the requeue queue, the resync
+schedule and `quotactl reconcile` all call this function, and running it twice changes nothing
+the second time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.config.items import (
+    QUEUE_ITEM,
+    SHARE_PREFIX,
+    SORT_KEY,
+    AssembledDocument,
+    is_config_key,
+    share_key,
+    validate_items,
+)
+from quota_controller.config.validation import ValidationReport
+from quota_controller.impact import ActiveJob, GuardedAction, guard
+from quota_controller.observed import ObservedState
+from quota_controller.planner import Action, Desired, Plan, plan
+from quota_controller.ports import (
+    ActionFailed,
+    BatchGateway,
+    Clock,
+    ConfigStore,
+    Notifier,
+    RetryableError,
+)
+from quota_controller.status import (
+    CHANGE_PREFIX,
+    QUEUE_STATUS,
+    STATUS_PREFIX,
+    Condition,
+    conditions,
+    differs,
+    generation,
+    share_status_key,
+)
+
+Outcome = Literal["converged", "progressing", "blocked", "rejected", "failed", "locked", "absent"]
+# How many alert keys the queue status remembers, so repeated reconciles do not re-alert.
+_ALERT_MEMORY = 100
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """Timing of the reconcile loop."""
+
+    requeue_seconds: int = 30
+    lease_seconds: int = 120
+    change_ttl_days: int = 90
+
+
+@dataclass
+class Deps:
+    """What reconcile talks to; each is a port (a Protocol)."""
+
+    store: ConfigStore
+    batch: BatchGateway
+    notifier: Notifier
+    clock: Clock
+    owner: str = "reconcile"
+    settings: ReconcileSettings = field(default_factory=ReconcileSettings)
+
+
+@dataclass
+class ReconcileResult:
+    """What a reconcile did and whether the caller should come back (`requeue_after`)."""
+
+    queue: str
+    outcome: Outcome
+    applied: list[Action] = field(default_factory=list)
+    held: list[GuardedAction] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    held_change: str | None = None
+    requeue_after: int | None = None
+
+
+def reconcile(queue: str, deps: Deps) -> ReconcileResult:
+    """Converge one job queue; raises RetryableError when the caller should retry the record."""
+    now = deps.clock.now()
+    if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
+        return ReconcileResult(queue, "locked", requeue_after=deps.settings.requeue_seconds)
+    try:
+        return _Run(queue, deps, now).run()
+    finally:
+        deps.store.release_lease(queue, deps.owner)
+
+
+class _Run:
+    def __init__(self, queue: str, deps: Deps, now: datetime):
+        self.queue = queue
+        self.deps = deps
+        self.now = now
+        self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.result = ReconcileResult(queue, "converged")
+        items = deps.store.load_partition(queue)
+        self.config = {i[SORT_KEY]: i for i in items if is_config_key(i.get(SORT_KEY))}
+        self.status = {
+            i[SORT_KEY]: i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+        }
+        self.queue_status = self.status.get(QUEUE_STATUS)
+        self.alerted: list[str] = list((self.queue_status or {}).get("alerted", []))
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def run(self) -> ReconcileResult:
+        if not self.config and self.queue_status is None:
+            self.result.outcome = "absent"
+            return self.result
+        assembled, report = validate_items(self.queue, self.config.values())
+        if report.queue_wide_errors or (self.config and report.settings is None):
+            return self._reject(assembled, report)
+        desired = self._desired(assembled, report)
+        self._alert_invalid_shares(assembled, report)
+        observed = self.deps.batch.observe(
+            self.queue, self._names("policy", desired), self._names("environment", desired)
+        )
+        the_plan = plan(desired, observed, self.deps.batch.scope)
+        self.result.waits = list(the_plan.waits)
+        if the_plan.conflicts:
+            return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
+        decided = self._guard(the_plan, desired)
+        failure = self._apply(decided, observed)
+        self._alert_risks(decided)
+        self._finish(desired, observed, report, the_plan, decided, failure)
+        return self.result
+
+    def _desired(self, assembled: AssembledDocument, report: ValidationReport) -> Desired:
+        managed = (self.queue_status or {}).get("managed", {})
+        applied_tags: dict[str, dict[str, str]] = {
+            key[len(STATUS_PREFIX + "SHARE#") :]: dict(item["appliedTags"])
+            for key, item in self.status.items()
+            if key.startswith(STATUS_PREFIX + "SHARE#") and item.get("appliedTags") is not None
+        }
+        if not self.config:
+            return Desired(
+                self.queue,
+                None,
+                managed_policy=managed.get("schedulingPolicy"),
+                managed_environment=managed.get("serviceEnvironment"),
+            )
+        settings = report.settings
+        assert settings is not None
+        frozen = {
+            assembled.share_items[p.share_index][len(SHARE_PREFIX) :]
+            for p in report.errors
+            if p.share_index is not None and p.share_index < len(assembled.share_items)
+        }
+        return Desired(
+            self.queue,
+            settings,
+            shares={s.quotaShareName: s for s in report.shares},
+            frozen_shares=frozenset(frozen),
+            force=settings.force,
+            managed_policy=managed.get("schedulingPolicy"),
+            managed_environment=managed.get("serviceEnvironment"),
+            applied_share_tags=applied_tags,
+        )
+
+    def _names(self, kind: str, desired: Desired) -> list[str]:
+        names: list[str] = []
+        if desired.settings is not None:
+            names.append(
+                desired.settings.scheduling_policy_name
+                if kind == "policy"
+                else desired.settings.service_environment_name
+            )
+        managed = desired.managed_policy if kind == "policy" else desired.managed_environment
+        if managed and managed not in names:
+            names.append(managed)
+        return names
+
+    def _guard(self, the_plan: Plan, desired: Desired) -> list[GuardedAction]:
+        touched = sorted(
+            {r.share for a in the_plan.actions for r in a.reductions if r.share is not None}
+        )
+        env_reduced = any(r.share is None for a in the_plan.actions for r in a.reductions)
+        shares = sorted(desired.shares) if env_reduced else touched
+        jobs: dict[str, list[ActiveJob]] = {}
+        if shares and any(a.is_reduction for a in the_plan.actions):
+            jobs = self.deps.batch.active_jobs(self.queue, shares)
+        new_limits = {
+            name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
+            for name, spec in desired.shares.items()
+        }
+        settings = desired.settings
+        policy = settings.reductionPolicy if settings else "warn"
+        approved = settings.approvedChange if settings else None
+        decided, held_id = guard(the_plan.actions, jobs, new_limits, policy, approved)
+        self.result.held_change = held_id
+        return decided
+
+    def _apply(self, decided: list[GuardedAction], observed: ObservedState) -> str | None:
+        records: list[dict[str, Any]] = []
+        failure: str | None = None
+        seq = itertools.count()
+        try:
+            for guarded in decided:
+                if not guarded.applies:
+                    self.result.held.append(guarded)
+                    continue
+                action = guarded.action
+                try:
+                    self.deps.batch.execute(action)
+                except ActionFailed as exc:
+                    failure = str(exc)
+                    self.result.errors.append(failure)
+                    break  # later requests may depend on this one
+                self.result.applied.append(action)
+                records.append(self._change_record(action, guarded, observed, next(seq)))
+        finally:
+            # Whatever was applied is recorded, even when a retryable error cuts the run.
+            if records:
+                self.deps.store.record_changes(self.queue, records)
+        return failure
+
+    def _change_record(
+        self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
+    ) -> dict[str, Any]:
+        source = share_key(action.share) if action.share else QUEUE_ITEM
+        by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
+        before: dict[str, Any] = {}
+        if action.share and action.share in observed.shares:
+            before = observed.shares[action.share].model_dump(
+                include={"capacityLimits", "resourceSharingConfiguration", "state"}
+            )
+        change_id = f"{self.stamp}-{seq:02d}"
+        expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
+        return {
+            SORT_KEY: f"{CHANGE_PREFIX}{change_id}",
+            "changeId": change_id,
+            "at": self.stamp,
+            "by": by,
+            "operation": action.operation,
+            "resource": action.resource,
+            "quotaShareName": action.share,
+            "summary": action.summary,
+            "before": before,
+            "after": {k: v for k, v in action.params.items() if k != "tags"},
+            "reductions": [r.describe() for r in action.reductions],
+            "atRisk": [j.jobId for r in guarded.risks for j in r.jobs],
+            "expiresAt": int(expires.timestamp()),
+        }
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
+        messages = [assembled.describe(p) for p in report.errors]
+        gen = generation(self.config.get(QUEUE_ITEM))
+        self._publish(
+            Alert(
+                kind="CONFIG_REJECTED",
+                severity="warning",
+                jobQueue=self.queue,
+                summary=f"Quota config of {self.queue} rejected: {len(messages)} problem(s)",
+                detail="\n".join(messages[:50]),
+                nextSteps=[
+                    "Fix the items named above (quotactl validate checks a file first)",
+                    "AWS Batch keeps the last applied state until the config is valid",
+                ],
+                occurredAt=self.stamp,
+                dedupKey=f"{self.queue}:rejected:{_digest(messages)}",
+            )
+        )
+        queue_status = self._queue_status(
+            gen,
+            [
+                Condition("Valid", False, "ConfigInvalid", "; ".join(messages[:20])),
+                _keep(self.queue_status, "Applied"),
+                _keep(self.queue_status, "Healthy"),
+                _keep(self.queue_status, "Blocked"),
+            ],
+        )
+        queue_status["errors"] = messages[:50]
+        self._write([queue_status], [])
+        self.result.outcome = "rejected"
+        self.result.errors = messages
+        return self.result
+
+    def _fail(
+        self,
+        conflicts: list[str],
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+    ) -> ReconcileResult:
+        self.result.errors = list(conflicts)
+        self._publish(
+            Alert(
+                kind="RECONCILE_FAILED",
+                severity="critical",
+                jobQueue=self.queue,
+                summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
+                detail="\n".join(conflicts),
+                nextSteps=["Change the config as the message says; nothing was applied"],
+                occurredAt=self.stamp,
+                dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
+            )
+        )
+        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts))
+        self.result.outcome = "failed"
+        self.result.requeue_after = None
+        return self.result
+
+    def _finish(
+        self,
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+        decided: list[GuardedAction],
+        failure: str | None,
+    ) -> None:
+        result = self.result
+        held = [g for g in decided if not g.applies]
+        if failure:
+            self._publish(
+                Alert(
+                    kind="RECONCILE_FAILED",
+                    severity="critical",
+                    jobQueue=self.queue,
+                    summary=f"Reconcile of {self.queue} failed: {failure}",
+                    detail=failure,
+                    nextSteps=["Check the message; the next resync retries automatically"],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:failed:{_digest([failure])}",
+                )
+            )
+        converged = not the_plan.actions and not the_plan.waits and not failure
+        if failure:
+            result.outcome = "failed"
+        elif held and all(g.decision == "blocked" for g in held) and not the_plan.waits:
+            result.outcome = "blocked"
+        elif converged:
+            result.outcome = "converged"
+        else:
+            result.outcome = "progressing"
+        if the_plan.waits or result.applied or any(g.decision != "blocked" for g in held):
+            result.requeue_after = self.deps.settings.requeue_seconds
+        if failure:
+            result.requeue_after = None
+        self._write_status(desired, observed, report, the_plan, held, failure)
+
+    # -- status ------------------------------------------------------------------------------
+
+    def _write_status(
+        self,
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+        held: list[GuardedAction],
+        failure: str | None,
+    ) -> None:
+        queue_item = self.config.get(QUEUE_ITEM)
+        gen = generation(queue_item)
+        queue_held = [g for g in held if g.action.share is None]
+        queue_waits = [w for w in the_plan.waits if not w.startswith("quota share")]
+        healthy_queue = observed.queue is not None and observed.queue.status == "VALID"
+        applied_ok = (
+            not failure and not queue_waits and not [a for a in the_plan.actions if a.share is None]
+        )
+        conds = [
+            Condition("Valid", True, "ConfigValid", _warnings_text(report)),
+            Condition(
+                "Applied",
+                applied_ok or (not failure and not queue_waits and bool(self.result.applied)),
+                "Failed" if failure else ("Waiting" if queue_waits else "Applied"),
+                failure or "; ".join(queue_waits),
+            ),
+            Condition(
+                "Healthy",
+                healthy_queue,
+                "JobQueueValid" if healthy_queue else "JobQueueNotValid",
+                (observed.queue.statusReason or "") if observed.queue else "job queue not found",
+            ),
+            Condition(
+                "Blocked",
+                bool(queue_held),
+                queue_held[0].decision.title().replace("-", "") if queue_held else "NotBlocked",
+                "; ".join(g.reason for g in queue_held),
+            ),
+        ]
+        queue_status = self._queue_status(gen, conds)
+        queue_status["waitingFor"] = list(the_plan.waits)
+        queue_status["lastError"] = failure
+        if self.result.applied:
+            queue_status["lastAppliedAt"] = self.stamp
+        elif self.queue_status and self.queue_status.get("lastAppliedAt"):
+            queue_status["lastAppliedAt"] = self.queue_status["lastAppliedAt"]
+        queue_status["heldChange"] = (
+            {
+                "id": self.result.held_change,
+                "decision": held[0].decision,
+                "reasons": [g.reason for g in held],
+                "jobs": sorted({j.jobId for g in held for r in g.risks for j in r.jobs}),
+                "changes": [g.action.summary for g in held],
+            }
+            if held
+            else None
+        )
+        settings = desired.settings
+        if settings is not None:
+            queue_status["managed"] = {
+                "schedulingPolicy": settings.scheduling_policy_name,
+                "serviceEnvironment": settings.service_environment_name,
+            }
+        queue_status["resources"] = {
+            "schedulingPolicyArn": observed.policy.arn if observed.policy else None,
+            "jobQueueArn": observed.queue.jobQueueArn if observed.queue else None,
+            "serviceEnvironmentArns": sorted(
+                e.serviceEnvironmentArn for e in observed.environments.values()
+            ),
+        }
+        items: list[dict[str, Any]] = [queue_status]
+        deletes: list[str] = []
+        by_share: dict[str, list[GuardedAction]] = {}
+        for guarded in held:
+            if guarded.action.share:
+                by_share.setdefault(guarded.action.share, []).append(guarded)
+        names = set(desired.shares) | set(desired.frozen_shares) | set(observed.shares)
+        for name in sorted(names):
+            item = self._share_status(
+                name, desired, observed, the_plan, by_share.get(name, []), report, failure
+            )
+            if item is not None:
+                items.append(item)
+        for key in self.status:
+            if (
+                key.startswith(STATUS_PREFIX + "SHARE#")
+                and key[len(STATUS_PREFIX + "SHARE#") :] not in names
+            ):
+                deletes.append(key)
+        if desired.settings is None and observed.queue is None and not observed.shares:
+            # Torn down: nothing is left to describe.
+            deletes = list(self.status)
+            items = []
+        self._write(items, deletes)
+
+    def _share_status(
+        self,
+        name: str,
+        desired: Desired,
+        observed: ObservedState,
+        the_plan: Plan,
+        held: list[GuardedAction],
+        report: ValidationReport,
+        failure: str | None,
+    ) -> dict[str, Any] | None:
+        key = share_status_key(name)
+        previous = self.status.get(key)
+        config = self.config.get(share_key(name))
+        gen = generation(config)
+        current = observed.shares.get(name)
+        pending = [a for a in the_plan.actions if a.share == name]
+        waits = [w for w in the_plan.waits if w.startswith(f"quota share {name} ")]
+        invalid = [p for p in report.errors if p.share == name]
+        if name in desired.frozen_shares:
+            valid = Condition(
+                "Valid",
+                False,
+                "ConfigInvalid",
+                "; ".join(str(p) for p in invalid) or "invalid",
+            )
+        elif config is None:
+            valid = Condition("Valid", True, "Removed", "the share item was removed")
+        else:
+            valid = Condition("Valid", True, "ConfigValid", "")
+        applied_now = [a for a in self.result.applied if a.share == name]
+        not_applied = [a for a in pending if a not in applied_now]
+        applied = (
+            not failure and not not_applied and not waits and name not in desired.frozen_shares
+        )
+        conds = [
+            valid,
+            Condition(
+                "Applied",
+                applied,
+                "Applied"
+                if applied
+                else (
+                    "Frozen"
+                    if name in desired.frozen_shares
+                    else ("Waiting" if waits else "Pending")
+                ),
+                "; ".join(waits + [g.reason for g in held]) if not applied else "",
+            ),
+            Condition(
+                "Healthy",
+                current is not None and current.status == "VALID",
+                current.status if current else "NotFound",
+                "" if current else "the quota share does not exist in Batch",
+            ),
+            Condition(
+                "Blocked",
+                bool(held),
+                held[0].decision.title().replace("-", "") if held else "NotBlocked",
+                "; ".join(g.reason for g in held),
+            ),
+        ]
+        item: dict[str, Any] = {
+            SORT_KEY: key,
+            "quotaShareName": name,
+            "observedGeneration": gen,
+            "conditions": conditions(previous, conds, gen, self.stamp),
+            "quotaShareArn": current.quotaShareArn if current else None,
+            "updatedAt": self.stamp,
+        }
+        spec = desired.shares.get(name)
+        if spec is not None and any(
+            a.operation in ("CreateQuotaShare", "TagResource", "UntagResource") for a in applied_now
+        ):
+            item["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": self.queue}
+        elif previous and previous.get("appliedTags") is not None:
+            item["appliedTags"] = previous["appliedTags"]
+        if applied_now:
+            item["lastAppliedAt"] = self.stamp
+        elif previous and previous.get("lastAppliedAt"):
+            item["lastAppliedAt"] = previous["lastAppliedAt"]
+        return item
+
+    def _queue_status(self, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
+        return {
+            SORT_KEY: QUEUE_STATUS,
+            "observedGeneration": gen,
+            "conditions": conditions(self.queue_status, conds, gen, self.stamp),
+            "alerted": self.alerted[-_ALERT_MEMORY:],
+            "managed": (self.queue_status or {}).get("managed", {}),
+            "updatedAt": self.stamp,
+        }
+
+    def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
+        changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
+        if changed or deletes:
+            self.deps.store.write_status(self.queue, changed, deletes)
+
+    # -- alerts ------------------------------------------------------------------------------
+
+    def _publish(self, alert: Alert) -> None:
+        if alert.dedupKey in self.alerted:
+            return
+        self.deps.notifier.publish(alert)
+        self.alerted.append(alert.dedupKey)
+        self.result.alerts.append(alert)
+
+    def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
+        by_share: dict[str, list[str]] = {}
+        for problem in report.errors:
+            if problem.share_index is not None and problem.share_index < len(assembled.share_items):
+                name = assembled.share_items[problem.share_index][len(SHARE_PREFIX) :]
+                by_share.setdefault(name, []).append(assembled.describe(problem))
+        for name, messages in sorted(by_share.items()):
+            self._publish(
+                Alert(
+                    kind="CONFIG_REJECTED",
+                    severity="warning",
+                    jobQueue=self.queue,
+                    quotaShareName=name,
+                    summary=f"Quota share {name} of {self.queue}: config rejected",
+                    detail="\n".join(messages),
+                    nextSteps=[
+                        f"Fix item SHARE#{name}; the share keeps its last applied settings",
+                        "The queue's other shares are still reconciled",
+                    ],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:{name}:rejected:{_digest(messages)}",
+                )
+            )
+        self.result.errors.extend(m for ms in by_share.values() for m in ms)
+
+    def _alert_risks(self, decided: list[GuardedAction]) -> None:
+        risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
+        by_share: dict[str | None, list[GuardedAction]] = {}
+        for guarded in risky:
+            by_share.setdefault(guarded.action.share, []).append(guarded)
+        for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
+            decision = group[0].decision
+            jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
+            changes = [r.describe() for g in group for r in g.risks]
+            where = f"quota share {share}" if share else "the service environment"
+            verb = {
+                "apply-with-warning": "applied",
+                "blocked": "held (reductionPolicy block)",
+                "draining": "held until usage fits (reductionPolicy drain)",
+            }.get(decision, decision)
+            steps = {
+                "apply-with-warning": [
+                    "Expect these jobs to be preempted and requeued (or failed once "
+                    "preemptionRetriesBeforeTermination is used up)",
+                    "Revert the change in the config to keep them running",
+                ],
+                "blocked": [
+                    f"Approve exactly this change: set approvedChange: {self.result.held_change} "
+                    f"on queue {self.queue} (quotactl approve {self.queue} "
+                    f"{self.result.held_change})",
+                    "Or revert the change in the config",
+                ],
+                "draining": [
+                    "Nothing to do: the change applies once the jobs above finish",
+                    "Set reductionPolicy: warn to apply it now",
+                ],
+            }.get(decision, [])
+            self._publish(
+                Alert(
+                    kind="PREEMPTION_RISK",
+                    severity="warning",
+                    jobQueue=self.queue,
+                    quotaShareName=share,
+                    jobs=[_alert_job(j) for j in jobs.values()],
+                    summary=f"Reducing {where} of {self.queue} puts {len(jobs)} job(s) at risk: "
+                    f"change {verb}",
+                    detail="\n".join(changes)
+                    + "\nJobs at risk are predicted (not yet preempted, preemption order is "
+                    "Batch's): not-yet-running first, then lower priority, then newest.",
+                    nextSteps=steps,
+                    occurredAt=self.stamp,
+                    dedupKey=(
+                        f"{self.queue}:{share or '-'}:risk:{self.result.held_change}:{decision}"
+                    ),
+                    change=ChangeRef(id=self.result.held_change or "", at=self.stamp)
+                    if self.result.held_change
+                    else None,
+                )
+            )
+
+
+def _alert_job(job: ActiveJob) -> AlertJob:
+    return AlertJob(
+        jobId=job.jobId,
+        jobName=job.jobName,
+        jobArn=job.jobArn,
+        statusBefore=job.status,
+        capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
+        schedulingPriority=job.priority,
+    )
+
+
+def _keep(previous: Mapping[str, Any] | None, kind: str) -> Condition:
+    for cond in (previous or {}).get("conditions", []):
+        if cond.get("type") == kind:
+            return Condition(
+                cond["type"],
+                cond.get("status") == "True",
+                cond.get("reason", ""),
+                cond.get("message", ""),
+            )
+    return Condition(kind, False, "Unknown", "")  # type: ignore[arg-type]
+
+
+def _warnings_text(report: ValidationReport) -> str:
+    return "; ".join(f"warning: {w}" for w in report.warnings)
+
+
+def _digest(parts: Sequence[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+__all__ = [
+    "Deps",
+    "ReconcileResult",
+    "ReconcileSettings",
+    "RetryableError",
+    "reconcile",
+]

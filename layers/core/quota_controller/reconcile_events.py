@@ -1,0 +1,172 @@
+"""From event-source batches to reconcile(queue): the stream, the requeue queue, the schedule.
+
+Each record only names a queue (level-triggered); a queue named by several records of one batch
+is reconciled once, because the reconcile reads the table after every record of the batch was
+written. A record whose reconcile raises RetryableError is reported as a batch item failure, so
+the event source retries it (the stream bisects and finally sends it to the on-failure DLQ; the
+requeue queue redrives it to its DLQ). Invalid config is not an error here: reconcile turns it
+into status and an alert.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from quota_controller.config.items import PARTITION_KEY, SORT_KEY, is_config_key
+from quota_controller.ports import Clock
+from quota_controller.reconcile import Deps, ReconcileResult, reconcile
+
+
+class Requeuer(Protocol):
+    """Asks for a later reconcile of a queue (the requeue SQS queue with a delay)."""
+
+    def requeue(self, queue: str, delay_seconds: int, reason: str) -> None:
+        """Send the queue's name back, visible after the delay."""
+        ...
+
+
+class MalformedRecord(ValueError):
+    """A record that names no queue; retried, then it lands in the DLQ (never silently lost)."""
+
+
+@dataclass
+class BatchOutcome:
+    """What one event batch did, per queue."""
+
+    results: dict[str, ReconcileResult] = field(default_factory=dict)
+    skipped: int = 0
+
+
+def queue_of_stream_record(record: DynamoDBRecord) -> str | None:
+    """The queue a stream record concerns, or None for a non-config item (status, changes)."""
+    stream = record.dynamodb
+    keys = (stream.keys if stream else None) or {}
+    if not keys:
+        raise MalformedRecord(f"stream record {record.event_id} has no keys")
+    queue, item = keys.get(PARTITION_KEY), keys.get(SORT_KEY)
+    if not isinstance(queue, str) or not queue:
+        raise MalformedRecord(f"stream record {record.event_id} has no {PARTITION_KEY!r} key")
+    return queue if is_config_key(item) else None
+
+
+@dataclass(frozen=True)
+class RequeueMessage:
+    """A requeue message: which queue, and not before when (epoch seconds)."""
+
+    queue: str
+    not_before: float = 0.0
+    reason: str = ""
+
+
+def parse_requeue(record: SQSRecord) -> RequeueMessage:
+    """The queue a requeue message names: {"queue": "<name>", "notBefore": <epoch>}."""
+    try:
+        body = json.loads(record.body)
+    except (TypeError, ValueError) as exc:
+        raise MalformedRecord(f"message {record.message_id} is not JSON: {exc}") from None
+    queue = body.get("queue") if isinstance(body, dict) else None
+    if not isinstance(queue, str) or not queue:
+        raise MalformedRecord(f"message {record.message_id} names no queue")
+    not_before = body.get("notBefore", 0)
+    if not isinstance(not_before, int | float):
+        raise MalformedRecord(f"message {record.message_id} has a non-numeric notBefore")
+    return RequeueMessage(queue, float(not_before), str(body.get("reason", "")))
+
+
+def handle_event(
+    event: dict[str, Any],
+    context: Any,
+    deps_factory: Callable[[], Deps],
+    requeuer: Requeuer,
+    on_result: Callable[[ReconcileResult], None] | None = None,
+) -> dict[str, Any]:
+    """Process a stream or SQS batch; returns the partial-batch response."""
+    records = event.get("Records") or []
+    source = records[0].get("eventSource") if records else None
+    outcome = BatchOutcome()
+    deps = deps_factory()
+
+    def run(queue: str | None) -> None:
+        if queue is None:
+            outcome.skipped += 1
+            return
+        if queue in outcome.results:
+            return
+        result = reconcile(queue, deps)
+        outcome.results[queue] = result
+        if on_result is not None:
+            on_result(result)
+        if result.requeue_after is not None:
+            requeuer.requeue(queue, result.requeue_after, result.outcome)
+
+    def run_stream(record: DynamoDBRecord) -> None:
+        run(queue_of_stream_record(record))
+
+    if source == "aws:dynamodb":
+        processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+        return dict(
+            process_partial_response(
+                event=event,
+                record_handler=run_stream,
+                processor=processor,
+                context=context,
+            )
+        )
+
+    def run_requeued(record: SQSRecord) -> None:
+        message = parse_requeue(record)
+        early = message.not_before - deps.clock.now().timestamp()
+        if early > 1:
+            # SQS delays at most 900 s: a longer wait comes back for the rest of it.
+            requeuer.requeue(message.queue, int(early), message.reason)
+            return
+        run(message.queue)
+
+    processor = BatchProcessor(event_type=EventType.SQS)
+    return dict(
+        process_partial_response(
+            event=event,
+            record_handler=run_requeued,
+            processor=processor,
+            context=context,
+        )
+    )
+
+
+class SqsRequeuer:
+    """Requeuer on a boto3 SQS client.
+
+    The message carries `notBefore`; SQS's DelaySeconds (at most 900, or `max_delay`) hides it
+    until then, and a message that still arrives early is sent back for the rest of the wait.
+    """
+
+    def __init__(self, client: Any, queue_url: str, clock: Clock, max_delay: int = 900):
+        self._client = client
+        self._url = queue_url
+        self._clock = clock
+        self._max_delay = max(0, min(900, max_delay))
+
+    def requeue(self, queue: str, delay_seconds: int, reason: str) -> None:
+        """Send the queue's name, due after `delay_seconds`."""
+        delay = max(0, delay_seconds)
+        body = {
+            "queue": queue,
+            "reason": reason,
+            "notBefore": self._clock.now().timestamp() + delay,
+        }
+        self._client.send_message(
+            QueueUrl=self._url,
+            MessageBody=json.dumps(body),
+            DelaySeconds=min(self._max_delay, delay),
+        )

@@ -1,0 +1,32 @@
+"""Environment settings of the deployed functions, validated once at the first invocation."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Settings(BaseModel):
+    """What the template passes to the functions as environment variables."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    CONFIG_TABLE: str
+    ALERTS_TOPIC_ARN: str
+    REQUEUE_QUEUE_URL: str = ""
+    ACCOUNT_ID: str
+    AWS_REGION: str
+    AWS_PARTITION: str = "aws"
+    REQUEUE_SECONDS: int = Field(default=30, ge=0, le=900)
+    LEASE_SECONDS: int = Field(default=120, ge=10, le=900)
+    CHANGE_TTL_DAYS: int = Field(default=90, ge=1, le=3650)
+    BATCH_MAX_ATTEMPTS: int = Field(default=8, ge=1, le=20)
+    # SQS delays a message at most 900 s; the local stack sets 0 and delivers by notBefore.
+    REQUEUE_MAX_SQS_DELAY: int = Field(default=900, ge=0, le=900)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read from the process environment (or the given mapping)."""
+        return cls.model_validate(dict(os.environ if env is None else env))

@@ -1,0 +1,110 @@
+"""Status as data: per queue and per share, conditions next to the config they describe.
+
+Status items live in the config table under sort keys `STATUS#QUEUE` and
+`STATUS#SHARE#<name>`; the stream filter and the handler ignore them, so writing status never
+sets off another reconcile. `observedGeneration` is the hash of the config item the status
+reflects (DynamoDB items have no generation counter, and console edits would not bump one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from quota_controller.config.items import (
+    BOOKKEEPING_FIELDS,
+    PARTITION_KEY,
+    SORT_KEY,
+    plain,
+)
+
+STATUS_PREFIX = "STATUS#"
+QUEUE_STATUS = "STATUS#QUEUE"
+CHANGE_PREFIX = "CHANGE#"
+LEASE_ITEM = "LOCK#RECONCILE"
+ConditionType = Literal["Valid", "Applied", "Healthy", "Blocked"]
+CONDITION_TYPES: tuple[ConditionType, ...] = ("Valid", "Applied", "Healthy", "Blocked")
+# Volatile attributes that do not count as a change of status (no write for them alone).
+_VOLATILE = ("updatedAt",)
+
+
+def share_status_key(name: str) -> str:
+    """The sort key of a share's status item."""
+    return f"{STATUS_PREFIX}SHARE#{name}"
+
+
+def generation(item: Mapping[str, Any] | None) -> str | None:
+    """A short hash of a config item's content (without keys and bookkeeping)."""
+    if item is None:
+        return None
+    content = {
+        k: plain(v)
+        for k, v in item.items()
+        if k not in (PARTITION_KEY, SORT_KEY) and k not in BOOKKEEPING_FIELDS
+    }
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition: type, True/False, a CamelCase reason and a sentence."""
+
+    type: ConditionType
+    status: bool
+    reason: str
+    message: str = ""
+
+
+def conditions(
+    previous: Mapping[str, Any] | None,
+    current: list[Condition],
+    observed_generation: str | None,
+    now: str,
+) -> list[dict[str, Any]]:
+    """Conditions as stored, keeping lastTransitionTime when a condition's status is unchanged."""
+    before = {c.get("type"): c for c in (previous or {}).get("conditions", [])}
+    out = []
+    for cond in current:
+        status = "True" if cond.status else "False"
+        prior = before.get(cond.type)
+        changed = prior is None or prior.get("status") != status
+        out.append(
+            {
+                "type": cond.type,
+                "status": status,
+                "reason": cond.reason,
+                "message": cond.message,
+                "observedGeneration": observed_generation,
+                "lastTransitionTime": (
+                    now if changed or prior is None else prior.get("lastTransitionTime", now)
+                ),
+            }
+        )
+    return out
+
+
+def differs(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when a status item changed in anything but its volatile attributes."""
+    if old is None:
+        return True
+
+    def strip(item: Mapping[str, Any]) -> str:
+        return json.dumps(
+            {k: plain(v) for k, v in item.items() if k not in _VOLATILE},
+            sort_keys=True,
+            default=str,
+        )
+
+    return strip(old) != strip(new)
+
+
+def condition(status_item: Mapping[str, Any] | None, kind: ConditionType) -> dict[str, Any]:
+    """The stored condition of that type ({} when absent)."""
+    for cond in (status_item or {}).get("conditions", []):
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}

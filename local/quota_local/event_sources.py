@@ -1,0 +1,269 @@
+"""Lambda event-source mappings, emulated on moto: the real handlers get the real event shapes.
+
+- `StreamSource`: a DynamoDB stream mapping with filter criteria, batch size,
+  ReportBatchItemFailures, a retry limit and an on-failure SQS destination (the record lands
+  there with the payload Lambda sends: requestContext, DDBStreamBatchInfo).
+- `SqsSource`: an SQS mapping with ReportBatchItemFailures; failed messages become visible
+  again and moto's redrive policy moves them to the DLQ after maxReceiveCount. Requeue messages
+  carry `notBefore`; they are delivered once the (virtual) clock reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class FakeContext:
+    """The parts of a Lambda context the handlers and Powertools read."""
+
+    function_name: str
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = ""
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Plenty: the local stack never times a handler out."""
+        return 120_000
+
+
+def _failures(response: Any) -> list[str]:
+    if isinstance(response, Mapping):
+        return [str(f.get("itemIdentifier")) for f in response.get("batchItemFailures", [])]
+    return []
+
+
+def _epoch(value: Any) -> Any:
+    return value.timestamp() if isinstance(value, datetime) else value
+
+
+class StreamSource:
+    """A DynamoDB stream -> Lambda mapping."""
+
+    def __init__(
+        self,
+        *,
+        streams: Any,
+        stream_arn: str,
+        handler: Handler,
+        function_name: str,
+        region: str,
+        pattern: Any | None,
+        sqs: Any,
+        dlq_url: str,
+        batch_size: int = 25,
+        max_retries: int = 5,
+    ):
+        self._streams = streams
+        self._arn = stream_arn
+        self._handler = handler
+        self._function = function_name
+        self._region = region
+        self._pattern = pattern
+        self._sqs = sqs
+        self._dlq = dlq_url
+        self._batch = batch_size
+        self._max_retries = max_retries
+        self._iterators: dict[str, str | None] = {}
+        self._pending: list[dict[str, Any]] = []
+        self._attempts: dict[str, int] = {}
+        self.invocations = 0
+        self.dead_lettered: list[str] = []
+
+    def _read(self) -> None:
+        shards = self._streams.describe_stream(StreamArn=self._arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            shard_id = shard["ShardId"]
+            if shard_id not in self._iterators:
+                self._iterators[shard_id] = self._streams.get_shard_iterator(
+                    StreamArn=self._arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+                )["ShardIterator"]
+            iterator = self._iterators[shard_id]
+            if iterator is None:
+                continue
+            page = self._streams.get_records(ShardIterator=iterator)
+            self._iterators[shard_id] = page.get("NextShardIterator")
+            for record in page.get("Records", []):
+                event = self._lambda_record(record)
+                if self._pattern is None or self._pattern.matches_event(event):
+                    self._pending.append(event)
+
+    def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
+        stream = dict(record["dynamodb"])
+        if "ApproximateCreationDateTime" in stream:
+            stream["ApproximateCreationDateTime"] = _epoch(stream["ApproximateCreationDateTime"])
+        return {
+            "eventID": record.get("eventID", str(uuid.uuid4())),
+            "eventName": record.get("eventName"),
+            "eventVersion": record.get("eventVersion", "1.1"),
+            "eventSource": "aws:dynamodb",
+            "awsRegion": self._region,
+            "dynamodb": stream,
+            "eventSourceARN": self._arn,
+        }
+
+    def poll(self) -> int:
+        """Deliver what is pending; returns the number of invocations made."""
+        self._read()
+        made = 0
+        while self._pending:
+            batch = self._pending[: self._batch]
+            made += 1
+            self.invocations += 1
+            try:
+                response = self._handler(
+                    {"Records": batch}, FakeContext(function_name=self._function)
+                )
+            except Exception:  # the function errored: the whole batch is retried
+                response = {
+                    "batchItemFailures": [
+                        {"itemIdentifier": batch[0]["dynamodb"]["SequenceNumber"]}
+                    ]
+                }
+            failed = set(_failures(response))
+            if not failed:
+                del self._pending[: len(batch)]
+                continue
+            # Checkpoint up to the first failed record; retry from it.
+            first = next(
+                i for i, r in enumerate(batch) if r["dynamodb"]["SequenceNumber"] in failed
+            )
+            del self._pending[:first]
+            head = self._pending[0]
+            seq = head["dynamodb"]["SequenceNumber"]
+            self._attempts[seq] = self._attempts.get(seq, 0) + 1
+            if self._attempts[seq] > self._max_retries:
+                self._dead_letter(head)
+                self._pending.pop(0)
+        return made
+
+    def _dead_letter(self, record: dict[str, Any]) -> None:
+        seq = record["dynamodb"]["SequenceNumber"]
+        self.dead_lettered.append(seq)
+        payload = {
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": self._function,
+                "condition": "RetryAttemptsExhausted",
+                "approximateInvokeCount": self._attempts.get(seq, 0),
+            },
+            "version": "1.0",
+            "DDBStreamBatchInfo": {
+                "startSequenceNumber": seq,
+                "endSequenceNumber": seq,
+                "batchSize": 1,
+                "streamArn": self._arn,
+            },
+        }
+        self._sqs.send_message(QueueUrl=self._dlq, MessageBody=json.dumps(payload))
+
+
+class SqsSource:
+    """An SQS -> Lambda mapping, delivering each message once its `notBefore` is reached."""
+
+    def __init__(
+        self,
+        *,
+        sqs: Any,
+        queue_url: str,
+        queue_arn: str,
+        handler: Handler,
+        function_name: str,
+        region: str,
+        now: Callable[[], float],
+        batch_size: int = 10,
+    ):
+        self._sqs = sqs
+        self._url = queue_url
+        self._arn = queue_arn
+        self._handler = handler
+        self._function = function_name
+        self._region = region
+        self._now = now
+        self._batch = batch_size
+        self._held: list[dict[str, Any]] = []
+        self.invocations = 0
+
+    def _receive(self) -> None:
+        while True:
+            page = self._sqs.receive_message(
+                QueueUrl=self._url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=43200,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            messages = page.get("Messages", [])
+            if not messages:
+                return
+            self._held.extend(messages)
+
+    @staticmethod
+    def _due_at(message: dict[str, Any]) -> float:
+        try:
+            body = json.loads(message["Body"])
+            return float(body.get("notBefore", 0)) if isinstance(body, dict) else 0.0
+        except (ValueError, TypeError):
+            return 0.0
+
+    def next_due(self) -> float | None:
+        """When the earliest held message becomes due (epoch seconds), if any."""
+        self._receive()
+        return min((self._due_at(m) for m in self._held), default=None)
+
+    def poll(self) -> int:
+        """Deliver due messages in batches; returns the number of invocations made."""
+        self._receive()
+        made = 0
+        while True:
+            now = self._now()
+            due = [m for m in self._held if self._due_at(m) <= now + 1e-6][: self._batch]
+            if not due:
+                return made
+            for message in due:
+                self._held.remove(message)
+            made += 1
+            self.invocations += 1
+            event = {"Records": [self._lambda_record(m) for m in due]}
+            try:
+                failed = set(
+                    _failures(self._handler(event, FakeContext(function_name=self._function)))
+                )
+            except Exception:
+                failed = {m["MessageId"] for m in due}
+            for message in due:
+                if message["MessageId"] in failed:
+                    # Visible again now; moto's redrive moves it to the DLQ after maxReceiveCount.
+                    self._sqs.change_message_visibility(
+                        QueueUrl=self._url,
+                        ReceiptHandle=message["ReceiptHandle"],
+                        VisibilityTimeout=0,
+                    )
+                else:
+                    self._sqs.delete_message(
+                        QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"]
+                    )
+            self._receive()
+
+    def _lambda_record(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "messageId": message["MessageId"],
+            "receiptHandle": message["ReceiptHandle"],
+            "body": message["Body"],
+            "attributes": message.get("Attributes", {}),
+            "messageAttributes": message.get("MessageAttributes", {}),
+            "md5OfBody": message.get("MD5OfBody", ""),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": self._arn,
+            "awsRegion": self._region,
+        }

@@ -1,0 +1,402 @@
+"""LocalStack: the whole controller on one machine, on moto plus the Batch quota emulator.
+
+It creates what template.yaml creates (config table with its stream, requeue queue and DLQs,
+alerts topic), wires the real handlers of `functions/` to their event sources with the
+template's settings (stream filter, batch sizes, retries, schedule), and drives everything on
+a virtual clock, so a test can move an hour ahead in milliseconds.
+
+    with LocalStack() as stack:
+        stack.apply("examples/quotas.yaml")
+        stack.run_until_idle()
+        stack.advance(60)
+        stack.status("ml-training"); stack.alerts(); stack.batch_calls()
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from quota_local.event_sources import SqsSource, StreamSource
+from quota_local.paths import project_root
+from quota_local.template import StackShape, load_template, stack_shape
+
+ACCOUNT = "123456789012"
+_FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+class VirtualClock:
+    """A clock that moves only when told to (epoch seconds, UTC)."""
+
+    def __init__(self, start: datetime | None = None):
+        self._t = (start or datetime(2026, 3, 16, 19, 0, tzinfo=UTC)).timestamp()
+
+    def time(self) -> float:
+        """Now, in epoch seconds."""
+        return self._t
+
+    def now(self) -> datetime:
+        """Now, as an aware datetime."""
+        return datetime.fromtimestamp(self._t, UTC)
+
+    def advance(self, seconds: float) -> None:
+        """Move forward."""
+        if seconds < 0:
+            raise ValueError("the clock does not go back")
+        self._t += seconds
+
+    def set(self, epoch: float) -> None:
+        """Jump forward to an instant."""
+        self._t = max(self._t, epoch)
+
+
+class LocalStack:
+    """The deployed controller, locally. Use as a context manager."""
+
+    def __init__(
+        self,
+        *,
+        region: str = "us-east-1",
+        settle_seconds: float = 5.0,
+        prefix: str = "local",
+        start: datetime | None = None,
+        template: Path | None = None,
+    ):
+        self.region = region
+        self.prefix = prefix
+        self.settle_seconds = settle_seconds
+        self.clock = VirtualClock(start)
+        self.shape: StackShape = stack_shape(load_template(template))
+        self._saved_env: dict[str, str | None] = {}
+        self._mock: Any = None
+        self._installed_emulator = False
+        self._alerts: list[dict[str, Any]] = []
+        self._user_calls: Counter[str] = Counter()
+        self._next_resync = 0.0
+        self.stream: StreamSource | None = None
+        self.requeue: SqsSource | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start moto, install the emulator, create the resources and wire the handlers."""
+        import moto
+
+        from quota_local import emulator
+
+        self._set_env(_FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": self.region})
+        self._mock = moto.mock_aws()
+        self._mock.start()
+        if not emulator.is_installed():
+            emulator.install()
+            self._installed_emulator = True
+        emulator.configure(clock=self.clock.time, settle_seconds=self.settle_seconds)
+        self._create_resources()
+        self._set_env(self._function_env())
+        from quota_controller import composition
+
+        composition.reset()
+        composition.use_clock(self.clock)
+        self._wire()
+        self._next_resync = self.clock.time() + self.shape.resync_seconds
+
+    def stop(self) -> None:
+        """Stop moto and restore the environment."""
+        import time
+
+        from quota_controller import composition
+        from quota_local import emulator
+
+        composition.reset()
+        emulator.configure(clock=time.time, settle_seconds=0.0)
+        if self._installed_emulator:
+            emulator.uninstall()
+            self._installed_emulator = False
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env.clear()
+
+    def _set_env(self, values: Mapping[str, str]) -> None:
+        for key, value in values.items():
+            self._saved_env.setdefault(key, os.environ.get(key))
+            os.environ[key] = value
+
+    # -- resources ---------------------------------------------------------------------------
+
+    def client(self, service: str) -> Any:
+        """A boto3 client bound to the local stack."""
+        import boto3
+        from botocore.config import Config
+
+        # botocore's account-based DynamoDB Streams endpoint is unknown to moto 5.2.
+        config = Config(account_id_endpoint_mode="disabled")
+        return boto3.client(service, region_name=self.region, config=config)
+
+    def _create_resources(self) -> None:
+        ddb = self.client("dynamodb")
+        self.table_name = f"{self.prefix}-quota-config"
+        ddb.create_table(
+            TableName=self.table_name,
+            KeySchema=self.shape.table_key_schema,
+            AttributeDefinitions=self.shape.table_attributes,
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={
+                "StreamEnabled": True,
+                "StreamViewType": self.shape.stream_view_type,
+            },
+        )
+        self.stream_arn = ddb.describe_table(TableName=self.table_name)["Table"]["LatestStreamArn"]
+        sqs = self.client("sqs")
+        self.sqs = sqs
+        self.requeue_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-requeue-dlq")["QueueUrl"]
+        dlq_arn = self._queue_arn(self.requeue_dlq_url)
+        self.requeue_url = sqs.create_queue(
+            QueueName=f"{self.prefix}-requeue",
+            Attributes={
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": dlq_arn,
+                        "maxReceiveCount": str(self.shape.requeue_max_receive),
+                    }
+                )
+            },
+        )["QueueUrl"]
+        self.stream_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-config-stream-dlq")[
+            "QueueUrl"
+        ]
+        sns = self.client("sns")
+        self.topic_arn = sns.create_topic(Name=f"{self.prefix}-alerts")["TopicArn"]
+        # What an automation subscriber sees: the `sqs` body of each alert.
+        self.alerts_url = sqs.create_queue(QueueName=f"{self.prefix}-alerts-inbox")["QueueUrl"]
+        sns.subscribe(
+            TopicArn=self.topic_arn,
+            Protocol="sqs",
+            Endpoint=self._queue_arn(self.alerts_url),
+        )
+
+    def _queue_arn(self, url: str) -> str:
+        attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
+        return str(attrs["Attributes"]["QueueArn"])
+
+    def _function_env(self) -> dict[str, str]:
+        return {
+            "CONFIG_TABLE": self.table_name,
+            "ALERTS_TOPIC_ARN": self.topic_arn,
+            "REQUEUE_QUEUE_URL": self.requeue_url,
+            "REQUEUE_SECONDS": str(self.shape.requeue_seconds),
+            "REQUEUE_MAX_SQS_DELAY": "0",
+            "ACCOUNT_ID": ACCOUNT,
+            "AWS_REGION": self.region,
+            "AWS_PARTITION": "aws",
+            "POWERTOOLS_METRICS_NAMESPACE": "BatchQuotaController",
+            "POWERTOOLS_SERVICE_NAME": "local",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+            "POWERTOOLS_METRICS_DISABLED": "true",
+        }
+
+    def _wire(self) -> None:
+        from moto.events.models import EventPattern
+
+        reconcile = self.handler("reconcile")
+        pattern = EventPattern.load(self.shape.stream_filter) if self.shape.stream_filter else None
+        self.stream = StreamSource(
+            streams=self.client("dynamodbstreams"),
+            stream_arn=self.stream_arn,
+            handler=reconcile,
+            function_name=f"{self.prefix}-reconcile",
+            region=self.region,
+            pattern=pattern,
+            sqs=self.sqs,
+            dlq_url=self.stream_dlq_url,
+            batch_size=self.shape.stream_batch_size,
+            max_retries=self.shape.stream_max_retries,
+        )
+        self.requeue = SqsSource(
+            sqs=self.sqs,
+            queue_url=self.requeue_url,
+            queue_arn=self._queue_arn(self.requeue_url),
+            handler=reconcile,
+            function_name=f"{self.prefix}-reconcile",
+            region=self.region,
+            now=self.clock.time,
+            batch_size=self.shape.requeue_batch_size,
+        )
+        self._resync = self.handler("resync")
+
+    _modules: dict[str, ModuleType] = {}
+
+    def handler(self, function: str) -> Any:
+        """The `lambda_handler` of functions/<function>/app.py (loaded once per process)."""
+        if function not in self._modules:
+            path = project_root() / "functions" / function / "app.py"
+            name = f"quota_local_function_{function}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise RuntimeError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+            self._modules[function] = module
+        return self._modules[function].lambda_handler
+
+    # -- driving -----------------------------------------------------------------------------
+
+    @property
+    def batch(self) -> Any:
+        """A boto3 Batch client on the emulator (its calls are not counted as the controller's)."""
+        client = self.client("batch")
+
+        def count(model: Any, **_: Any) -> None:
+            self._user_calls[model.name] += 1
+
+        client.meta.events.register("before-call.batch", count)
+        return client
+
+    def run_until_idle(self, max_rounds: int = 200) -> int:
+        """Deliver stream records and due requeues until nothing is pending; returns invocations."""
+        assert self.stream is not None
+        assert self.requeue is not None
+        total = 0
+        for _ in range(max_rounds):
+            made = self.stream.poll() + self.requeue.poll()
+            total += made
+            if made == 0:
+                return total
+        raise RuntimeError(f"not idle after {max_rounds} rounds: a reconcile loop never settles")
+
+    def advance(self, seconds: float) -> None:
+        """Move the virtual clock; requeues, resyncs and Batch transitions fire when due."""
+        assert self.requeue is not None
+        target = self.clock.time() + seconds
+        self.run_until_idle()
+        while True:
+            due = [self._next_resync]
+            requeue_due = self.requeue.next_due()
+            if requeue_due is not None:
+                due.append(requeue_due)
+            step = min(due)
+            if step > target:
+                break
+            self.clock.set(step)
+            if self.clock.time() >= self._next_resync:
+                self.resync()
+            self.run_until_idle()
+        self.clock.set(target)
+        self.run_until_idle()
+
+    def resync(self) -> None:
+        """Run the scheduled resync now."""
+        from quota_local.event_sources import FakeContext
+
+        self._resync({"source": "aws.scheduler"}, FakeContext(f"{self.prefix}-resync"))
+        self._next_resync = self.clock.time() + self.shape.resync_seconds
+
+    # -- config --------------------------------------------------------------------------------
+
+    @property
+    def table(self) -> Any:
+        """The config table (boto3 resource)."""
+        import boto3
+
+        return boto3.resource("dynamodb", region_name=self.region).Table(self.table_name)
+
+    def apply(self, document: Any, *, by: str = "local-user", prune: bool = False) -> Any:
+        """Write a config document as `quotactl apply` does; returns the ConfigWrite."""
+        from quota_controller.config.source import parse_text
+        from quota_controller.config_apply import plan_config_write
+        from quota_controller.config_store import DynamoConfigStore
+
+        raw = document
+        if isinstance(document, str | Path):
+            raw = parse_text(Path(document).read_text(encoding="utf-8")).data
+        store = DynamoConfigStore(self.table)
+        name = raw.get("jobQueue", {}).get("jobQueueName") if isinstance(raw, dict) else None
+        existing = store.load_partition(name) if isinstance(name, str) else []
+        stamp = self.clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+        write = plan_config_write(raw, existing, by=by, at=stamp, prune=prune)
+        if not write.ok:
+            raise ValueError(
+                "invalid quota document:\n" + "\n".join(f"  {p}" for p in write.report.errors)
+            )
+        if write.puts or write.deletes:
+            assert write.queue is not None
+            store.put_config(write.queue, write.puts, write.deletes)
+        return write
+
+    def put_item(self, item: Mapping[str, Any]) -> None:
+        """A raw item write, as a person in the DynamoDB console would make it."""
+        from quota_controller.config_store import _dynamo
+
+        self.table.put_item(Item=_dynamo(dict(item)))
+
+    def delete_item(self, queue: str, item: str) -> None:
+        """A raw item delete."""
+        self.table.delete_item(Key={"queue": queue, "item": item})
+
+    # -- what happened ------------------------------------------------------------------------
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Alert JSON dicts published so far, in publish order."""
+        while True:
+            page = self.sqs.receive_message(QueueUrl=self.alerts_url, MaxNumberOfMessages=10)
+            messages = page.get("Messages", [])
+            if not messages:
+                return list(self._alerts)
+            for message in messages:
+                envelope = json.loads(message["Body"])
+                self._alerts.append(json.loads(envelope["Message"]))
+                self.sqs.delete_message(
+                    QueueUrl=self.alerts_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+
+    def status(self, queue: str) -> dict[str, Any]:
+        """The queue's status as `quotactl status` shows it."""
+        from quota_controller.config_store import DynamoConfigStore
+        from quota_controller.status_view import status_view
+
+        return status_view(queue, DynamoConfigStore(self.table).load_partition(queue))
+
+    def batch_calls(self) -> dict[str, int]:
+        """Batch API calls made by the controller (not through `stack.batch`), by operation."""
+        from quota_local import emulator
+
+        counts = Counter(emulator.emulator_for(ACCOUNT, self.region).call_counts())
+        counts.subtract(self._user_calls)
+        return {k: v for k, v in sorted(counts.items()) if v > 0}
+
+    def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
+        """What sits in the DLQs (stream on-failure, requeue)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for name, url in (("stream", self.stream_dlq_url), ("requeue", self.requeue_dlq_url)):
+            page = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0
+            )
+            out[name] = [json.loads(m["Body"]) for m in page.get("Messages", [])]
+        return out

@@ -1,0 +1,93 @@
+"""Reads template.yaml (CloudFormation short-form tags included) so the local stack builds what
+the deployment builds: the same table keys, stream filter, batch sizes, retries and schedule."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from quota_local.paths import project_root
+
+
+class _CfnLoader(yaml.SafeLoader):
+    pass
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+        if suffix == "GetAtt" and isinstance(value, str):
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {name: value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template(path: Path | None = None) -> dict[str, Any]:
+    """The template as data; intrinsic functions become their long form."""
+    source = path or project_root() / "template.yaml"
+    with source.open(encoding="utf-8") as handle:
+        data: dict[str, Any] = yaml.load(handle, Loader=_CfnLoader)
+    return data
+
+
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+
+
+def rate_seconds(expression: str) -> int:
+    """`rate(5 minutes)` -> 300."""
+    match = _RATE.match(expression.strip())
+    if not match:
+        raise ValueError(f"unsupported schedule expression {expression!r} (use rate(N unit))")
+    amount, unit = int(match.group(1)), match.group(2)
+    return amount * {"minute": 60, "hour": 3600, "day": 86400}[unit.rstrip("s")]
+
+
+@dataclass(frozen=True)
+class StackShape:
+    """What the local stack takes from the template."""
+
+    table_key_schema: list[dict[str, str]]
+    table_attributes: list[dict[str, str]]
+    stream_view_type: str
+    stream_filter: str | None
+    stream_batch_size: int
+    stream_max_retries: int
+    requeue_batch_size: int
+    requeue_max_receive: int
+    resync_seconds: int
+    requeue_seconds: int
+
+
+def stack_shape(template: dict[str, Any]) -> StackShape:
+    """Extract the shape; fails loudly when the template no longer has what it expects."""
+    resources = template["Resources"]
+    params = template.get("Parameters", {})
+    table = resources["ConfigTable"]["Properties"]
+    events = resources["Reconcile"]["Properties"]["Events"]
+    stream = events["ConfigStream"]["Properties"]
+    filters = stream.get("FilterCriteria", {}).get("Filters", [])
+    requeue = events["Requeue"]["Properties"]
+    redrive = resources["RequeueQueue"]["Properties"]["RedrivePolicy"]
+    return StackShape(
+        table_key_schema=table["KeySchema"],
+        table_attributes=table["AttributeDefinitions"],
+        stream_view_type=table["StreamSpecification"]["StreamViewType"],
+        stream_filter=filters[0]["Pattern"] if filters else None,
+        stream_batch_size=int(stream.get("BatchSize", 100)),
+        stream_max_retries=int(stream.get("MaximumRetryAttempts", -1)),
+        requeue_batch_size=int(requeue.get("BatchSize", 10)),
+        requeue_max_receive=int(redrive["maxReceiveCount"]),
+        resync_seconds=rate_seconds(params["ResyncRate"]["Default"]),
+        requeue_seconds=int(params["RequeueSeconds"]["Default"]),
+    )
