@@ -75,10 +75,13 @@ class LocalStack:
         prefix: str = "local",
         start: datetime | None = None,
         template: Path | None = None,
+        batch_max_attempts: int = 3,
     ):
         self.region = region
         self.prefix = prefix
         self.settle_seconds = settle_seconds
+        # botocore's retries sleep in real time; fewer attempts keep fault tests quick.
+        self.batch_max_attempts = batch_max_attempts
         self.clock = VirtualClock(start)
         self.shape: StackShape = stack_shape(load_template(template))
         self._saved_env: dict[str, str | None] = {}
@@ -87,6 +90,7 @@ class LocalStack:
         self._alerts: list[dict[str, Any]] = []
         self._user_calls: Counter[str] = Counter()
         self._next_resync = 0.0
+        self._batch_client: Any = None
         self.stream: StreamSource | None = None
         self.requeue: SqsSource | None = None
 
@@ -133,6 +137,7 @@ class LocalStack:
         if self._installed_emulator:
             emulator.uninstall()
             self._installed_emulator = False
+        self._batch_client = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -212,6 +217,7 @@ class LocalStack:
             "REQUEUE_QUEUE_URL": self.requeue_url,
             "REQUEUE_SECONDS": str(self.shape.requeue_seconds),
             "REQUEUE_MAX_SQS_DELAY": "0",
+            "BATCH_MAX_ATTEMPTS": str(self.batch_max_attempts),
             "ACCOUNT_ID": ACCOUNT,
             "AWS_REGION": self.region,
             "AWS_PARTITION": "aws",
@@ -271,13 +277,59 @@ class LocalStack:
     @property
     def batch(self) -> Any:
         """A boto3 Batch client on the emulator (its calls are not counted as the controller's)."""
-        client = self.client("batch")
+        if self._batch_client is None:
+            client = self.client("batch")
 
-        def count(model: Any, **_: Any) -> None:
-            self._user_calls[model.name] += 1
+            def count(model: Any, **_: Any) -> None:
+                self._user_calls[model.name] += 1
 
-        client.meta.events.register("before-call.batch", count)
-        return client
+            client.meta.events.register("before-call.batch", count)
+            self._batch_client = client
+        return self._batch_client
+
+    @property
+    def emulator(self) -> Any:
+        """The Batch quota emulator behind `batch` (faults, job status levers)."""
+        from quota_local import emulator
+
+        return emulator.emulator_for(ACCOUNT, self.region)
+
+    def submit_job(
+        self,
+        queue: str,
+        share: str,
+        instance_type: str,
+        count: int,
+        *,
+        priority: int = 0,
+        runtime_s: int = 3600,
+        name: str | None = None,
+        retries_before_termination: int | None = None,
+    ) -> str:
+        """Submit a SageMaker training job into a quota share; returns the job ID."""
+        job_name = name or f"{share}-job"
+        payload = {
+            "TrainingJobName": job_name,
+            "ResourceConfig": {
+                "InstanceType": instance_type,
+                "InstanceCount": count,
+                "VolumeSizeInGB": 30,
+            },
+            "StoppingCondition": {"MaxRuntimeInSeconds": runtime_s},
+        }
+        request: dict[str, Any] = {
+            "jobName": job_name,
+            "jobQueue": queue,
+            "serviceJobType": "SAGEMAKER_TRAINING",
+            "serviceRequestPayload": json.dumps(payload),
+            "quotaShareName": share,
+            "schedulingPriority": priority,
+        }
+        if retries_before_termination is not None:
+            request["preemptionConfiguration"] = {
+                "preemptionRetriesBeforeTermination": retries_before_termination
+            }
+        return str(self.batch.submit_service_job(**request)["jobId"])
 
     def run_until_idle(self, max_rounds: int = 200) -> int:
         """Deliver stream records and due requeues until nothing is pending; returns invocations."""

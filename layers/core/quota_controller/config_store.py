@@ -154,7 +154,7 @@ class DynamoConfigStore:
         queues: set[str] = set()
         kwargs: dict[str, Any] = {
             "ProjectionExpression": "#q",
-            "ExpressionAttributeNames": {"#q": PARTITION_KEY, "#i": SORT_KEY},
+            "ExpressionAttributeNames": {"#q": PARTITION_KEY},
             "FilterExpression": Attr(SORT_KEY).is_in(["QUEUE", "STATUS#QUEUE"]),
         }
         try:

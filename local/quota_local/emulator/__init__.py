@@ -14,8 +14,11 @@ from quota_local.emulator.core import (
     CallRecord,
     EmulatorError,
     EmulatorSettings,
+    Fault,
     configure,
     current_settings,
+    server_error,
+    throttling,
 )
 
 # moto versions the adapter was tested against; others are refused by `install` unless
@@ -30,11 +33,14 @@ __all__ = [
     "CallRecord",
     "EmulatorError",
     "EmulatorSettings",
+    "Fault",
     "configure",
     "current_settings",
     "emulator_for",
     "install",
     "is_installed",
+    "server_error",
+    "throttling",
     "uninstall",
 ]
 

@@ -90,6 +90,47 @@ class EmulatorError(Exception):
         self.status = status
 
 
+@dataclass
+class Fault:
+    """An injected failure: the next `times` calls of the operations fail with `code`.
+
+    `operations` None means every operation. Used to prove the controller under throttling
+    (429 TooManyRequestsException) and server errors (500 ServerException).
+    """
+
+    operations: frozenset[str] | None = None
+    code: str = "TooManyRequestsException"
+    status: int = 429
+    message: str = "Too Many Requests"
+    times: int = 1
+    fired: int = 0
+    # Only requests for which this returns True fail (e.g. those naming one job queue).
+    when: Callable[[Request], bool] | None = None
+
+    def matches(self, operation: str, request: Request) -> bool:
+        """True when this fault still has failures left for this call."""
+        live = self.times < 0 or self.fired < self.times
+        if not live or (self.operations is not None and operation not in self.operations):
+            return False
+        return self.when is None or self.when(request)
+
+
+def throttling(*operations: str, times: int = 1) -> Fault:
+    """A burst of 429 TooManyRequestsException, as Batch throttles."""
+    return Fault(frozenset(operations) or None, times=times)
+
+
+def server_error(*operations: str, times: int = 1) -> Fault:
+    """500 ServerException."""
+    return Fault(
+        frozenset(operations) or None,
+        code="ServerException",
+        status=500,
+        message="Internal server error",
+        times=times,
+    )
+
+
 def _client_error(message: str) -> EmulatorError:
     return EmulatorError(message, code="ClientException", status=400)
 
@@ -249,6 +290,7 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
             with self._lock:
                 self._advance()
                 try:
+                    self._raise_fault(name, req)
                     result = fn(self, req)
                 except EmulatorError as err:
                     self.record_call(name, req, err.code)
@@ -385,6 +427,7 @@ class BatchQuotaEmulator:
         self.deleted_service_environments: dict[str, ServiceEnvironment] = {}
         self.deleted_job_queues: dict[str, JobQueue] = {}
         self.calls: list[CallRecord] = []
+        self.faults: list[Fault] = []
         self.dispatch_order: DispatchOrder = _default_dispatch_order
         self._hooks: list[MutationHook] = []
         self._pending: list[tuple[float, int, Callable[[], None]]] = []
@@ -441,6 +484,23 @@ class BatchQuotaEmulator:
         return dict(
             Counter(c.operation for c in self.calls if include_errors or c.error_code is None)
         )
+
+    def inject(self, fault: Fault) -> Fault:
+        """Make calls fail as the fault says (see `throttling`, `server_error`)."""
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        """Remove every injected fault."""
+        with self._lock:
+            self.faults.clear()
+
+    def _raise_fault(self, operation: str, request: Request) -> None:
+        for fault in self.faults:
+            if fault.matches(operation, request):
+                fault.fired += 1
+                raise EmulatorError(fault.message, code=fault.code, status=fault.status)
 
     def add_mutation_hook(self, hook: MutationHook) -> None:
         """Run `hook(emulator, operation)` after every successful mutating operation."""

@@ -1,0 +1,454 @@
+"""risks_for and guard: which active jobs a reduction puts at risk, and what each policy does.
+
+Jobs use one ml.g5.xlarge unless a row says otherwise; `startedAt` is epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from quota_controller.impact import ActiveJob, change_id, guard, risks_for
+from quota_controller.planner import Action, Reduction
+
+G5 = "ml.g5.xlarge"
+G5_2X = "ml.g5.2xlarge"
+OTHER_ID = "0123456789ab"
+
+
+def job(
+    job_id: str,
+    status: str = "RUNNING",
+    *,
+    share: str = "team-a",
+    priority: int | None = None,
+    started: int | None = None,
+    **usage: int,
+) -> ActiveJob:
+    return ActiveJob(
+        jobId=job_id,
+        jobName=f"train-{job_id}",
+        jobArn=f"arn:aws:batch:us-east-1:123456789012:service-job/{job_id}",
+        status=status,
+        share=share,
+        usage=usage or {G5: 1},
+        priority=priority,
+        startedAt=started,
+    )
+
+
+def jobs_of(*jobs: ActiveJob) -> dict[str, list[ActiveJob]]:
+    """{share: jobs}, as the gateway returns active jobs."""
+    out: dict[str, list[ActiveJob]] = {}
+    for j in jobs:
+        out.setdefault(j.share, []).append(j)
+    return out
+
+
+def update_share(share: str, *reductions: Reduction, **params: Any) -> Action:
+    """An UpdateQuotaShare carrying these reductions (as the planner builds it)."""
+    return Action(
+        "UpdateQuotaShare",
+        {"quotaShareArn": f"arn:aws:batch:us-east-1:123456789012:job-queue/q/quota-share/{share}"}
+        | params,
+        f"quota share {share}",
+        f"update quota share {share}",
+        share=share,
+        reductions=reductions,
+    )
+
+
+def lowered(share: str = "team-a", before: int = 3, after: int = 1, unit: str = G5) -> Action:
+    return update_share(
+        share,
+        Reduction("limit", share, unit, before, after),
+        capacityLimits=[{"capacityUnit": unit, "maxCapacity": after}],
+    )
+
+
+def delete_share(share: str = "team-a", *, forced: bool = False) -> Action:
+    return Action(
+        "DeleteQuotaShare",
+        {"quotaShareArn": f"arn:aws:batch:us-east-1:123456789012:job-queue/q/quota-share/{share}"},
+        f"quota share {share}",
+        f"delete quota share {share}",
+        share=share,
+        reductions=(Reduction("deleted", share, None, None, None),),
+        deletes_share=not forced,
+    )
+
+
+def tag(share: str = "team-a") -> Action:
+    return Action("TagResource", {"resourceArn": share, "tags": {"a": "b"}}, share, "set tags")
+
+
+def victims(risks: Sequence[Any]) -> list[str]:
+    return [j.jobId for r in risks for j in r.jobs]
+
+
+# -- risks_for: the victim heuristic ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected_victims"),
+    [
+        pytest.param(
+            [job("old", started=100), job("mid", started=200), job("new", started=300)],
+            ["new", "mid"],
+            id="newest-first",
+        ),
+        pytest.param(
+            [
+                job("running", "RUNNING", started=300),
+                job("starting", "STARTING", started=100),
+                job("scheduled", "SCHEDULED"),
+            ],
+            ["scheduled", "starting"],
+            id="not-yet-running-first",
+        ),
+        pytest.param(
+            [
+                job("high", priority=10, started=300),
+                job("low", priority=1, started=100),
+                job("medium", priority=5, started=200),
+            ],
+            ["low", "medium"],
+            id="lower-priority-first",
+        ),
+        pytest.param(
+            [
+                job("running-low", "RUNNING", priority=0, started=300),
+                job("starting-high", "STARTING", priority=99, started=100),
+                job("scheduled-high", "SCHEDULED", priority=99),
+            ],
+            ["scheduled-high", "starting-high"],
+            id="status-before-priority",
+        ),
+        pytest.param(
+            [
+                job("new-high", priority=9, started=300),
+                job("old-low", priority=1, started=100),
+                job("new-low", priority=1, started=200),
+            ],
+            ["new-low", "old-low"],
+            id="priority-before-start-time",
+        ),
+    ],
+)
+def test_share_lowered_from_three_to_one_picks_two_victims(
+    jobs: list[ActiveJob], expected_victims: list[str]
+) -> None:
+    (risk,) = risks_for(lowered(before=3, after=1), jobs_of(*jobs), {"team-a": {G5: 1}})
+
+    assert victims([risk]) == expected_victims
+    assert (risk.usage, risk.ceiling) == (3, 1)
+    assert risk.reduction == Reduction("limit", "team-a", G5, 3, 1)
+    assert risk.describe() == "share team-a: ml.g5.xlarge 3 -> 1 (in use: 3, new ceiling: 1)"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected_victims", "expected_usage"),
+    [
+        pytest.param(
+            [job("big", started=100, **{G5: 2}), job("small", started=200)],
+            ["small"],
+            3,
+            id="one-small-job-is-enough",
+        ),
+        pytest.param(
+            [job("big", started=200, **{G5: 2}), job("small", started=100)],
+            ["big"],
+            3,
+            id="newest-even-if-bigger",
+        ),
+        pytest.param(
+            [job("g5", started=100), job("other-unit", started=300, **{G5_2X: 4})],
+            [],
+            1,
+            id="other-units-do-not-count",
+        ),
+    ],
+)
+def test_victims_cover_exactly_the_excess(
+    jobs: list[ActiveJob], expected_victims: list[str], expected_usage: int
+) -> None:
+    risks = risks_for(lowered(before=3, after=2), jobs_of(*jobs), {"team-a": {G5: 2}})
+
+    assert victims(risks) == expected_victims
+    assert [r.usage for r in risks] == ([expected_usage] if expected_victims else [])
+
+
+@pytest.mark.parametrize(
+    ("action", "jobs", "new_limits", "expected"),
+    [
+        pytest.param(
+            lowered(before=3, after=2),
+            [job("a", started=1), job("b", started=2)],
+            {"team-a": {G5: 2}},
+            [],
+            id="usage-fits-the-new-limit",
+        ),
+        pytest.param(
+            update_share(
+                "team-a",
+                Reduction("unit-removed", "team-a", G5_2X, 1, 0),
+                capacityLimits=[{"capacityUnit": G5, "maxCapacity": 1}],
+            ),
+            [job("g5", started=1), job("g5-2x", started=2, **{G5_2X: 1})],
+            {"team-a": {G5: 1}},
+            [("g5-2x", 1, 0)],
+            id="unit-removed-ceiling-zero",
+        ),
+        pytest.param(
+            update_share(
+                "team-a",
+                Reduction("borrow", "team-a", None, 100, 50),
+                resourceSharingConfiguration={"strategy": "LEND_AND_BORROW", "borrowLimit": 50},
+            ),
+            [job(str(i), started=i) for i in range(4)],
+            {"team-a": {G5: 2}},
+            [("3", 4, 3)],
+            id="borrow-ceiling-is-limit-plus-borrowed-share",
+        ),
+        pytest.param(
+            update_share(
+                "team-a",
+                Reduction("borrow", "team-a", None, -1, 100),
+                resourceSharingConfiguration={"strategy": "LEND_AND_BORROW", "borrowLimit": 100},
+            ),
+            [job(str(i), started=i) for i in range(6)],
+            {"team-a": {G5: 2}},
+            [("5", 6, 4), ("4", 6, 4)],
+            id="unlimited-to-100-percent-doubles-the-limit",
+        ),
+        pytest.param(
+            update_share(
+                "team-a",
+                Reduction("borrow", "team-a", None, 100, 50),
+                resourceSharingConfiguration={"strategy": "LEND_AND_BORROW", "borrowLimit": 50},
+            ),
+            [job(str(i), started=i) for i in range(3)],
+            {"team-a": {G5: 2}},
+            [],
+            id="borrow-within-the-new-ceiling",
+        ),
+        pytest.param(
+            update_share(
+                "team-a",
+                Reduction("strategy", "team-a", None, 100, None),
+                resourceSharingConfiguration={"strategy": "LEND"},
+            ),
+            [job(str(i), started=i) for i in range(3)],
+            {"team-a": {G5: 2}},
+            [("2", 3, 2)],
+            id="strategy-change-ceiling-is-own-limit",
+        ),
+        pytest.param(
+            update_share(
+                "team-a", Reduction("disabled", "team-a", None, None, None), state="DISABLED"
+            ),
+            [job(str(i), started=i) for i in range(5)],
+            {"team-a": {G5: 1}},
+            [],
+            id="disabled-puts-no-job-at-risk",
+        ),
+    ],
+)
+def test_risks_per_reduction_kind(
+    action: Action,
+    jobs: list[ActiveJob],
+    new_limits: dict[str, dict[str, int]],
+    expected: list[tuple[str, int, int]],
+) -> None:
+    risks = risks_for(action, jobs_of(*jobs), new_limits)
+
+    assert [(j.jobId, r.usage, r.ceiling) for r in risks for j in r.jobs] == expected
+
+
+def test_environment_reduction_counts_jobs_of_all_shares() -> None:
+    env = Action(
+        "UpdateServiceEnvironment",
+        {"serviceEnvironment": "env", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
+        "service environment env",
+        "update the service environment",
+        reductions=(Reduction("limit", None, G5, 4, 2),),
+    )
+    jobs = jobs_of(
+        job("a1", share="team-a", started=100),
+        job("a2", share="team-a", started=400),
+        job("b1", share="team-b", started=300),
+        job("c1", "SCHEDULED", share="team-c"),
+    )
+
+    (risk,) = risks_for(env, jobs, {})
+
+    assert (risk.usage, risk.ceiling) == (4, 2)
+    assert victims([risk]) == ["c1", "a2"]
+    assert {j.share for j in risk.jobs} == {"team-a", "team-c"}
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected"),
+    [
+        pytest.param([job("a"), job("b", "SCHEDULED")], ["a", "b"], id="active-jobs"),
+        pytest.param([], [], id="idle"),
+    ],
+)
+def test_deleting_a_share_puts_all_its_jobs_at_risk(
+    jobs: list[ActiveJob], expected: list[str]
+) -> None:
+    (risk,) = risks_for(delete_share(), jobs_of(*jobs), {})
+
+    assert victims([risk]) == expected
+    assert risk.ceiling == 0
+
+
+# -- guard: what each reduction policy decides -----------------------------------------------
+
+RUNNING_THREE = jobs_of(*(job(f"j{i}", started=i) for i in range(3)))
+RUNNING_ONE = jobs_of(job("j0", started=1))
+
+
+@pytest.mark.parametrize("policy", ["warn", "block", "drain"])
+@pytest.mark.parametrize(
+    ("action", "jobs"),
+    [
+        pytest.param(lowered(before=3, after=1), RUNNING_ONE, id="lowered-usage-under-limit"),
+        pytest.param(lowered(before=3, after=1), {}, id="lowered-idle"),
+        pytest.param(
+            update_share("team-a", Reduction("disabled", "team-a", None, None, None)),
+            RUNNING_THREE,
+            id="disabled-while-busy",
+        ),
+        pytest.param(tag(), RUNNING_THREE, id="not-a-reduction"),
+        pytest.param(delete_share(), {}, id="delete-idle-share"),
+    ],
+)
+def test_safe_changes_apply_under_every_policy(
+    action: Action, jobs: dict[str, list[ActiveJob]], policy: str
+) -> None:
+    decided, held = guard([action], jobs, {"team-a": {G5: 1}}, policy, None)
+
+    assert [(g.action, g.decision, g.reason) for g in decided] == [(action, "apply", "")]
+    assert held is None
+
+
+def test_warn_applies_with_a_warning_naming_the_victims() -> None:
+    action = lowered(before=3, after=1)
+
+    (decision,), held = guard([action], RUNNING_THREE, {"team-a": {G5: 1}}, "warn", None)
+
+    assert decision.decision == "apply-with-warning"
+    assert decision.applies
+    assert victims(decision.risks) == ["j2", "j1"]
+    assert held == change_id([action])
+
+
+@pytest.mark.parametrize(
+    ("approved", "expected_decision"),
+    [
+        pytest.param(None, "blocked", id="not-approved"),
+        pytest.param(OTHER_ID, "blocked", id="another-change-approved"),
+        pytest.param("held", "apply-with-warning", id="this-change-approved"),
+    ],
+)
+def test_block_holds_risky_changes_until_approved(
+    approved: str | None, expected_decision: str
+) -> None:
+    risky = lowered(before=3, after=1)
+    safe = lowered(share="team-b", before=3, after=2)
+    actions = [tag(), risky, safe]
+    held_id = change_id([risky])
+    jobs = RUNNING_THREE | jobs_of(job("b0", share="team-b"))
+    limits = {"team-a": {G5: 1}, "team-b": {G5: 2}}
+
+    decided, held = guard(
+        actions, jobs, limits, "block", held_id if approved == "held" else approved
+    )
+
+    assert held == held_id
+    assert [g.decision for g in decided] == ["apply", expected_decision, "apply"]
+    if expected_decision == "blocked":
+        assert not decided[1].applies
+        assert f"approve change {held_id}" in decided[1].reason
+        assert f"approvedChange: {held_id}" in decided[1].reason
+
+
+def test_block_approval_must_quote_exactly_the_risky_actions() -> None:
+    first = lowered(share="team-a", before=3, after=1)
+    second = lowered(share="team-b", before=3, after=1)
+    jobs = RUNNING_THREE | jobs_of(*(job(f"b{i}", share="team-b", started=i) for i in range(3)))
+    limits = {"team-a": {G5: 1}, "team-b": {G5: 1}}
+
+    only_first = guard([first, second], jobs, limits, "block", change_id([first]))[0]
+    with_safe = guard([first, second], jobs, limits, "block", change_id([first, second, tag()]))[0]
+    both = guard([first, second], jobs, limits, "block", change_id([first, second]))[0]
+
+    assert [g.decision for g in only_first] == ["blocked", "blocked"]
+    assert [g.decision for g in with_safe] == ["blocked", "blocked"]
+    assert [g.decision for g in both] == ["apply-with-warning", "apply-with-warning"]
+
+
+def test_drain_waits_naming_usage_and_ceiling() -> None:
+    (decision,), held = guard(
+        [lowered(before=3, after=1)], RUNNING_THREE, {"team-a": {G5: 1}}, "drain", None
+    )
+
+    assert decision.decision == "draining"
+    assert not decision.applies
+    assert "in use: 3, new ceiling: 1" in decision.reason
+    assert "share team-a: ml.g5.xlarge 3 -> 1" in decision.reason
+    assert held is not None
+
+
+@pytest.mark.parametrize("policy", ["warn", "block", "drain"])
+def test_deleting_a_busy_share_waits_for_idle(policy: str) -> None:
+    (decision,), held = guard([delete_share()], RUNNING_THREE, {}, policy, None)
+
+    assert decision.decision == "waiting-for-idle"
+    assert not decision.applies
+    assert "3 active job(s)" in decision.reason
+    assert victims(decision.risks) == ["j0", "j1", "j2"]
+    assert held is None
+
+
+def test_forced_delete_applies_and_warns_about_the_terminated_jobs() -> None:
+    (decision,), _ = guard([delete_share(forced=True)], RUNNING_THREE, {}, "warn", None)
+
+    assert decision.applies
+    assert decision.decision == "apply-with-warning"
+    assert victims(decision.risks) == ["j0", "j1", "j2"]
+
+
+# -- change_id -------------------------------------------------------------------------------
+
+
+def test_change_id_is_stable() -> None:
+    first = change_id([lowered(), lowered(share="team-b")])
+    again = change_id([lowered(), lowered(share="team-b")])
+
+    assert first == again
+    assert len(first) == 12
+    assert int(first, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param([lowered(after=2)], id="other-params"),
+        pytest.param([lowered(share="team-b")], id="other-share"),
+        pytest.param([lowered(), tag()], id="one-more-request"),
+        pytest.param([], id="no-request"),
+    ],
+)
+def test_change_id_differs_for_different_requests(other: list[Action]) -> None:
+    assert change_id([lowered()]) != change_id(other)
+
+
+def test_change_id_ignores_param_key_order() -> None:
+    a = Action("UpdateQuotaShare", {"quotaShareArn": "x", "state": "DISABLED"}, "r", "s")
+    b = Action("UpdateQuotaShare", {"state": "DISABLED", "quotaShareArn": "x"}, "r", "s")
+
+    assert change_id([a]) == change_id([b])
