@@ -25,7 +25,8 @@ from quota_controller.config.items import (
     validate_items,
 )
 from quota_controller.config.validation import ValidationReport
-from quota_controller.impact import ActiveJob, GuardedAction, guard
+from quota_controller.desired import desired_state, guard_plan, names_to_observe
+from quota_controller.impact import ActiveJob, GuardedAction
 from quota_controller.observed import ObservedState
 from quota_controller.planner import Action, Desired, Plan, plan
 from quota_controller.ports import (
@@ -123,85 +124,19 @@ class _Run:
         assembled, report = validate_items(self.queue, self.config.values())
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
-        desired = self._desired(assembled, report)
+        desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
         self._alert_invalid_shares(assembled, report)
-        observed = self.deps.batch.observe(
-            self.queue, self._names("policy", desired), self._names("environment", desired)
-        )
+        policies, environments = names_to_observe(desired)
+        observed = self.deps.batch.observe(self.queue, policies, environments)
         the_plan = plan(desired, observed, self.deps.batch.scope)
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
-        decided = self._guard(the_plan, desired)
+        decided, self.result.held_change = guard_plan(the_plan, desired, self.deps.batch)
         failure = self._apply(decided, observed)
         self._alert_risks(decided)
         self._finish(desired, observed, report, the_plan, decided, failure)
         return self.result
-
-    def _desired(self, assembled: AssembledDocument, report: ValidationReport) -> Desired:
-        managed = (self.queue_status or {}).get("managed", {})
-        applied_tags: dict[str, dict[str, str]] = {
-            key[len(STATUS_PREFIX + "SHARE#") :]: dict(item["appliedTags"])
-            for key, item in self.status.items()
-            if key.startswith(STATUS_PREFIX + "SHARE#") and item.get("appliedTags") is not None
-        }
-        if not self.config:
-            return Desired(
-                self.queue,
-                None,
-                managed_policy=managed.get("schedulingPolicy"),
-                managed_environment=managed.get("serviceEnvironment"),
-            )
-        settings = report.settings
-        assert settings is not None
-        frozen = {
-            assembled.share_items[p.share_index][len(SHARE_PREFIX) :]
-            for p in report.errors
-            if p.share_index is not None and p.share_index < len(assembled.share_items)
-        }
-        return Desired(
-            self.queue,
-            settings,
-            shares={s.quotaShareName: s for s in report.shares},
-            frozen_shares=frozenset(frozen),
-            force=settings.force,
-            managed_policy=managed.get("schedulingPolicy"),
-            managed_environment=managed.get("serviceEnvironment"),
-            applied_share_tags=applied_tags,
-        )
-
-    def _names(self, kind: str, desired: Desired) -> list[str]:
-        names: list[str] = []
-        if desired.settings is not None:
-            names.append(
-                desired.settings.scheduling_policy_name
-                if kind == "policy"
-                else desired.settings.service_environment_name
-            )
-        managed = desired.managed_policy if kind == "policy" else desired.managed_environment
-        if managed and managed not in names:
-            names.append(managed)
-        return names
-
-    def _guard(self, the_plan: Plan, desired: Desired) -> list[GuardedAction]:
-        touched = sorted(
-            {r.share for a in the_plan.actions for r in a.reductions if r.share is not None}
-        )
-        env_reduced = any(r.share is None for a in the_plan.actions for r in a.reductions)
-        shares = sorted(desired.shares) if env_reduced else touched
-        jobs: dict[str, list[ActiveJob]] = {}
-        if shares and any(a.is_reduction for a in the_plan.actions):
-            jobs = self.deps.batch.active_jobs(self.queue, shares)
-        new_limits = {
-            name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
-            for name, spec in desired.shares.items()
-        }
-        settings = desired.settings
-        policy = settings.reductionPolicy if settings else "warn"
-        approved = settings.approvedChange if settings else None
-        decided, held_id = guard(the_plan.actions, jobs, new_limits, policy, approved)
-        self.result.held_change = held_id
-        return decided
 
     def _apply(self, decided: list[GuardedAction], observed: ObservedState) -> str | None:
         records: list[dict[str, Any]] = []

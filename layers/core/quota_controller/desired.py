@@ -1,0 +1,101 @@
+"""From validated config to the planner's Desired state, and the guard step on a plan.
+
+Shared by reconcile (on the table's items) and `quotactl plan` (on a file), so a preview shows
+exactly what the reconciler would do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from quota_controller.config.items import SHARE_PREFIX, AssembledDocument
+from quota_controller.config.validation import ValidationReport
+from quota_controller.impact import ActiveJob, GuardedAction, guard
+from quota_controller.planner import Desired, Plan
+from quota_controller.ports import BatchGateway
+from quota_controller.status import STATUS_PREFIX
+
+_SHARE_STATUS = STATUS_PREFIX + "SHARE#"
+
+
+def desired_state(
+    queue: str,
+    report: ValidationReport | None,
+    status: Mapping[str, Mapping[str, Any]],
+    assembled: AssembledDocument | None = None,
+) -> Desired:
+    """Desired state of a queue; `report` None means the queue's config is gone (teardown).
+
+    `status` maps status sort keys to items (what the controller last applied); `assembled`
+    maps share indexes to item keys when the document came from the table.
+    """
+    queue_status = status.get(STATUS_PREFIX + "QUEUE") or {}
+    managed = queue_status.get("managed") or {}
+    applied_tags: dict[str, dict[str, str]] = {
+        key[len(_SHARE_STATUS) :]: dict(item["appliedTags"])
+        for key, item in status.items()
+        if key.startswith(_SHARE_STATUS) and item.get("appliedTags") is not None
+    }
+    if report is None or report.settings is None:
+        return Desired(
+            queue,
+            None,
+            managed_policy=managed.get("schedulingPolicy"),
+            managed_environment=managed.get("serviceEnvironment"),
+        )
+    frozen: set[str] = set()
+    for problem in report.errors:
+        if problem.share_index is None:
+            continue
+        if assembled is not None and problem.share_index < len(assembled.share_items):
+            frozen.add(assembled.share_items[problem.share_index][len(SHARE_PREFIX) :])
+        elif problem.share is not None:
+            frozen.add(problem.share)
+    settings = report.settings
+    return Desired(
+        queue,
+        settings,
+        shares={s.quotaShareName: s for s in report.shares},
+        frozen_shares=frozenset(frozen),
+        force=settings.force,
+        managed_policy=managed.get("schedulingPolicy"),
+        managed_environment=managed.get("serviceEnvironment"),
+        applied_share_tags=applied_tags,
+    )
+
+
+def names_to_observe(desired: Desired) -> tuple[list[str], list[str]]:
+    """Policy and environment names to read: the wanted ones and the last managed ones."""
+    policies: list[str] = []
+    environments: list[str] = []
+    if desired.settings is not None:
+        policies.append(desired.settings.scheduling_policy_name)
+        environments.append(desired.settings.service_environment_name)
+    if desired.managed_policy and desired.managed_policy not in policies:
+        policies.append(desired.managed_policy)
+    if desired.managed_environment and desired.managed_environment not in environments:
+        environments.append(desired.managed_environment)
+    return policies, environments
+
+
+def guard_plan(
+    the_plan: Plan, desired: Desired, batch: BatchGateway
+) -> tuple[list[GuardedAction], str | None]:
+    """Read the jobs reductions concern (only then) and let the reduction policy decide."""
+    touched = sorted(
+        {r.share for a in the_plan.actions for r in a.reductions if r.share is not None}
+    )
+    env_reduced = any(r.share is None for a in the_plan.actions for r in a.reductions)
+    shares = sorted(desired.shares) if env_reduced else touched
+    jobs: dict[str, list[ActiveJob]] = {}
+    if shares and any(a.is_reduction for a in the_plan.actions):
+        jobs = batch.active_jobs(desired.queue, shares)
+    new_limits = {
+        name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
+        for name, spec in desired.shares.items()
+    }
+    settings = desired.settings
+    policy = settings.reductionPolicy if settings else "warn"
+    approved = settings.approvedChange if settings else None
+    return guard(the_plan.actions, jobs, new_limits, policy, approved)
