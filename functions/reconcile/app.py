@@ -32,6 +32,7 @@ def _observe(result: ReconcileResult) -> None:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (DynamoDB stream or SQS batch)."""
+    metrics.add_metric("Records", MetricUnit.Count, len(event.get("Records") or []))
     return handle_event(
         event,
         context,

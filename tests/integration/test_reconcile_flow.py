@@ -435,3 +435,30 @@ def test_server_errors_that_outlive_retries_are_retried_by_the_event_source(
     assert fault.fired == 4
     assert batch_share(converged, "team-a")["state"] == "DISABLED"
     assert converged.dead_letters() == {"stream": [], "requeue": []}
+
+
+def test_renaming_the_environment_and_policy_replaces_and_retires_the_old_ones(
+    converged: LocalStack,
+) -> None:
+    doc = guide_layout().build()
+    doc["serviceEnvironment"]["serviceEnvironmentName"] = "env-2"
+    doc["schedulingPolicy"] = {"name": "pol-2"}
+    converged.apply(doc)
+    converged.advance(900)
+
+    batch = converged.batch
+    queue = batch.describe_job_queues(jobQueues=[QUEUE])["jobQueues"][0]
+    assert queue["schedulingPolicyArn"].endswith("scheduling-policy/pol-2")
+    assert queue["serviceEnvironmentOrder"][0]["serviceEnvironment"].endswith(
+        "service-environment/env-2"
+    )
+    envs = {
+        e["serviceEnvironmentName"]: e["status"]
+        for e in batch.describe_service_environments(
+            serviceEnvironments=["ml-training-env", "env-2"]
+        )["serviceEnvironments"]
+    }
+    assert envs == {"ml-training-env": "DELETED", "env-2": "VALID"}
+    arns = [p["arn"] for p in batch.list_scheduling_policies()["schedulingPolicies"]]
+    assert [a.rsplit("/", 1)[-1] for a in arns] == ["pol-2"]
+    assert len(batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]) == 3

@@ -331,7 +331,9 @@ def test_safe_changes_apply_under_every_policy(
 ) -> None:
     decided, held = guard([action], jobs, {"team-a": {G5: 1}}, policy, None)
 
-    assert [(g.action, g.decision, g.reason) for g in decided] == [(action, "apply", "")]
+    assert [(g.action, g.decision, g.risks, g.reason) for g in decided] == [
+        (action, "apply", [], "")
+    ]
     assert held is None
 
 
@@ -346,34 +348,40 @@ def test_warn_applies_with_a_warning_naming_the_victims() -> None:
     assert held == change_id([action])
 
 
+RISKY = lowered(before=3, after=1)
+HELD_ID = change_id([RISKY])
+BUSY = RUNNING_THREE | jobs_of(job("b0", share="team-b"))
+LIMITS = {"team-a": {G5: 1}, "team-b": {G5: 2}}
+
+
 @pytest.mark.parametrize(
-    ("approved", "expected_decision"),
+    "approved",
     [
-        pytest.param(None, "blocked", id="not-approved"),
-        pytest.param(OTHER_ID, "blocked", id="another-change-approved"),
-        pytest.param("held", "apply-with-warning", id="this-change-approved"),
+        pytest.param(None, id="not-approved"),
+        pytest.param(OTHER_ID, id="another-change-approved"),
     ],
 )
-def test_block_holds_risky_changes_until_approved(
-    approved: str | None, expected_decision: str
-) -> None:
-    risky = lowered(before=3, after=1)
+def test_block_holds_the_risky_change_quoting_its_id(approved: str | None) -> None:
     safe = lowered(share="team-b", before=3, after=2)
-    actions = [tag(), risky, safe]
-    held_id = change_id([risky])
-    jobs = RUNNING_THREE | jobs_of(job("b0", share="team-b"))
-    limits = {"team-a": {G5: 1}, "team-b": {G5: 2}}
 
-    decided, held = guard(
-        actions, jobs, limits, "block", held_id if approved == "held" else approved
-    )
+    decided, held = guard([tag(), RISKY, safe], BUSY, LIMITS, "block", approved)
 
-    assert held == held_id
-    assert [g.decision for g in decided] == ["apply", expected_decision, "apply"]
-    if expected_decision == "blocked":
-        assert not decided[1].applies
-        assert f"approve change {held_id}" in decided[1].reason
-        assert f"approvedChange: {held_id}" in decided[1].reason
+    assert held == HELD_ID
+    assert [g.decision for g in decided] == ["apply", "blocked", "apply"]
+    assert not decided[1].applies
+    assert f"approve change {HELD_ID}" in decided[1].reason
+    assert f"approvedChange: {HELD_ID}" in decided[1].reason
+
+
+def test_block_applies_the_change_once_its_id_is_approved() -> None:
+    safe = lowered(share="team-b", before=3, after=2)
+
+    decided, held = guard([tag(), RISKY, safe], BUSY, LIMITS, "block", HELD_ID)
+
+    assert held == HELD_ID
+    assert [g.decision for g in decided] == ["apply", "apply-with-warning", "apply"]
+    assert all(g.applies for g in decided)
+    assert victims(decided[1].risks) == ["j2", "j1"]
 
 
 def test_block_approval_must_quote_exactly_the_risky_actions() -> None:

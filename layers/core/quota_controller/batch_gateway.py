@@ -113,6 +113,9 @@ class BotoBatchGateway:
                     shares[parsed_share.quotaShareName] = parsed_share
         return ObservedState(
             policy=observed_policy,
+            policies={
+                str(p["name"]): ObservedPolicy.model_validate(p) for p in policies if p.get("name")
+            },
             environments=environments,
             queue=observed_queue,
             shares=shares,

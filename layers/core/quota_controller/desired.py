@@ -37,12 +37,16 @@ def desired_state(
         for key, item in status.items()
         if key.startswith(_SHARE_STATUS) and item.get("appliedTags") is not None
     }
+    retiring_policies = tuple(str(n) for n in managed.get("retiringPolicies") or ())
+    retiring_environments = tuple(str(n) for n in managed.get("retiringEnvironments") or ())
     if report is None or report.settings is None:
         return Desired(
             queue,
             None,
             managed_policy=managed.get("schedulingPolicy"),
             managed_environment=managed.get("serviceEnvironment"),
+            retiring_policies=retiring_policies,
+            retiring_environments=retiring_environments,
         )
     frozen: set[str] = set()
     for problem in report.errors:
@@ -62,6 +66,8 @@ def desired_state(
         managed_policy=managed.get("schedulingPolicy"),
         managed_environment=managed.get("serviceEnvironment"),
         applied_share_tags=applied_tags,
+        retiring_policies=retiring_policies,
+        retiring_environments=retiring_environments,
     )
 
 
@@ -72,10 +78,12 @@ def names_to_observe(desired: Desired) -> tuple[list[str], list[str]]:
     if desired.settings is not None:
         policies.append(desired.settings.scheduling_policy_name)
         environments.append(desired.settings.service_environment_name)
-    if desired.managed_policy and desired.managed_policy not in policies:
-        policies.append(desired.managed_policy)
-    if desired.managed_environment and desired.managed_environment not in environments:
-        environments.append(desired.managed_environment)
+    for name in (desired.managed_policy, *desired.retiring_policies):
+        if name and name not in policies:
+            policies.append(name)
+    for name in (desired.managed_environment, *desired.retiring_environments):
+        if name and name not in environments:
+            environments.append(name)
     return policies, environments
 
 

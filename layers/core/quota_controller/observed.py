@@ -139,11 +139,18 @@ class ObservedState(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    # The wanted policy (or the one the queue uses); `policies` holds every policy read.
     policy: ObservedPolicy | None = None
+    policies: dict[str, ObservedPolicy] = Field(default_factory=dict)
     # The desired environment and, when the queue points elsewhere, the one it points at.
     environments: dict[str, ObservedEnvironment] = Field(default_factory=dict)
     queue: ObservedQueue | None = None
     shares: dict[str, ObservedShare] = Field(default_factory=dict)
+
+    def model_post_init(self, _context: Any, /) -> None:
+        """Keep `policies` consistent with `policy` when only the latter is given."""
+        if self.policy is not None and self.policy.name not in self.policies:
+            self.policies[self.policy.name] = self.policy
 
     def environment_by_arn(self, arn: str) -> ObservedEnvironment | None:
         """The observed environment with that ARN (or name)."""

@@ -124,6 +124,9 @@ class Desired:
     force: bool = False
     managed_policy: str | None = None
     managed_environment: str | None = None
+    # Replaced resources not yet confirmed gone: read until they are retired.
+    retiring_policies: tuple[str, ...] = ()
+    retiring_environments: tuple[str, ...] = ()
     # Tags last applied to each share (ListQuotaShares does not return tags).
     applied_share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
@@ -133,13 +136,16 @@ def plan(desired: Desired, observed: ObservedState, scope: Scope) -> Plan:
     out = Plan()
     if desired.settings is None:
         _teardown(desired, observed, out)
-        return out
-    settings = desired.settings
-    policy_arn = _policy(settings, desired.queue, observed, scope, out)
-    env = _environment(settings, desired.queue, observed, out)
-    queue_ready = _queue(settings, desired.queue, observed, policy_arn, env, out)
-    _shares(desired, observed, queue_ready, scope, out)
-    _retire_replaced(desired, observed, out)
+    else:
+        settings = desired.settings
+        policy_arn = _policy(settings, desired.queue, observed, scope, out)
+        env = _environment(settings, desired.queue, observed, out)
+        queue_ready = _queue(settings, desired.queue, observed, policy_arn, env, out)
+        _shares(desired, observed, queue_ready, scope, out)
+        _retire_replaced(desired, observed, out)
+    if out.conflicts:
+        # Nothing is applied while a conflict stands (reconcile alerts instead): plan nothing.
+        out.actions.clear()
     return out
 
 
@@ -468,24 +474,25 @@ def _retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> No
     for name, env in sorted(observed.environments.items()):
         if name == settings.service_environment_name or env.tags.get(OWNER_TAG) != desired.queue:
             continue
+        if env.status == "DELETED":
+            continue
         if env.serviceEnvironmentArn in attached or name in attached:
             continue
         _retire_environment(env, out)
-    policy = observed.policy
-    if (
-        policy is not None
-        and policy.name != settings.scheduling_policy_name
-        and policy.tags.get(OWNER_TAG) == desired.queue
-        and (queue is None or queue.schedulingPolicyArn != policy.arn)
-    ):
-        out.actions.append(
-            Action(
-                "DeleteSchedulingPolicy",
-                {"arn": policy.arn},
-                f"scheduling policy {policy.name}",
-                f"delete the replaced scheduling policy {policy.name}",
+    for name, policy in sorted(observed.policies.items()):
+        if (
+            name != settings.scheduling_policy_name
+            and policy.tags.get(OWNER_TAG) == desired.queue
+            and (queue is None or queue.schedulingPolicyArn != policy.arn)
+        ):
+            out.actions.append(
+                Action(
+                    "DeleteSchedulingPolicy",
+                    {"arn": policy.arn},
+                    f"scheduling policy {name}",
+                    f"delete the replaced scheduling policy {name}",
+                )
             )
-        )
 
 
 def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
@@ -551,16 +558,16 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
             )
             out.waits.append(f"job queue {queue.jobQueueName} to be deleted")
         return
-    policy = observed.policy
-    if policy is not None and policy.tags.get(OWNER_TAG) == desired.queue:
-        out.actions.append(
-            Action(
-                "DeleteSchedulingPolicy",
-                {"arn": policy.arn},
-                f"scheduling policy {policy.name}",
-                f"delete scheduling policy {policy.name}",
+    for name, policy in sorted(observed.policies.items()):
+        if policy.tags.get(OWNER_TAG) == desired.queue:
+            out.actions.append(
+                Action(
+                    "DeleteSchedulingPolicy",
+                    {"arn": policy.arn},
+                    f"scheduling policy {name}",
+                    f"delete scheduling policy {name}",
+                )
             )
-        )
     for _, env in sorted(observed.environments.items()):
         if env.tags.get(OWNER_TAG) == desired.queue and env.status != "DELETED":
             _retire_environment(env, out)

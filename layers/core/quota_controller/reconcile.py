@@ -350,10 +350,12 @@ class _Run:
         )
         settings = desired.settings
         if settings is not None:
-            queue_status["managed"] = {
-                "schedulingPolicy": settings.scheduling_policy_name,
-                "serviceEnvironment": settings.service_environment_name,
-            }
+            queue_status["managed"] = _managed(
+                (self.queue_status or {}).get("managed") or {},
+                settings.scheduling_policy_name,
+                settings.service_environment_name,
+                observed,
+            )
         queue_status["resources"] = {
             "schedulingPolicyArn": observed.policy.arn if observed.policy else None,
             "jobQueueArn": observed.queue.jobQueueArn if observed.queue else None,
@@ -582,6 +584,29 @@ def _alert_job(job: ActiveJob) -> AlertJob:
         capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
         schedulingPriority=job.priority,
     )
+
+
+def _managed(
+    previous: Mapping[str, Any], policy: str, environment: str, observed: ObservedState
+) -> dict[str, Any]:
+    """Names the controller manages, and replaced ones it must still retire (until gone)."""
+
+    def alive_env(name: str) -> bool:
+        env = observed.environments.get(name)
+        return env is not None and env.status != "DELETED"
+
+    old_policies = [previous.get("schedulingPolicy"), *previous.get("retiringPolicies", [])]
+    old_envs = [previous.get("serviceEnvironment"), *previous.get("retiringEnvironments", [])]
+    return {
+        "schedulingPolicy": policy,
+        "serviceEnvironment": environment,
+        "retiringPolicies": sorted(
+            {n for n in old_policies if n and n != policy and n in observed.policies}
+        ),
+        "retiringEnvironments": sorted(
+            {n for n in old_envs if n and n != environment and alive_env(n)}
+        ),
+    }
 
 
 def _keep(previous: Mapping[str, Any] | None, kind: str) -> Condition:

@@ -1,0 +1,44 @@
+"""`make bench`: run every benchmark, print one table, write bench/results.json."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bench import reconcile_bench
+
+TARGETS = {
+    "reconcile.noop.batch_calls": ("<=", 4),
+    "reconcile.noop.batch_writes": ("==", 0),
+    "reconcile.single_edit.batch_writes": ("==", 1),
+}
+
+
+def _meets(value: float, op: str, target: float) -> bool:
+    return value <= target if op == "<=" else value == target
+
+
+def main() -> int:
+    """Run the benchmarks; exit 1 when a target is missed."""
+    results: dict[str, float] = {}
+    results.update(reconcile_bench.run())
+    missed = []
+    print(f"{'benchmark':45} {'value':>12}  target")
+    for key, value in results.items():
+        op, target = TARGETS.get(key, ("", None))
+        mark = ""
+        if target is not None:
+            ok = _meets(value, op, target)
+            mark = f"{op} {target} {'ok' if ok else 'MISSED'}"
+            if not ok:
+                missed.append(key)
+        print(f"{key:45} {value:>12.4g}  {mark}")
+    out = Path(__file__).parent / "results.json"
+    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {out}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Where the operator commands talk to: session, config table, stack outputs, the caller.
+
+Credentials and Region come from boto3's standard chain (environment, profile, SSO, instance
+role), overridden by `--profile` and `--region`; `--endpoint-url` sends every client to one
+endpoint (a moto server, LocalStack). The config table is named by `--table`, else found in
+the outputs of the stack `--stack-name`, else read from `QUOTACTL_TABLE`.
+
+boto3 is imported only when a command needs it, so `quotactl validate` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota_controller.planner import Scope
+from quota_controller.ports import ActionFailed, RetryableError
+
+TABLE_ENV = "QUOTACTL_TABLE"
+TABLE_OUTPUT = "ConfigTableName"
+TOPIC_OUTPUT = "AlertsTopicArn"
+# As the deployed reconciler (composition): adaptive retries for Batch, standard for the rest.
+BATCH_MAX_ATTEMPTS = 8
+
+
+class UsageError(Exception):
+    """The command line does not say enough to know where to talk to (exit 2)."""
+
+
+class AwsError(Exception):
+    """An AWS request failed; the message names what was being done (exit 1)."""
+
+
+def add_options(parser: argparse.ArgumentParser, *, topic: bool = False) -> None:
+    """The options every operator command takes to find its AWS account and config table."""
+    group = parser.add_argument_group("where to talk to")
+    group.add_argument(
+        "--table", metavar="NAME", help=f"the config table (default: ${TABLE_ENV})"
+    )
+    group.add_argument(
+        "--stack-name",
+        metavar="STACK",
+        help=f"read the table (and alerts topic) from this stack's outputs "
+        f"({TABLE_OUTPUT}, {TOPIC_OUTPUT})",
+    )
+    group.add_argument("--region", metavar="REGION", help="AWS Region (default: boto3's)")
+    group.add_argument("--profile", metavar="PROFILE", help="AWS profile (default: boto3's)")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        help="send every AWS request to this endpoint (a local moto server or emulator)",
+    )
+    if topic:
+        group.add_argument(
+            "--topic-arn",
+            metavar="ARN",
+            help=f"publish alerts to this SNS topic (default: the stack's {TOPIC_OUTPUT}; "
+            "without either, alerts are printed to stderr)",
+        )
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who the credentials belong to (STS GetCallerIdentity)."""
+
+    account: str
+    arn: str
+
+    @property
+    def partition(self) -> str:
+        """`aws`, `aws-cn`, `aws-us-gov`, ... from the caller's ARN."""
+        parts = self.arn.split(":")
+        return parts[1] if len(parts) > 1 and parts[1] else "aws"
+
+
+@dataclass
+class Target:
+    """A resolved AWS session, Region, endpoint and config table (and topic, when known)."""
+
+    session: Any
+    region: str
+    table_name: str
+    endpoint_url: str | None = None
+    topic_arn: str | None = None
+    stack_name: str | None = None
+    _clients: dict[str, Any] = field(default_factory=dict)
+
+    def client(self, service: str, *, mode: str = "standard", max_attempts: int = 5) -> Any:
+        """A client of the session with the retry mode set (one per service)."""
+        if service not in self._clients:
+            self._clients[service] = self.session.client(
+                service,
+                region_name=self.region,
+                endpoint_url=self.endpoint_url,
+                config=_config(mode, max_attempts),
+            )
+        return self._clients[service]
+
+    def batch_client(self) -> Any:
+        """The Batch client: adaptive retries (client-side rate limiting on top of retries)."""
+        return self.client("batch", mode="adaptive", max_attempts=BATCH_MAX_ATTEMPTS)
+
+    @functools.cached_property
+    def table(self) -> Any:
+        """The config table (a boto3 DynamoDB Table resource)."""
+        with failure(f"open table {self.table_name}"):
+            resource = self.session.resource(
+                "dynamodb",
+                region_name=self.region,
+                endpoint_url=self.endpoint_url,
+                config=_config("standard", 5),
+            )
+        return resource.Table(self.table_name)
+
+    @functools.cached_property
+    def caller(self) -> Caller:
+        """The caller's account and ARN (one STS request)."""
+        with failure("identify the caller (STS GetCallerIdentity)"):
+            identity = self.client("sts").get_caller_identity()
+        return Caller(str(identity["Account"]), str(identity["Arn"]))
+
+    def scope(self) -> Scope:
+        """Where the Batch resources live, for their ARNs."""
+        caller = self.caller
+        return Scope(caller.account, self.region, caller.partition)
+
+    def where(self) -> str:
+        """`table NAME in REGION`, for messages."""
+        return f"table {self.table_name} in {self.region}"
+
+
+def _config(mode: str, max_attempts: int) -> Any:
+    from botocore.config import Config
+
+    return Config(
+        retries={"mode": mode, "max_attempts": max_attempts},
+        connect_timeout=5,
+        read_timeout=20,
+    )
+
+
+def connect(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Target:
+    """Resolve session, Region and table from the options; UsageError when one is missing."""
+    environ = os.environ if env is None else env
+    session = _session(getattr(args, "profile", None), getattr(args, "region", None))
+    region = session.region_name
+    if not region:
+        raise UsageError(
+            "no AWS Region: pass --region, set AWS_REGION, or set one in the profile"
+        )
+    target = Target(
+        session=session,
+        region=region,
+        table_name="",
+        endpoint_url=getattr(args, "endpoint_url", None),
+        topic_arn=getattr(args, "topic_arn", None),
+        stack_name=getattr(args, "stack_name", None),
+    )
+    table = getattr(args, "table", None)
+    if target.stack_name:
+        outputs = stack_outputs(target, target.stack_name)
+        if not table:
+            table = outputs.get(TABLE_OUTPUT)
+            if not table:
+                raise AwsError(
+                    f"stack {target.stack_name} has no output {TABLE_OUTPUT}; is it a "
+                    "batch-quota-controller stack? Pass --table instead"
+                )
+        target.topic_arn = target.topic_arn or outputs.get(TOPIC_OUTPUT)
+    table = table or environ.get(TABLE_ENV)
+    if not table:
+        raise UsageError(
+            f"no config table: pass --table NAME or --stack-name STACK, or set {TABLE_ENV}"
+        )
+    target.table_name = table
+    return target
+
+
+def _session(profile: str | None, region: str | None) -> Any:
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        return boto3.session.Session(profile_name=profile, region_name=region)
+    except ProfileNotFound as err:
+        raise UsageError(f"AWS profile {profile!r} not found ({err})") from err
+
+
+def stack_outputs(target: Target, stack_name: str) -> dict[str, str]:
+    """The outputs of a CloudFormation stack, by key."""
+    with failure(f"read the outputs of stack {stack_name} in {target.region}"):
+        stacks = target.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    outputs = stacks[0].get("Outputs", []) if stacks else []
+    return {str(o["OutputKey"]): str(o["OutputValue"]) for o in outputs}
+
+
+def set_approved_change(target: Target, queue: str, change_id: str, by: str, at: str) -> bool:
+    """Set `approvedChange` on the queue's QUEUE item; False when there is no QUEUE item.
+
+    One conditional UpdateItem, so a concurrent edit of other attributes is not overwritten.
+    """
+    from boto3.dynamodb.conditions import Attr
+    from botocore.exceptions import ClientError
+
+    from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
+
+    with failure(f"set approvedChange on item QUEUE of job queue {queue} ({target.where()})"):
+        try:
+            target.table.update_item(
+                Key={PARTITION_KEY: queue, SORT_KEY: QUEUE_ITEM},
+                UpdateExpression="SET approvedChange = :c, updatedBy = :b, updatedAt = :a",
+                ConditionExpression=Attr(SORT_KEY).exists(),
+                ExpressionAttributeValues={":c": change_id, ":b": by, ":a": at},
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+    return True
+
+
+@contextmanager
+def failure(what: str) -> Iterator[None]:
+    """Turn whatever boto3 raises inside into one AwsError line naming `what` failed."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+
+    try:
+        yield
+    except ClientError as err:
+        raise AwsError(f"cannot {what}: {describe_client_error(err)}") from err
+    except (NoCredentialsError, PartialCredentialsError) as err:
+        raise AwsError(
+            f"cannot {what}: no usable AWS credentials ({err}); configure them as for the AWS "
+            "CLI (environment, profile, SSO) or pass --profile"
+        ) from err
+    except BotoCoreError as err:
+        raise AwsError(f"cannot {what}: {err}") from err
+    except (RetryableError, ActionFailed) as err:
+        raise AwsError(f"cannot {what}: {_cause(err)}") from err
+
+
+def describe_client_error(err: Any) -> str:
+    """`Code: message` of a botocore ClientError."""
+    error = err.response.get("Error", {})
+    code = error.get("Code") or "Error"
+    message = error.get("Message") or str(err)
+    return f"{code}: {message}"
+
+
+def _cause(err: BaseException) -> str:
+    from botocore.exceptions import ClientError
+
+    cause = err.__cause__
+    if isinstance(cause, ClientError):
+        return describe_client_error(cause)
+    return str(err)
