@@ -114,7 +114,9 @@ def handle_event(
         run(queue_of_stream_record(record))
 
     if source == "aws:dynamodb":
-        processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+        processor = BatchProcessor(
+            event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
+        )
         return dict(
             process_partial_response(
                 event=event,
@@ -133,7 +135,8 @@ def handle_event(
             return
         run(message.queue)
 
-    processor = BatchProcessor(event_type=EventType.SQS)
+    # A batch where every record failed is still a partial response: the source retries it.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return dict(
         process_partial_response(
             event=event,

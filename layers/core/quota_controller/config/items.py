@@ -3,8 +3,8 @@
 Key schema: partition key `queue` (the job queue name), sort key `item`:
 - `QUEUE`                  the queue-level settings (jobQueue, schedulingPolicy, ...);
 - `SHARE#<quotaShareName>` one quota share, so a team can edit its own share alone.
-Sort keys starting with a controller prefix (`STATUS#`, `CHANGE#`) belong to the controller and
-are never config. Any other sort key is an error: a typo must not hide a share.
+Sort keys starting with a controller prefix (`STATUS#`, `CHANGE#`, `LOCK#`) belong to the
+controller and are never config. Any other sort key is an error: a typo must not hide a share.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ PARTITION_KEY = "queue"
 SORT_KEY = "item"
 QUEUE_ITEM = "QUEUE"
 SHARE_PREFIX = "SHARE#"
-CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#")
+CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#", "LOCK#")
 # Attributes the controller and quotactl keep on config items; not part of the document.
 BOOKKEEPING_FIELDS: tuple[str, ...] = ("updatedBy", "updatedAt")
 _QUEUE_ITEM_FIELDS = tuple(f for f in TOP_LEVEL_FIELDS if f != "quotaShares")
