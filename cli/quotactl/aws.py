@@ -39,9 +39,7 @@ class AwsError(Exception):
 def add_options(parser: argparse.ArgumentParser, *, topic: bool = False) -> None:
     """The options every operator command takes to find its AWS account and config table."""
     group = parser.add_argument_group("where to talk to")
-    group.add_argument(
-        "--table", metavar="NAME", help=f"the config table (default: ${TABLE_ENV})"
-    )
+    group.add_argument("--table", metavar="NAME", help=f"the config table (default: ${TABLE_ENV})")
     group.add_argument(
         "--stack-name",
         metavar="STACK",
@@ -150,9 +148,7 @@ def connect(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T
     session = _session(getattr(args, "profile", None), getattr(args, "region", None))
     region = session.region_name
     if not region:
-        raise UsageError(
-            "no AWS Region: pass --region, set AWS_REGION, or set one in the profile"
-        )
+        raise UsageError("no AWS Region: pass --region, set AWS_REGION, or set one in the profile")
     target = Target(
         session=session,
         region=region,
