@@ -83,6 +83,7 @@ class LocalStack:
         # botocore's retries sleep in real time; fewer attempts keep fault tests quick.
         self.batch_max_attempts = batch_max_attempts
         self.clock = VirtualClock(start)
+        self._template = template
         self.shape: StackShape = stack_shape(load_template(template))
         self._saved_env: dict[str, str | None] = {}
         self._mock: Any = None
@@ -93,6 +94,7 @@ class LocalStack:
         self._batch_client: Any = None
         self.stream: StreamSource | None = None
         self.requeue: SqsSource | None = None
+        self.alert_source: SqsSource | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -196,6 +198,28 @@ class LocalStack:
         self.stream_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-config-stream-dlq")[
             "QueueUrl"
         ]
+        self.idempotency_table = f"{self.prefix}-alert-idempotency"
+        ddb.create_table(
+            TableName=self.idempotency_table,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        self.alert_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-alert-buffer-dlq")[
+            "QueueUrl"
+        ]
+        self.alert_buffer_url = sqs.create_queue(
+            QueueName=f"{self.prefix}-alert-buffer",
+            Attributes={
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": self._queue_arn(self.alert_dlq_url),
+                        "maxReceiveCount": str(self.shape.alert_max_receive),
+                    }
+                )
+            },
+        )["QueueUrl"]
+        self._create_rules()
         sns = self.client("sns")
         self.topic_arn = sns.create_topic(Name=f"{self.prefix}-alerts")["TopicArn"]
         # What an automation subscriber sees: the `sqs` body of each alert.
@@ -206,6 +230,41 @@ class LocalStack:
             Endpoint=self._queue_arn(self.alerts_url),
         )
 
+    def _create_rules(self) -> None:
+        from quota_local.template import load_template, parameter_defaults, resolve
+
+        params = parameter_defaults(load_template(self._template))
+        refs = {
+            **params,
+            "AWS::Partition": "aws",
+            "AWS::Region": self.region,
+            "AWS::AccountId": ACCOUNT,
+        }
+        conditions = {"ManagesAnyQueue": params.get("ManagedNamePrefix", "*") == "*"}
+        events = self.client("events")
+        buffer_arn = self._queue_arn(self.alert_buffer_url)
+        for name, pattern in self.shape.alert_rules.items():
+            rule = f"{self.prefix}-{name}"
+            events.put_rule(Name=rule, EventPattern=json.dumps(resolve(pattern, refs, conditions)))
+            events.put_targets(Rule=rule, Targets=[{"Id": "AlertBuffer", "Arn": buffer_arn}])
+
+    def put_events(self, *events: Mapping[str, Any]) -> None:
+        """Put raw EventBridge events (the documented envelope) on the local default bus."""
+        client = self.client("events")
+        entries = []
+        for event in events:
+            entry: dict[str, Any] = {
+                "Source": event["source"],
+                "DetailType": event["detail-type"],
+                "Detail": json.dumps(event.get("detail", {})),
+                "Resources": list(event.get("resources", [])),
+            }
+            if event.get("time"):
+                entry["Time"] = datetime.fromisoformat(str(event["time"]).replace("Z", "+00:00"))
+            entries.append(entry)
+        for start in range(0, len(entries), 10):
+            client.put_events(Entries=entries[start : start + 10])
+
     def _queue_arn(self, url: str) -> str:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
         return str(attrs["Attributes"]["QueueArn"])
@@ -214,6 +273,7 @@ class LocalStack:
         return {
             "CONFIG_TABLE": self.table_name,
             "ALERTS_TOPIC_ARN": self.topic_arn,
+            "IDEMPOTENCY_TABLE": self.idempotency_table,
             "REQUEUE_QUEUE_URL": self.requeue_url,
             "REQUEUE_SECONDS": str(self.shape.requeue_seconds),
             "REQUEUE_MAX_SQS_DELAY": "0",
@@ -255,6 +315,16 @@ class LocalStack:
             batch_size=self.shape.requeue_batch_size,
         )
         self._resync = self.handler("resync")
+        self.alert_source = SqsSource(
+            sqs=self.sqs,
+            queue_url=self.alert_buffer_url,
+            queue_arn=self._queue_arn(self.alert_buffer_url),
+            handler=self.handler("alert"),
+            function_name=f"{self.prefix}-alert",
+            region=self.region,
+            now=self.clock.time,
+            batch_size=self.shape.alert_batch_size,
+        )
 
     _modules: dict[str, ModuleType] = {}
 
@@ -335,9 +405,10 @@ class LocalStack:
         """Deliver stream records and due requeues until nothing is pending; returns invocations."""
         assert self.stream is not None
         assert self.requeue is not None
+        assert self.alert_source is not None
         total = 0
         for _ in range(max_rounds):
-            made = self.stream.poll() + self.requeue.poll()
+            made = self.stream.poll() + self.requeue.poll() + self.alert_source.poll()
             total += made
             if made == 0:
                 return total
@@ -446,7 +517,11 @@ class LocalStack:
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
         """What sits in the DLQs (stream on-failure, requeue)."""
         out: dict[str, list[dict[str, Any]]] = {}
-        for name, url in (("stream", self.stream_dlq_url), ("requeue", self.requeue_dlq_url)):
+        for name, url in (
+            ("stream", self.stream_dlq_url),
+            ("requeue", self.requeue_dlq_url),
+            ("alert", self.alert_dlq_url),
+        ):
             page = self.sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0
             )

@@ -53,6 +53,36 @@ def rate_seconds(expression: str) -> int:
     return amount * {"minute": 60, "hour": 3600, "day": 86400}[unit.rstrip("s")]
 
 
+_SUB = re.compile(r"\$\{([A-Za-z0-9:]+)\}")
+
+
+def resolve(value: Any, refs: dict[str, str], conditions: dict[str, bool]) -> Any:
+    """Evaluate Ref, Fn::Sub and Fn::If with the given references (parameters, pseudo
+    parameters, resource names); enough for the event patterns and names the stack reads."""
+    if isinstance(value, list):
+        return [resolve(v, refs, conditions) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((key, arg),) = value.items()
+        if key == "Ref":
+            return refs[arg]
+        if key == "Fn::Sub":
+            text = arg if isinstance(arg, str) else arg[0]
+            return _SUB.sub(lambda m: refs[m.group(1)], text)
+        if key == "Fn::If":
+            name, yes, no = arg
+            return resolve(yes if conditions[name] else no, refs, conditions)
+    return {k: resolve(v, refs, conditions) for k, v in value.items()}
+
+
+def parameter_defaults(template: dict[str, Any]) -> dict[str, str]:
+    """Each parameter's default, as text."""
+    return {
+        name: str(spec.get("Default", "")) for name, spec in template.get("Parameters", {}).items()
+    }
+
+
 @dataclass(frozen=True)
 class StackShape:
     """What the local stack takes from the template."""
@@ -67,6 +97,10 @@ class StackShape:
     requeue_max_receive: int
     resync_seconds: int
     requeue_seconds: int
+    # Event patterns of the rules that feed the alert buffer (intrinsics left unresolved).
+    alert_rules: dict[str, Any]
+    alert_batch_size: int
+    alert_max_receive: int
 
 
 def stack_shape(template: dict[str, Any]) -> StackShape:
@@ -90,4 +124,19 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
         requeue_max_receive=int(redrive["maxReceiveCount"]),
         resync_seconds=rate_seconds(params["ResyncRate"]["Default"]),
         requeue_seconds=int(params["RequeueSeconds"]["Default"]),
+        alert_rules={
+            name: spec["Properties"]["EventPattern"]
+            for name, spec in resources.items()
+            if spec.get("Type") == "AWS::Events::Rule"
+            and any(
+                t.get("Arn") == {"Fn::GetAtt": ["AlertBuffer", "Arn"]}
+                for t in spec["Properties"].get("Targets", [])
+            )
+        },
+        alert_batch_size=int(
+            resources["Alert"]["Properties"]["Events"]["Buffer"]["Properties"].get("BatchSize", 10)
+        ),
+        alert_max_receive=int(
+            resources["AlertBuffer"]["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+        ),
     )

@@ -434,7 +434,7 @@ def test_server_errors_that_outlive_retries_are_retried_by_the_event_source(
 
     assert fault.fired == 4
     assert batch_share(converged, "team-a")["state"] == "DISABLED"
-    assert converged.dead_letters() == {"stream": [], "requeue": []}
+    assert converged.dead_letters() == {"stream": [], "requeue": [], "alert": []}
 
 
 def test_renaming_the_environment_and_policy_replaces_and_retires_the_old_ones(

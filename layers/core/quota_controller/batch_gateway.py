@@ -186,3 +186,28 @@ def _pick_policy(
         if name and name in by_name:
             return ObservedPolicy.model_validate(by_name[name])
     return ObservedPolicy.model_validate(policies[0]) if policies else None
+
+
+class BotoAlertReader:
+    """What the alert pipeline reads from Batch: one job, one queue snapshot."""
+
+    def __init__(self, client: Any):
+        self._gateway = BotoBatchGateway(client, Scope("", ""))
+
+    def describe_job(self, job_id: str) -> dict[str, Any] | None:
+        """DescribeServiceJob; None when the job no longer exists."""
+        try:
+            return self._gateway._call("describe_service_job", jobId=job_id)
+        except ClientError as err:
+            if "does not exist" in _message(err).lower() or "not found" in _message(err).lower():
+                return None
+            raise
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        """GetJobQueueSnapshot; None when the queue is gone."""
+        try:
+            return self._gateway._call("get_job_queue_snapshot", jobQueue=queue)
+        except ClientError as err:
+            if "does not exist" in _message(err).lower():
+                return None
+            raise

@@ -119,3 +119,29 @@ def reset() -> None:
     for cached in (settings, _session, batch_client, config_table):
         cached.cache_clear()
     use_clock(UtcClock())
+
+
+def alert_deps(context: Any) -> Any:
+    """Everything the alert service needs, bound to AWS."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+    )
+
+    from quota_controller.alert_events import AlertDeps, IdempotencyClaims
+    from quota_controller.batch_gateway import BotoAlertReader
+
+    s = settings()
+    persistence = DynamoDBPersistenceLayer(
+        table_name=s.IDEMPOTENCY_TABLE, boto3_client=client("dynamodb")
+    )
+    persistence.configure(
+        IdempotencyConfig(expires_after_seconds=s.ALERT_DEDUP_SECONDS),
+        function_name=getattr(context, "function_name", "alert"),
+    )
+    return AlertDeps(
+        reader=BotoAlertReader(batch_client()),
+        store=config_store(),
+        notifier=SnsNotifier(client("sns"), s.ALERTS_TOPIC_ARN),
+        claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
+    )

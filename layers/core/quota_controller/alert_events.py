@@ -1,0 +1,219 @@
+"""From a buffer batch of Batch events to grouped, deduplicated alerts on the topic.
+
+The whole SQS batch is handled at once (not record by record) because alerts are grouped across
+it: a burst of preemptions of one share becomes one message. Each job-preemption is alerted
+exactly once: its key (job ID plus the preempted attempt) is claimed in the idempotency table
+before publishing, confirmed after, released if the publish fails, so Started, Completed and
+State Change events of one preemption, and any redelivery, give one alert. A record that cannot
+be parsed, or whose alert could not be published, is reported as a batch item failure and ends
+in the buffer's DLQ after its retries: never silently lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from quota_controller.alerts.classify import (
+    Context,
+    Observation,
+    Verdict,
+    build_alert,
+    classify,
+    group,
+    observe,
+)
+from quota_controller.alerts.events import BatchEvent, JobDetail
+from quota_controller.alerts.model import Alert
+from quota_controller.config.items import SORT_KEY, is_config_key, validate_items
+from quota_controller.ports import ConfigStore, Notifier, RetryableError
+
+
+class AlertReader(Protocol):
+    """Batch reads of the alert pipeline."""
+
+    def describe_job(self, job_id: str) -> dict[str, Any] | None:
+        """DescribeServiceJob, None if the job is gone."""
+        ...
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        """GetJobQueueSnapshot, None if the queue is gone."""
+        ...
+
+
+class Claims(Protocol):
+    """Exactly-once bookkeeping per job-preemption key."""
+
+    def claim(self, key: str) -> bool:
+        """True if the key was free and is now ours (in progress)."""
+        ...
+
+    def confirm(self, key: str) -> None:
+        """The alert for the key went out."""
+        ...
+
+    def release(self, key: str) -> None:
+        """The alert did not go out: free the key for a retry."""
+        ...
+
+
+@dataclass
+class AlertDeps:
+    """What the alert service talks to."""
+
+    reader: AlertReader
+    store: ConfigStore
+    notifier: Notifier
+    claims: Claims
+
+
+@dataclass
+class AlertOutcome:
+    """What one batch did."""
+
+    published: list[Alert] = field(default_factory=list)
+    duplicates: int = 0
+    ignored: int = 0
+    malformed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class _QueueContext:
+    def __init__(self, queue: str, deps: AlertDeps):
+        self.queue = queue
+        items = deps.store.load_partition(queue)
+        config = [i for i in items if is_config_key(i.get(SORT_KEY))]
+        self.managed = any(i.get(SORT_KEY) == "QUEUE" for i in config)
+        document = None
+        if self.managed:
+            _, report = validate_items(queue, config)
+            document = report.document
+        self._deps = deps
+        self._document = document
+        self._snapshot: Mapping[str, Any] | None = None
+        self._snapshot_read = False
+        self._changes = deps.store.recent_changes(queue) if self.managed else []
+
+    def context(self, needs_snapshot: bool) -> Context:
+        if needs_snapshot and not self._snapshot_read:
+            self._snapshot = self._deps.reader.snapshot(self.queue)
+            self._snapshot_read = True
+        return Context(self._document, self._changes, self._snapshot)
+
+
+def handle_alert_batch(
+    event: Mapping[str, Any],
+    deps: AlertDeps,
+    log: Callable[..., None] | None = None,
+) -> tuple[dict[str, Any], AlertOutcome]:
+    """Process one SQS batch of EventBridge events; returns the partial response and outcome."""
+    outcome = AlertOutcome()
+    say = log or _quiet
+    described: dict[str, JobDetail | None] = {}
+    contexts: dict[str, _QueueContext] = {}
+    # (observation, verdict, context, SQS message id)
+    pending: list[tuple[Observation, Verdict, Context, str]] = []
+    failed: set[str] = set()
+
+    for record in event.get("Records") or []:
+        message_id = str(record.get("messageId"))
+        try:
+            batch_event = BatchEvent.model_validate(json.loads(record.get("body") or ""))
+            job_id = batch_event.job_id()
+        except (ValueError, ValidationError) as exc:
+            say("malformed event", message_id=message_id, error=str(exc)[:500])
+            outcome.malformed.append(message_id)
+            failed.add(message_id)
+            continue
+        try:
+            if job_id not in described:
+                raw = deps.reader.describe_job(job_id)
+                described[job_id] = JobDetail.model_validate(raw) if raw else None
+            obs = observe(batch_event, described[job_id])
+            if obs is None or obs.queue is None:
+                outcome.ignored += 1
+                say("not an alert", job_id=job_id, detail_type=batch_event.detail_type)
+                continue
+            if obs.queue not in contexts:
+                contexts[obs.queue] = _QueueContext(obs.queue, deps)
+            queue_ctx = contexts[obs.queue]
+            if not queue_ctx.managed:
+                outcome.ignored += 1
+                say("queue not managed", queue=obs.queue, job_id=job_id)
+                continue
+            ctx = queue_ctx.context(needs_snapshot=not obs.stuck)
+            pending.append((obs, classify(obs, ctx), ctx, message_id))
+        except RetryableError as exc:
+            say("enrichment failed", message_id=message_id, error=str(exc))
+            failed.add(message_id)
+
+    # One alert per job-preemption: drop repeats within the batch, then claim the rest.
+    seen: set[str] = set()
+    claimed: list[tuple[Observation, Verdict, Context, str]] = []
+    for entry in pending:
+        key = entry[0].dedup_key
+        if key in seen or not deps.claims.claim(key):
+            outcome.duplicates += 1
+            seen.add(key)
+            continue
+        seen.add(key)
+        claimed.append(entry)
+
+    sources: dict[str, list[str]] = {}
+    for obs, _, _, message_id in claimed:
+        sources.setdefault(obs.dedup_key, []).append(message_id)
+    contexts_by_queue = {obs.queue: ctx for obs, _, ctx, _ in claimed}
+    for g in group([(obs, verdict) for obs, verdict, _, _ in claimed]):
+        alert = build_alert(g, contexts_by_queue[g.queue])
+        keys = [o.dedup_key for o in g.observations]
+        try:
+            deps.notifier.publish(alert)
+        except RetryableError as exc:
+            say("publish failed", dedup_key=alert.dedupKey, error=str(exc))
+            for key in keys:
+                deps.claims.release(key)
+                failed.update(sources.get(key, []))
+            outcome.failed.append(alert.dedupKey)
+            continue
+        for key in keys:
+            deps.claims.confirm(key)
+        outcome.published.append(alert)
+    response = {"batchItemFailures": [{"itemIdentifier": m} for m in sorted(failed)]}
+    return response, outcome
+
+
+def _quiet(*_: Any, **__: Any) -> None:
+    return None
+
+
+class IdempotencyClaims:
+    """Claims on Powertools Idempotency's DynamoDB persistence layer (records expire by TTL)."""
+
+    def __init__(self, persistence: Any, remaining_ms: Callable[[], int] | None = None):
+        self._persistence = persistence
+        self._remaining = remaining_ms
+
+    def claim(self, key: str) -> bool:
+        """Save the key in progress; False when it exists (in progress or done)."""
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyItemAlreadyExistsError,
+        )
+
+        remaining = self._remaining() if self._remaining else None
+        try:
+            self._persistence.save_inprogress(data={"key": key}, remaining_time_in_millis=remaining)
+        except IdempotencyItemAlreadyExistsError:
+            return False
+        return True
+
+    def confirm(self, key: str) -> None:
+        """Mark done."""
+        self._persistence.save_success(data={"key": key}, result={"alerted": True})
+
+    def release(self, key: str) -> None:
+        """Delete the in-progress record so a retry can alert."""
+        self._persistence.delete_record(data={"key": key}, exception=RuntimeError("publish failed"))

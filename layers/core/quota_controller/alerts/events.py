@@ -1,0 +1,159 @@
+"""Inbound AWS Batch events (EventBridge), as the alert pipeline reads them.
+
+Batch adds fields over time, so every model ignores unknown ones; the preemption events carry
+only the job ARN, status and reason. Timestamps arrive as epoch milliseconds (the API) or
+seconds (some documented samples): both are normalised to milliseconds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+STATE_CHANGE = "Batch Service Job State Change"
+PREEMPTION_STARTED = "Batch Service Job Preemption Started"
+PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
+DETAIL_TYPES = (STATE_CHANGE, PREEMPTION_STARTED, PREEMPTION_COMPLETED)
+
+# Milliseconds since the epoch are > 1e11 for any date after 1973; seconds are not.
+_MS_THRESHOLD = 100_000_000_000
+
+
+def epoch_ms(value: Any) -> int | None:
+    """Epoch seconds or milliseconds (int, float or numeric string) -> milliseconds."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return int(number if number >= _MS_THRESHOLD else number * 1000)
+
+
+class _Inbound(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ResourceId(_Inbound):
+    """serviceResourceId: the SageMaker training job of an attempt."""
+
+    name: str | None = None
+    value: str | None = None
+
+
+class PreemptedAttempt(_Inbound):
+    """One entry of preemptionSummary.recentPreemptedAttempts."""
+
+    serviceResourceId: ResourceId | None = None
+    startedAt: int | None = None
+    stoppedAt: int | None = None
+    statusReason: str | None = None
+
+    _ms = field_validator("startedAt", "stoppedAt", mode="before")(epoch_ms)
+
+
+class PreemptionSummary(_Inbound):
+    """How often a job was preempted, and its most recent preempted attempts."""
+
+    preemptedAttemptCount: int = 0
+    recentPreemptedAttempts: list[PreemptedAttempt] = Field(default_factory=list)
+
+
+class CapacityUsage(_Inbound):
+    """Instances of one type a job holds."""
+
+    capacityUnit: str
+    quantity: float = 0
+
+
+class LatestAttempt(_Inbound):
+    """latestAttempt of a job."""
+
+    serviceResourceId: ResourceId | None = None
+
+
+class JobDetail(_Inbound):
+    """The detail of a state-change event, and the DescribeServiceJob answer."""
+
+    jobArn: str | None = None
+    jobId: str | None = None
+    jobName: str | None = None
+    jobQueue: str | None = None
+    status: str | None = None
+    statusReason: str | None = None
+    quotaShareName: str | None = None
+    schedulingPriority: int | None = None
+    capacityUsage: list[CapacityUsage] = Field(default_factory=list)
+    preemptionSummary: PreemptionSummary | None = None
+    latestAttempt: LatestAttempt | None = None
+    createdAt: int | None = None
+    startedAt: int | None = None
+    stoppedAt: int | None = None
+
+    _ms = field_validator("createdAt", "startedAt", "stoppedAt", mode="before")(epoch_ms)
+
+
+class PreemptionDetail(_Inbound):
+    """The detail of a Preemption Started or Completed event."""
+
+    preemptedJobArn: str
+    status: str | None = None
+    statusReason: str | None = None
+    preemptionSummary: PreemptionSummary | None = None
+
+
+class BatchEvent(_Inbound):
+    """An EventBridge event from aws.batch about a service job."""
+
+    id: str
+    detail_type: Literal[
+        "Batch Service Job State Change",
+        "Batch Service Job Preemption Started",
+        "Batch Service Job Preemption Completed",
+    ] = Field(alias="detail-type")
+    source: Literal["aws.batch"]
+    account: str | None = None
+    region: str | None = None
+    time: datetime
+    resources: list[str] = Field(default_factory=list)
+    detail: dict[str, Any]
+
+    @property
+    def is_state_change(self) -> bool:
+        """A Service Job State Change."""
+        return self.detail_type == STATE_CHANGE
+
+    def job_detail(self) -> JobDetail:
+        """The state-change detail (raises ValidationError on a malformed one)."""
+        return JobDetail.model_validate(self.detail)
+
+    def preemption_detail(self) -> PreemptionDetail:
+        """The preemption detail (raises ValidationError on a malformed one)."""
+        return PreemptionDetail.model_validate(self.detail)
+
+    def job_id(self) -> str:
+        """The job's ID: `detail.jobId`, else the last segment of the job ARN.
+
+        The documented state-change example has a jobId that differs from the ARN's last
+        segment; the jobId field is the one DescribeServiceJob takes.
+        """
+        if self.is_state_change:
+            detail = self.job_detail()
+            if detail.jobId:
+                return detail.jobId
+            arn = detail.jobArn or (self.resources[0] if self.resources else "")
+        else:
+            arn = self.preemption_detail().preemptedJobArn
+        job = arn.rsplit("/", 1)[-1]
+        if not job:
+            raise ValueError(f"event {self.id} names no job")
+        return job
+
+
+def queue_name(queue_arn_or_name: str | None) -> str | None:
+    """`arn:...:job-queue/ml-training` -> `ml-training` (a bare name passes through)."""
+    if not queue_arn_or_name:
+        return None
+    return queue_arn_or_name.split(":job-queue/", 1)[-1].split("/", 1)[0]
