@@ -223,26 +223,27 @@ def set_approved_change(target: Target, queue: str, change_id: str, by: str, at:
 @contextmanager
 def failure(what: str) -> Iterator[None]:
     """Turn whatever boto3 raises inside into one AwsError line naming `what` failed."""
-    from botocore.exceptions import (
-        BotoCoreError,
-        ClientError,
-        NoCredentialsError,
-        PartialCredentialsError,
-    )
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         yield
-    except ClientError as err:
-        raise AwsError(f"cannot {what}: {describe_client_error(err)}") from err
-    except (NoCredentialsError, PartialCredentialsError) as err:
-        raise AwsError(
-            f"cannot {what}: no usable AWS credentials ({err}); configure them as for the AWS "
-            "CLI (environment, profile, SSO) or pass --profile"
-        ) from err
-    except BotoCoreError as err:
-        raise AwsError(f"cannot {what}: {err}") from err
-    except (RetryableError, ActionFailed) as err:
-        raise AwsError(f"cannot {what}: {_cause(err)}") from err
+    except (ClientError, BotoCoreError, RetryableError, ActionFailed) as err:
+        raise AwsError(f"cannot {what}: {explain(err)}") from err
+
+
+def explain(err: BaseException) -> str:
+    """One line for a botocore error, also when an adapter wrapped it (RetryableError)."""
+    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+    cause = err.__cause__ if isinstance(err, RetryableError | ActionFailed) else err
+    if isinstance(cause, ClientError):
+        return describe_client_error(cause)
+    if isinstance(cause, NoCredentialsError | PartialCredentialsError):
+        return (
+            f"no usable AWS credentials ({cause}); configure them as for the AWS CLI "
+            "(environment, profile, SSO) or pass --profile"
+        )
+    return str(cause if cause is not None else err)
 
 
 def describe_client_error(err: Any) -> str:
@@ -251,12 +252,3 @@ def describe_client_error(err: Any) -> str:
     code = error.get("Code") or "Error"
     message = error.get("Message") or str(err)
     return f"{code}: {message}"
-
-
-def _cause(err: BaseException) -> str:
-    from botocore.exceptions import ClientError
-
-    cause = err.__cause__
-    if isinstance(cause, ClientError):
-        return describe_client_error(cause)
-    return str(err)

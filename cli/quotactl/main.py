@@ -1,4 +1,4 @@
-"""quotactl: validate, explain and (soon) plan and apply quota layouts.
+"""quotactl: validate, explain, plan and apply quota layouts; operate the controller.
 
 Exit codes: 0 success, 1 invalid input or a failed operation, 2 usage error.
 """
@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from quota_controller.capacity import share_capacities
 from quota_controller.config import Problem
-from quotactl import render
+from quotactl import aws, render
 from quotactl.documents import FileResult, load_and_validate
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -38,7 +39,63 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="a narrated tour on the local stack")
     p.add_argument("--json", action="store_true", help="print the result as data")
+
+    _add_operator_commands(sub)
     return parser
+
+
+OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")
+
+
+def _change_id(value: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{12}", value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a change id (12 lowercase hex digits, as in status heldChange.id)"
+        )
+    return value
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number >= 1")
+    return int(value)
+
+
+def _add_operator_commands(sub: Any) -> None:
+    """The commands that read or change the deployed controller's table and AWS Batch."""
+
+    def command(name: str, help_text: str, *, topic: bool = False) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+        p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+        aws.add_options(p, topic=topic)
+        return p
+
+    p = command("plan", "preview what the reconciler would do for a file (changes nothing)")
+    p.add_argument("-f", "--file", required=True, metavar="FILE")
+    p.add_argument("--prune", action="store_true", help="preview as if applied with --prune")
+
+    p = command("apply", "validate a file and write it to the config table")
+    p.add_argument("-f", "--file", required=True, metavar="FILE")
+    p.add_argument(
+        "--prune", action="store_true", help="delete share items that are not in the file"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be written")
+    p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
+
+    p = command("status", "conditions of a queue (or every queue) and its shares")
+    p.add_argument("queue", nargs="?", metavar="QUEUE")
+
+    p = command("history", "a queue's change records, newest first")
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("--limit", type=_positive, default=20, metavar="N")
+
+    p = command("reconcile", "reconcile a queue now, in this process", topic=True)
+    p.add_argument("queue", metavar="QUEUE")
+
+    p = command("approve", "approve a change held by reductionPolicy block")
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("change_id", type=_change_id, metavar="CHANGE_ID")
+    p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quotactl.demo import run_demo
 
             return run_demo(json_output=args.json, out=out)
+        if args.command in OPERATOR_COMMANDS:
+            from quotactl.operate import run
+
+            return run(args, out)
     except KeyboardInterrupt:
         print("quotactl: interrupted", file=sys.stderr)
         return 130

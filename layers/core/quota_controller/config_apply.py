@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quota_controller.config.items import (
+    QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
     document_to_items,
@@ -54,6 +55,14 @@ def plan_config_write(
     out = ConfigWrite(queue, report)
     current = {i[SORT_KEY]: i for i in existing if is_config_key(i.get(SORT_KEY))}
     wanted = document_to_items(raw, bookkeeping={"updatedBy": by, "updatedAt": at})
+    # An approval given with `quotactl approve` survives an apply of a file that does not
+    # mention it (write `approvedChange: null` to withdraw it); it only ever matches one change.
+    approval = (current.get(QUEUE_ITEM) or {}).get("approvedChange")
+    if approval and "approvedChange" not in raw:
+        wanted[0]["approvedChange"] = approval
+    for item in wanted:
+        if item.get("approvedChange", "") is None:
+            del item["approvedChange"]
     for item in wanted:
         key = item[SORT_KEY]
         if key in current and generation(current[key]) == generation(item):

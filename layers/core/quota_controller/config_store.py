@@ -14,7 +14,13 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, Key
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
 
 from quota_controller.config.items import PARTITION_KEY, SORT_KEY, plain
 from quota_controller.ports import RetryableError
@@ -50,6 +56,8 @@ class DynamoConfigStore:
         self._table = table
 
     def _guard(self, what: str, err: Exception) -> None:
+        if isinstance(err, NoCredentialsError | PartialCredentialsError | ParamValidationError):
+            raise err  # retrying cannot fix missing credentials or a malformed request
         if isinstance(err, ClientError):
             code = err.response.get("Error", {}).get("Code", "")
             if code in _RETRYABLE:

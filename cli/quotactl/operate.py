@@ -1,0 +1,741 @@
+"""The operator commands: plan, apply, status, history, reconcile and approve.
+
+Each resolves where to talk to with `aws.connect`, calls the same core functions the deployed
+reconciler uses (so a preview shows what the reconciler would do) and prints for people
+(`-o table`) or as data (`-o json|yaml`). A failed AWS request is one line on stderr naming
+what failed (exit 1); an unknown table or Region is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from quota_controller.alerts.model import Alert
+from quota_controller.config.items import (
+    PARTITION_KEY,
+    QUEUE_ITEM,
+    SORT_KEY,
+    is_config_key,
+    plain,
+    validate_items,
+)
+from quota_controller.config_apply import ConfigWrite, plan_config_write
+from quota_controller.config_store import DynamoConfigStore
+from quota_controller.desired import desired_state, guard_plan, names_to_observe
+from quota_controller.impact import ActiveJob, GuardedAction, Risk
+from quota_controller.planner import Plan, plan
+from quota_controller.ports import Clock
+from quota_controller.reconcile import Deps, ReconcileResult, reconcile
+from quota_controller.status import QUEUE_STATUS, STATUS_PREFIX
+from quota_controller.status_view import status_view
+from quotactl import aws, render
+from quotactl.documents import load_and_validate
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Run one operator command; returns the exit code (never raises for AWS failures)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from quota_controller.ports import ActionFailed, RetryableError
+
+    command: Callable[[argparse.Namespace, TextIO], int] = _COMMANDS[args.command]
+    try:
+        return command(args, out)
+    except aws.UsageError as exc:
+        print(f"quotactl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except aws.AwsError as exc:
+        print(f"quotactl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ClientError, BotoCoreError, RetryableError, ActionFailed) as exc:
+        # A request outside a named step: still one line, no traceback.
+        print(f"quotactl {args.command}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _clock() -> Clock:
+    # The clock the controller's handlers use: the wall clock, or the local stack's virtual
+    # clock when quotactl runs inside it (so stamps and leases agree with the handlers').
+    from quota_controller.composition import clock
+
+    return clock()
+
+
+def _stamp(clock: Clock) -> str:
+    return clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _who(args: argparse.Namespace, target: aws.Target) -> str:
+    """`--by`, else the caller's ARN, else the local user name."""
+    if getattr(args, "by", None):
+        return str(args.by)
+    try:
+        return target.caller.arn
+    except aws.AwsError:
+        return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+
+
+def _invalid_file(path: str, fmt: str, out: TextIO) -> int:
+    """Report an invalid document as `quotactl validate` does (as text on stderr); exit 1."""
+    from quotactl.main import cmd_validate
+
+    if fmt == "table":
+        cmd_validate([path], "text", False, sys.stderr)
+    else:
+        cmd_validate([path], fmt, False, out)
+    return EXIT_FAILED
+
+
+@dataclass(frozen=True)
+class ValidFile:
+    """A document file that passed validation: its data as written, queue name, warnings."""
+
+    path: str
+    raw: Any
+    queue: str
+    warnings: list[str]
+
+
+def _valid_document(path: str) -> ValidFile | None:
+    result = load_and_validate(path)
+    document = result.report.document
+    if not result.ok or result.source is None or document is None:
+        return None
+    warnings = [str(w) for w in result.report.warnings]
+    return ValidFile(path, result.source.data, document.queue_name, warnings)
+
+
+# -- plan --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Preview:
+    """What the reconciler would do for a file: the guarded plan and the config it would see."""
+
+    queue: str
+    table: str
+    region: str
+    the_plan: Plan
+    decided: list[GuardedAction]
+    held_change: str | None
+    write: ConfigWrite
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    """Validate, read the table and Batch, and print the ordered actions and their impact."""
+    valid = _valid_document(args.file)
+    if valid is None:
+        return _invalid_file(args.file, args.output, out)
+    target = aws.connect(args)
+    preview = _preview(valid, target, prune=args.prune)
+    if isinstance(preview, list):  # the config the reconciler would see is refused whole
+        print(
+            f"quotactl plan: with the items already in {target.where()}, the reconciler would "
+            "reject the queue's config (nothing would change in AWS Batch):",
+            file=sys.stderr,
+        )
+        for problem in preview:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.output == "table":
+        _print_preview(preview, out)
+    else:
+        render.data(_preview_data(preview), args.output, out)
+    return EXIT_OK
+
+
+def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | list[str]:
+    from quota_controller.batch_gateway import BotoBatchGateway
+
+    queue = valid.queue
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        items = [plain(i) for i in store.load_partition(queue)]
+    # What the table holds after `apply` (with or without --prune): the reconciler sees that,
+    # not the file alone, so share items kept in the table are part of the preview.
+    write = plan_config_write(
+        valid.raw, items, by="quotactl plan", at=_stamp(_clock()), prune=prune
+    )
+    config = {i[SORT_KEY]: i for i in items if is_config_key(i.get(SORT_KEY))}
+    for key in write.deletes:
+        config.pop(key, None)
+    config.update({i[SORT_KEY]: i for i in write.puts})
+    assembled, report = validate_items(queue, config.values())
+    if report.queue_wide_errors or report.settings is None:
+        return [assembled.describe(p) for p in report.errors]
+    status = {
+        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+    }
+    desired = desired_state(queue, report, status, assembled)
+    policies, environments = names_to_observe(desired)
+    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
+        observed = batch.observe(queue, policies, environments)
+        the_plan = plan(desired, observed, batch.scope)
+        decided, held = guard_plan(the_plan, desired, batch)
+    return Preview(
+        queue,
+        target.table_name,
+        target.region,
+        the_plan,
+        decided,
+        held,
+        write,
+        problems=[assembled.describe(p) for p in report.errors],
+        warnings=[str(w) for w in report.warnings],
+    )
+
+
+def _job_data(job: ActiveJob) -> dict[str, Any]:
+    return {
+        "jobId": job.jobId,
+        "jobName": job.jobName,
+        "status": job.status,
+        "capacityUsage": [{"capacityUnit": u, "quantity": q} for u, q in job.usage.items()],
+        "schedulingPriority": job.priority,
+    }
+
+
+def _risk_data(risk: Risk) -> dict[str, Any]:
+    return {
+        "change": risk.describe(),
+        "inUse": risk.usage,
+        "ceiling": risk.ceiling,
+        "jobs": [_job_data(j) for j in risk.jobs],
+    }
+
+
+def _approve_command(queue: str, change: str | None) -> str | None:
+    return f"quotactl approve {queue} {change}" if change else None
+
+
+def _preview_data(p: Preview) -> dict[str, Any]:
+    blocked = any(g.decision == "blocked" for g in p.decided)
+    return {
+        "jobQueue": p.queue,
+        "table": p.table,
+        "region": p.region,
+        "converged": p.the_plan.converged,
+        "actions": [
+            {
+                "order": n,
+                "operation": g.action.operation,
+                "resource": g.action.resource,
+                "summary": g.action.summary,
+                "quotaShareName": g.action.share,
+                "decision": g.decision,
+                "reason": g.reason,
+                "reductions": [r.describe() for r in g.action.reductions],
+                "risks": [_risk_data(r) for r in g.risks],
+            }
+            for n, g in enumerate(p.decided, 1)
+        ],
+        "waits": list(p.the_plan.waits),
+        "conflicts": list(p.the_plan.conflicts),
+        "heldChange": p.held_change,
+        "approveCommand": _approve_command(p.queue, p.held_change) if blocked else None,
+        "keptItems": list(p.write.kept),
+        "prunedItems": list(p.write.deletes),
+        "problems": p.problems,
+        "warnings": p.warnings,
+    }
+
+
+def _print_preview(p: Preview, out: TextIO) -> None:
+    actions = p.the_plan.actions
+    print(
+        f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+        f"{_plural(len(actions), 'action')}, {_plural(len(p.the_plan.waits), 'wait')}",
+        file=out,
+    )
+    if p.the_plan.converged:
+        print("No changes: AWS Batch already matches the file.", file=out)
+    if p.decided:
+        rows = [
+            {
+                "#": n,
+                "operation": g.action.operation,
+                "resource": g.action.resource,
+                "decision": g.decision,
+                "summary": g.action.summary,
+            }
+            for n, g in enumerate(p.decided, 1)
+        ]
+        render.table(rows, ["#", "operation", "resource", "decision", "summary"], out)
+    _print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
+    _print_list(
+        "Conflicts (the reconciler applies nothing until they are fixed):",
+        p.the_plan.conflicts,
+        out,
+    )
+    risky = [g for g in p.decided if g.risks or g.decision != "apply"]
+    if risky:
+        print("Impact on running jobs:", file=out)
+        for g in risky:
+            print(f"  {g.action.operation} {g.action.resource}: {g.decision}", file=out)
+            for risk in g.risks:
+                print(f"    {risk.describe()}", file=out)
+                for job in risk.jobs:
+                    print(f"      at risk: {_job_text(job)}", file=out)
+            if g.reason:
+                print(f"    {g.reason}", file=out)
+        if any(g.decision == "blocked" for g in p.decided):
+            print(
+                f"  To approve change {p.held_change}: {_approve_command(p.queue, p.held_change)}",
+                file=out,
+            )
+        elif p.held_change and any(g.decision == "apply-with-warning" for g in p.decided):
+            print(
+                "  The jobs above are expected to be preempted when this is applied "
+                f"(change {p.held_change}).",
+                file=out,
+            )
+    _print_list(
+        "Share items in the table but not in the file (kept; apply --prune deletes them):",
+        p.write.kept,
+        out,
+    )
+    _print_list("Share items apply --prune would delete:", p.write.deletes, out)
+    _print_list(
+        "Config problems the reconciler would report (these shares stay as they are):",
+        p.problems,
+        out,
+    )
+    for warning in p.warnings:
+        print(f"warning: {warning}", file=out)
+
+
+def _job_text(job: ActiveJob) -> str:
+    usage = ", ".join(f"{n} x {u}" for u, n in job.usage.items()) or "no instances"
+    priority = f", priority {job.priority}" if job.priority is not None else ""
+    return f"{job.jobName} ({job.jobId}) {job.status}, {usage}{priority}"
+
+
+def _print_list(title: str, entries: Sequence[str], out: TextIO) -> None:
+    if entries:
+        print(title, file=out)
+        for entry in entries:
+            print(f"  - {entry}", file=out)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# -- apply -------------------------------------------------------------------------------------
+
+
+def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
+    """Validate, then write the changed items to the config table (one transaction)."""
+    valid = _valid_document(args.file)
+    if valid is None:
+        return _invalid_file(args.file, args.output, out)
+    target = aws.connect(args)
+    queue = valid.queue
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        existing = store.load_partition(queue)
+    by = _who(args, target)
+    at = _stamp(_clock())
+    write = plan_config_write(valid.raw, existing, by=by, at=at, prune=args.prune)
+    if not write.ok:  # validated above; the same validator cannot disagree, but never write
+        return _invalid_file(args.file, args.output, out)
+    if not args.dry_run and (write.puts or write.deletes):
+        with aws.failure(f"write job queue {queue} to {target.where()}"):
+            store.put_config(queue, write.puts, write.deletes)
+    written = [str(i[SORT_KEY]) for i in write.puts]
+    if args.output != "table":
+        render.data(
+            {
+                "file": args.file,
+                "jobQueue": queue,
+                "table": target.table_name,
+                "dryRun": args.dry_run,
+                "updatedBy": by,
+                "updatedAt": at,
+                "written": written,
+                "deleted": list(write.deletes),
+                "unchanged": list(write.unchanged),
+                "kept": list(write.kept),
+                "warnings": valid.warnings,
+            },
+            args.output,
+            out,
+        )
+        return EXIT_OK
+    verb = {"written": "would write", "deleted": "would delete"} if args.dry_run else {}
+    rows = [{"item": k, "result": verb.get("written", "written")} for k in written]
+    rows += [{"item": k, "result": verb.get("deleted", "deleted")} for k in write.deletes]
+    rows += [{"item": k, "result": "unchanged"} for k in write.unchanged]
+    rows += [{"item": k, "result": "kept (not in the file)"} for k in write.kept]
+    head = "Dry run, nothing written" if args.dry_run else "Applied"
+    print(f"{head}: {args.file} -> job queue {queue} in {target.where()} (by {by})", file=out)
+    render.table(rows, ["item", "result"], out)
+    for warning in valid.warnings:
+        print(f"warning: {warning}", file=out)
+    if write.kept:
+        one = len(write.kept) == 1
+        print(
+            f"note: {_plural(len(write.kept), 'share item')} in the table but not in the file "
+            f"{'was' if one else 'were'} kept ({', '.join(write.kept)}); "
+            f"run with --prune to delete {'it' if one else 'them'}",
+            file=out,
+        )
+    if not write.puts and not write.deletes:
+        print("Nothing to write: the table already holds this document.", file=out)
+    elif not args.dry_run:
+        print(
+            f"The reconciler picks this up from the table's stream; follow it with "
+            f"`quotactl status {queue}`.",
+            file=out,
+        )
+    return EXIT_OK
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
+    """Conditions of one queue (or of every queue in the table) and its shares."""
+    target = aws.connect(args)
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read {target.where()}"):
+        queues = [args.queue] if args.queue else store.list_queues()
+        views = [status_view(q, store.load_partition(q)) for q in queues]
+    if args.queue and not _exists(views[0]):
+        print(
+            f"quotactl status: job queue {args.queue} has no config and no status in "
+            f"{target.where()}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if args.output != "table":
+        render.data(views[0] if args.queue else views, args.output, out)
+        return EXIT_OK
+    if not views:
+        print(f"No job queues in {target.where()}.", file=out)
+    for n, view in enumerate(views):
+        if n:
+            print(file=out)
+        _print_status(view, out)
+    return EXIT_OK
+
+
+def _exists(view: Mapping[str, Any]) -> bool:
+    return bool(view["configured"] or view["conditions"] or view["shares"])
+
+
+def _print_status(view: Mapping[str, Any], out: TextIO) -> None:
+    queue = view["jobQueue"]
+    if not view["configured"]:
+        config = "no config (being torn down)"
+    elif not view["conditions"]:
+        config = "configured, not reconciled yet"
+    elif view["current"]:
+        config = "configured, status current"
+    else:
+        config = "configured, status not current (the config changed since the last reconcile)"
+    print(f"job queue {queue}: {config}", file=out)
+    if view.get("lastAppliedAt"):
+        print(f"  last applied: {view['lastAppliedAt']}", file=out)
+    rows = [_condition_row("queue", view["current"], c) for c in view["conditions"].values()]
+    for name, share in view["shares"].items():
+        where = f"share {name}" + ("" if share["configured"] else " (removed)")
+        conds = share["conditions"].values() or [{}]
+        rows += [_condition_row(where, share["current"], c) for c in conds]
+    if rows:
+        columns = ["resource", "current", "type", "status", "reason", "message"]
+        render.table(rows, columns, out)
+    _print_list("Waiting for:", view.get("waitingFor") or [], out)
+    held = view.get("heldChange")
+    if held:
+        print(f"Held change {held.get('id')} ({held.get('decision')}):", file=out)
+        for change in held.get("changes", []):
+            print(f"  - {change}", file=out)
+        if held.get("jobs"):
+            print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
+        for reason in held.get("reasons", []):
+            print(f"  {reason}", file=out)
+        if held.get("decision") == "blocked":
+            print(f"  approve it: quotactl approve {queue} {held.get('id')}", file=out)
+    if view.get("lastError"):
+        print(f"Last error: {view['lastError']}", file=out)
+    _print_list("Config errors:", view.get("errors") or [], out)
+
+
+def _condition_row(where: str, current: bool, cond: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "resource": where,
+        "current": current,
+        "type": cond.get("type"),
+        "status": cond.get("status"),
+        "reason": cond.get("reason"),
+        "message": cond.get("message") or None,
+    }
+
+
+# -- history -----------------------------------------------------------------------------------
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    """The queue's change records, newest first."""
+    target = aws.connect(args)
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read the change records of job queue {args.queue} from {target.where()}"):
+        records = store.recent_changes(args.queue, args.limit)
+    data = [{k: v for k, v in r.items() if k not in (PARTITION_KEY, SORT_KEY)} for r in records]
+    if args.output != "table":
+        render.data(data, args.output, out)
+        return EXIT_OK
+    if not data:
+        print(
+            f"No change records for job queue {args.queue} in {target.where()} "
+            "(records expire after 90 days by default).",
+            file=out,
+        )
+        return EXIT_OK
+    rows = [
+        {
+            "at": r.get("at"),
+            "by": r.get("by"),
+            "operation": r.get("operation"),
+            "share": r.get("quotaShareName"),
+            "summary": r.get("summary"),
+            "reductions": "; ".join(r.get("reductions") or []) or None,
+        }
+        for r in data
+    ]
+    render.table(rows, ["at", "by", "operation", "share", "summary", "reductions"], out)
+    return EXIT_OK
+
+
+# -- reconcile ---------------------------------------------------------------------------------
+
+
+class StderrNotifier:
+    """Alerts printed to stderr, when no alerts topic is known."""
+
+    def __init__(self, err: TextIO | None = None):
+        self._err = err
+
+    def publish(self, alert: Alert) -> None:
+        """Print one alert: severity, kind, summary, then the detail and next steps."""
+        err = self._err or sys.stderr
+        print(f"alert [{alert.severity}] {alert.kind}: {alert.summary}", file=err)
+        for line in alert.detail.splitlines():
+            print(f"  {line}", file=err)
+        for step in alert.nextSteps:
+            print(f"  next: {step}", file=err)
+
+
+def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
+    """Run one reconcile of the queue in this process, with the caller's credentials."""
+    from quota_controller.batch_gateway import BotoBatchGateway
+    from quota_controller.ports import Notifier
+    from quota_controller.sns_notifier import SnsNotifier
+
+    target = aws.connect(args)
+    notifier: Notifier = (
+        SnsNotifier(target.client("sns"), target.topic_arn)
+        if target.topic_arn
+        else StderrNotifier()
+    )
+    user = os.environ.get("USER") or "user"
+    deps = Deps(
+        store=DynamoConfigStore(target.table),
+        batch=BotoBatchGateway(target.batch_client(), target.scope()),
+        notifier=notifier,
+        clock=_clock(),
+        owner=f"quotactl-{user}-{uuid.uuid4().hex[:8]}",
+    )
+    with aws.failure(f"reconcile job queue {args.queue} ({target.where()})"):
+        result = reconcile(args.queue, deps)
+    if args.output != "table":
+        render.data(_reconcile_data(result, target), args.output, out)
+    else:
+        _print_reconcile(result, target, out)
+    if result.outcome in ("failed", "rejected", "absent"):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _reconcile_data(result: ReconcileResult, target: aws.Target) -> dict[str, Any]:
+    return {
+        "jobQueue": result.queue,
+        "table": target.table_name,
+        "region": target.region,
+        "outcome": result.outcome,
+        "applied": [
+            {"operation": a.operation, "resource": a.resource, "summary": a.summary}
+            for a in result.applied
+        ],
+        "held": [
+            {
+                "operation": g.action.operation,
+                "resource": g.action.resource,
+                "summary": g.action.summary,
+                "decision": g.decision,
+                "reason": g.reason,
+                "risks": [_risk_data(r) for r in g.risks],
+            }
+            for g in result.held
+        ],
+        "heldChange": result.held_change,
+        "waits": list(result.waits),
+        "errors": list(result.errors),
+        "alerts": [
+            {"kind": a.kind, "severity": a.severity, "summary": a.summary} for a in result.alerts
+        ],
+        "alertsTo": target.topic_arn or "stderr",
+        "requeueAfter": result.requeue_after,
+    }
+
+
+_OUTCOME_TEXT = {
+    "converged": "converged: AWS Batch matches the config",
+    "progressing": "progressing: requests made, more to do once AWS Batch settles",
+    "blocked": "blocked: a reduction waits for approval (reductionPolicy block)",
+    "rejected": "rejected: the config is invalid; nothing changed in AWS Batch",
+    "failed": "failed",
+    "locked": "locked: another reconcile of this queue is running; it converges the queue",
+    "absent": "absent: the queue has no config and no status in the table",
+}
+
+
+def _print_reconcile(result: ReconcileResult, target: aws.Target, out: TextIO) -> None:
+    print(
+        f"Reconcile of job queue {result.queue} ({target.where()}): "
+        f"{_OUTCOME_TEXT.get(result.outcome, result.outcome)}",
+        file=out,
+    )
+    if result.applied:
+        print("Applied:", file=out)
+        rows = [
+            {"operation": a.operation, "resource": a.resource, "summary": a.summary}
+            for a in result.applied
+        ]
+        render.table(rows, ["operation", "resource", "summary"], out)
+    for g in result.held:
+        print(f"Held: {g.action.operation} {g.action.resource} ({g.decision})", file=out)
+        print(f"  {g.action.summary}", file=out)
+        for risk in g.risks:
+            print(f"  {risk.describe()}", file=out)
+            for job in risk.jobs:
+                print(f"    at risk: {_job_text(job)}", file=out)
+        if g.reason:
+            print(f"  {g.reason}", file=out)
+    if any(g.decision == "blocked" for g in result.held):
+        print(
+            f"To approve change {result.held_change}: "
+            f"{_approve_command(result.queue, result.held_change)}",
+            file=out,
+        )
+    _print_list("Waiting for:", result.waits, out)
+    _print_list("Errors:", result.errors, out)
+    if result.alerts:
+        where = f"topic {target.topic_arn}" if target.topic_arn else "stderr"
+        print(f"Alerts published to {where}:", file=out)
+        for alert in result.alerts:
+            print(f"  - [{alert.severity}] {alert.kind}: {alert.summary}", file=out)
+    if result.requeue_after is not None and result.outcome in ("progressing", "locked"):
+        print(
+            f"Not converged yet: run it again in about {result.requeue_after} s, or let the "
+            "deployed controller continue (its resync and requeues pick the queue up).",
+            file=out,
+        )
+
+
+# -- approve -----------------------------------------------------------------------------------
+
+
+def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
+    """Set approvedChange on the queue item, so reductionPolicy block applies that change."""
+    target = aws.connect(args)
+    queue, change = args.queue, args.change_id
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        items = {str(i[SORT_KEY]): plain(i) for i in store.load_partition(queue)}
+    queue_item = items.get(QUEUE_ITEM)
+    if queue_item is None:
+        print(
+            f"quotactl approve: job queue {queue} has no QUEUE item in {target.where()}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    held = (items.get(QUEUE_STATUS) or {}).get("heldChange") or {}
+    notes: list[str] = []
+    if queue_item.get("reductionPolicy") != "block":
+        notes.append(
+            f"job queue {queue} has reductionPolicy {queue_item.get('reductionPolicy', 'warn')}; "
+            "approvedChange only matters with reductionPolicy block"
+        )
+    if held.get("id") != change:
+        now = f"change {held['id']}" if held.get("id") else "no change"
+        notes.append(
+            f"the status of job queue {queue} holds {now}; {change} applies only when the "
+            "reconciler's held change has exactly this id"
+        )
+    already = queue_item.get("approvedChange") == change
+    if not already:
+        by = _who(args, target)
+        at = _stamp(_clock())
+        if not aws.set_approved_change(target, queue, change, by, at):
+            print(
+                f"quotactl approve: job queue {queue} has no QUEUE item in {target.where()}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.output != "table":
+        render.data(
+            {
+                "jobQueue": queue,
+                "approvedChange": change,
+                "written": not already,
+                "heldChange": held or None,
+                "notes": notes,
+            },
+            args.output,
+            out,
+        )
+        return EXIT_OK
+    if already:
+        print(
+            f"Change {change} of job queue {queue} was already approved; nothing written.", file=out
+        )
+    else:
+        print(
+            f"Approved change {change} of job queue {queue} (approvedChange on item QUEUE).",
+            file=out,
+        )
+    if held.get("id") == change:
+        for line in held.get("changes", []):
+            print(f"  - {line}", file=out)
+        if held.get("jobs"):
+            print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
+    print(
+        f"The reconciler applies it on its next run; `quotactl reconcile {queue}` runs it now.",
+        file=out,
+    )
+    return EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
+    "plan": cmd_plan,
+    "apply": cmd_apply,
+    "status": cmd_status,
+    "history": cmd_history,
+    "reconcile": cmd_reconcile,
+    "approve": cmd_approve,
+}

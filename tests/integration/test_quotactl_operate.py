@@ -1,0 +1,573 @@
+"""quotactl's operator commands end to end on the LocalStack: the real CLI entry point, real
+boto3 clients (moto intercepts them), the config table, the reconciler and the Batch emulator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import guide_layout
+
+from quota_controller.config.items import plain
+from quota_local.stack import LocalStack
+from quotactl.main import main
+
+QUEUE = "ml-training"
+WRITES = ("Create", "Update", "Delete", "TagResource", "UntagResource")
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack() as local:
+        yield local
+
+
+@pytest.fixture
+def doc_file(tmp_path: Path) -> Any:
+    """Writes a document to a YAML file; returns its path as a string."""
+
+    def write(doc: dict[str, Any], name: str = "quotas.yaml") -> str:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        return str(path)
+
+    return write
+
+
+def quotactl(stack: LocalStack, *argv: str) -> int:
+    return main([*argv, "--table", stack.table_name])
+
+
+def items(stack: LocalStack, queue: str = QUEUE) -> dict[str, dict[str, Any]]:
+    page = stack.table.query(
+        KeyConditionExpression="#q = :q",
+        ExpressionAttributeNames={"#q": "queue"},
+        ExpressionAttributeValues={":q": queue},
+        ConsistentRead=True,
+    )
+    return {i["item"]: plain(i) for i in page["Items"]}
+
+
+def config_keys(stack: LocalStack) -> list[str]:
+    return sorted(k for k in items(stack) if k == "QUEUE" or k.startswith("SHARE#"))
+
+
+def batch_writes(stack: LocalStack) -> dict[str, int]:
+    return {k: v for k, v in stack.batch_calls().items() if k.startswith(WRITES)}
+
+
+def batch_share(stack: LocalStack, name: str) -> dict[str, Any]:
+    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    return next(s for s in shares if s["quotaShareName"] == name)
+
+
+def conditions(view: dict[str, Any]) -> dict[str, str]:
+    return {k: v["status"] for k, v in view["conditions"].items()}
+
+
+def team_b_at(limit: int, **fields: Any) -> dict[str, Any]:
+    doc = guide_layout().set(**fields).build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = limit
+    return doc
+
+
+@pytest.fixture
+def converged(stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]) -> LocalStack:
+    assert quotactl(stack, "apply", "-f", doc_file(guide_layout().build())) == 0
+    stack.advance(120)
+    assert conditions(stack.status(QUEUE))["Applied"] == "True"
+    capsys.readouterr()
+    return stack
+
+
+@pytest.fixture
+def busy(stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]) -> LocalStack:
+    """team-b has a limit of 2 and runs two jobs of one instance each."""
+    assert quotactl(stack, "apply", "-f", doc_file(team_b_at(2))) == 0
+    stack.advance(120)
+    for n in range(2):
+        job = stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name=f"train-{n}", priority=n)
+        stack.emulator.set_job_status(job, "RUNNING")
+    capsys.readouterr()
+    return stack
+
+
+# -- apply -------------------------------------------------------------------------------------
+
+
+def test_apply_writes_the_items_and_the_stack_converges(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = quotactl(stack, "apply", "-f", doc_file(guide_layout().build()), "--by", "alice")
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "SHARE#team-a  written" in out
+    assert config_keys(stack) == ["QUEUE", "SHARE#team-a", "SHARE#team-b", "SHARE#team-c"]
+    assert items(stack)["SHARE#team-a"]["updatedBy"] == "alice"
+    stack.advance(120)
+    assert conditions(stack.status(QUEUE)) == {
+        "Valid": "True",
+        "Applied": "True",
+        "Healthy": "True",
+        "Blocked": "False",
+    }
+    assert batch_share(stack, "team-c")["resourceSharingConfiguration"] == {"strategy": "LEND"}
+
+
+def test_apply_records_the_caller_arn_when_no_name_is_given(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(stack, "apply", "-f", doc_file(guide_layout().build()), "-o", "json") == 0
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["updatedBy"].startswith("arn:aws:sts::123456789012:")
+    assert items(stack)["QUEUE"]["updatedBy"] == data["updatedBy"]
+    assert data["written"] == ["QUEUE", "SHARE#team-a", "SHARE#team-b", "SHARE#team-c"]
+
+
+def test_apply_of_an_invalid_file_writes_nothing(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 0
+
+    code = quotactl(stack, "apply", "-f", doc_file(doc))
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "invalid (1 error)" in err
+    assert "quotaShares[0].capacityLimits[0].maxCapacity" in err
+    assert items(stack) == {}
+
+
+def test_dry_run_writes_nothing(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = quotactl(stack, "apply", "-f", doc_file(guide_layout().build()), "--dry-run")
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Dry run, nothing written" in out
+    assert "SHARE#team-a  would write" in out
+    assert items(stack) == {}
+
+
+def test_without_prune_absent_share_items_are_kept_and_reported(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    del doc["quotaShares"][2]
+
+    assert quotactl(converged, "apply", "-f", doc_file(doc)) == 0
+
+    out = capsys.readouterr().out
+    assert "SHARE#team-c  kept (not in the file)" in out
+    assert "run with --prune to delete it" in out
+    assert "SHARE#team-c" in config_keys(converged)
+
+
+def test_prune_deletes_absent_share_items(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    del doc["quotaShares"][2]
+
+    assert quotactl(converged, "apply", "-f", doc_file(doc), "--prune", "-o", "json") == 0
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["deleted"] == ["SHARE#team-c"]
+    assert data["kept"] == []
+    assert config_keys(converged) == ["QUEUE", "SHARE#team-a", "SHARE#team-b"]
+    converged.advance(300)
+    names = [
+        s["quotaShareName"]
+        for s in converged.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    ]
+    assert names == ["team-a", "team-b"]
+
+
+def test_unchanged_items_are_not_rewritten(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = items(converged)
+    assert converged.stream is not None
+    invocations = converged.stream.invocations
+    converged.advance(60)  # a later stamp: a rewrite would show in updatedAt
+
+    assert quotactl(converged, "apply", "-f", doc_file(team_b_at(2)), "-o", "json") == 0
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["written"] == ["SHARE#team-b"]
+    assert data["unchanged"] == ["QUEUE", "SHARE#team-a", "SHARE#team-c"]
+    after = items(converged)
+    for key in ("QUEUE", "SHARE#team-a", "SHARE#team-c"):
+        assert after[key]["updatedAt"] == before[key]["updatedAt"]
+    assert after["SHARE#team-b"]["updatedAt"] != before["SHARE#team-b"]["updatedAt"]
+    converged.run_until_idle()
+    assert converged.stream.invocations == invocations + 1  # one record: team-b
+
+
+def test_applying_the_same_file_again_writes_nothing(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = items(converged)
+
+    assert quotactl(converged, "apply", "-f", doc_file(guide_layout().build())) == 0
+
+    assert "Nothing to write" in capsys.readouterr().out
+    assert items(converged) == before
+
+
+# -- plan --------------------------------------------------------------------------------------
+
+
+def test_plan_on_a_converged_queue_prints_no_actions(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = doc_file(guide_layout().build())
+
+    assert quotactl(converged, "plan", "-f", path) == 0
+    out = capsys.readouterr().out
+    assert "0 actions, 0 waits" in out
+    assert "No changes" in out
+
+    assert quotactl(converged, "plan", "-f", path, "-o", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["converged"] is True
+    assert data["actions"] == []
+
+
+def test_plan_of_a_lowered_share_shows_the_jobs_at_risk_and_writes_nothing(
+    busy: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table_before = items(busy)
+    writes_before = batch_writes(busy)
+    path = doc_file(team_b_at(1, reductionPolicy="block"))
+
+    assert quotactl(busy, "plan", "-f", path) == 0
+    out = capsys.readouterr().out
+    assert "UpdateQuotaShare  quota share team-b  blocked" in out
+    assert "share team-b: ml.g5.xlarge 2 -> 1 (in use: 2, new ceiling: 1)" in out
+    assert "at risk: train-0" in out
+    assert "RUNNING" in out
+    assert f"quotactl approve {QUEUE} " in out
+
+    assert quotactl(busy, "plan", "-f", path, "-o", "yaml") == 0
+    data = yaml.safe_load(capsys.readouterr().out)
+    (action,) = data["actions"]
+    assert action["decision"] == "blocked"
+    assert action["reductions"] == ["share team-b: ml.g5.xlarge 2 -> 1"]
+    assert [j["jobName"] for j in action["risks"][0]["jobs"]] == ["train-0"]
+    assert action["risks"][0]["jobs"][0]["status"] == "RUNNING"
+    assert len(data["heldChange"]) == 12
+    assert data["approveCommand"] == f"quotactl approve {QUEUE} {data['heldChange']}"
+
+    assert batch_writes(busy) == writes_before
+    assert items(busy) == table_before
+
+
+def test_plan_previews_share_items_the_table_keeps(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    del doc["quotaShares"][2]
+    path = doc_file(doc)
+
+    # Without --prune, apply keeps SHARE#team-c, so the reconciler would leave the share alone.
+    assert quotactl(converged, "plan", "-f", path, "-o", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["actions"] == []
+    assert data["keptItems"] == ["SHARE#team-c"]
+
+    assert quotactl(converged, "plan", "-f", path, "--prune", "-o", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(a["operation"], a["quotaShareName"]) for a in data["actions"]] == [
+        ("UpdateQuotaShare", "team-c")
+    ]
+    assert data["prunedItems"] == ["SHARE#team-c"]
+
+
+def test_plan_of_an_invalid_file_reads_nothing(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["resourceSharingConfiguration"] = {"strategy": "LEND", "borrowLimit": 5}
+
+    assert quotactl(stack, "plan", "-f", doc_file(doc)) == 1
+
+    err = capsys.readouterr().err
+    assert "borrowLimit: only allowed with strategy LEND_AND_BORROW" in err
+    assert stack.batch_calls() == {}
+
+
+# -- status and history ------------------------------------------------------------------------
+
+
+def test_status_as_a_table_and_as_data(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(converged, "status", QUEUE) == 0
+    out = capsys.readouterr().out
+    assert f"job queue {QUEUE}: configured, status current" in out
+    assert "share team-b  yes      Applied  True" in out
+
+    assert quotactl(converged, "status", QUEUE, "-o", "json") == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["current"] is True
+    assert view["conditions"]["Applied"]["reason"] == "Applied"
+    assert sorted(view["shares"]) == ["team-a", "team-b", "team-c"]
+
+    assert quotactl(converged, "status", "-o", "yaml") == 0
+    assert [v["jobQueue"] for v in yaml.safe_load(capsys.readouterr().out)] == [QUEUE]
+
+
+def test_status_shows_a_config_not_yet_reconciled(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(converged, "apply", "-f", doc_file(team_b_at(2))) == 0
+    capsys.readouterr()
+
+    assert quotactl(converged, "status", QUEUE, "-o", "json") == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["current"] is True  # the queue item did not change
+    assert view["shares"]["team-b"]["current"] is False
+
+
+def test_status_of_an_unknown_queue_fails(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(stack, "status", "nope") == 1
+    assert "job queue nope has no config and no status" in capsys.readouterr().err
+
+
+def test_history_lists_the_changes_newest_first(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(converged, "apply", "-f", doc_file(team_b_at(2)), "--by", "bob") == 0
+    converged.advance(60)
+    capsys.readouterr()
+
+    assert quotactl(converged, "history", QUEUE, "--limit", "3", "-o", "json") == 0
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 3
+    assert records[0]["operation"] == "UpdateQuotaShare"
+    assert records[0]["quotaShareName"] == "team-b"
+    assert records[0]["by"] == "bob"
+    assert [r["at"] for r in records] == sorted((r["at"] for r in records), reverse=True)
+
+    assert quotactl(converged, "history", QUEUE) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == [
+        "AT",
+        "BY",
+        "OPERATION",
+        "SHARE",
+        "SUMMARY",
+        "REDUCTIONS",
+    ]
+    newest = out.splitlines()[1].split()
+    assert newest[1:4] == ["bob", "UpdateQuotaShare", "team-b"]
+    assert "CreateSchedulingPolicy" in out
+
+
+# -- reconcile and approve ---------------------------------------------------------------------
+
+
+def test_reconcile_prints_the_outcome(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(converged, "reconcile", QUEUE) == 0
+    assert "converged" in capsys.readouterr().out
+
+    assert quotactl(converged, "reconcile", QUEUE, "-o", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["outcome"] == "converged"
+    assert data["applied"] == []
+
+
+def test_reconcile_applies_what_the_table_says(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    item = items(converged)["SHARE#team-a"]
+    item["state"] = "DISABLED"
+    converged.put_item(item)  # the stream is not polled: only quotactl reconciles
+
+    assert quotactl(converged, "reconcile", QUEUE) == 0
+
+    out = capsys.readouterr().out
+    assert "UpdateQuotaShare  quota share team-a" in out
+    assert batch_share(converged, "team-a")["state"] == "DISABLED"
+
+
+def test_reconcile_of_a_rejected_config_fails_and_alerts(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = guide_layout().queue(jobQueueName="broken").build()
+    del broken["quotaShares"]
+    broken["jobQueue"]["priority"] = 5000
+    stack.put_item({"queue": "broken", "item": "QUEUE", **broken})
+
+    assert quotactl(stack, "reconcile", "broken") == 1
+    captured = capsys.readouterr()
+    assert "rejected" in captured.out
+    assert "jobQueue.priority" in captured.out
+    assert "alert [warning] CONFIG_REJECTED" in captured.err  # no topic: alerts on stderr
+
+    stack.put_item({"queue": "broken2", "item": "QUEUE", **broken})
+    code = quotactl(stack, "reconcile", "broken2", "--topic-arn", stack.topic_arn)
+    assert code == 1
+    assert [a["kind"] for a in stack.alerts()] == ["CONFIG_REJECTED"]
+
+
+def test_approve_then_reconcile_applies_a_blocked_change(
+    busy: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(busy, "apply", "-f", doc_file(team_b_at(1, reductionPolicy="block"))) == 0
+    busy.advance(60)
+    held = busy.status(QUEUE)["heldChange"]
+    assert held["decision"] == "blocked"
+    assert batch_share(busy, "team-b")["capacityLimits"][0]["maxCapacity"] == 2
+    capsys.readouterr()
+
+    assert quotactl(busy, "status", QUEUE) == 0
+    assert f"quotactl approve {QUEUE} {held['id']}" in capsys.readouterr().out
+
+    assert quotactl(busy, "approve", QUEUE, held["id"], "--by", "carol") == 0
+    assert f"Approved change {held['id']}" in capsys.readouterr().out
+    queue_item = items(busy)["QUEUE"]
+    assert queue_item["approvedChange"] == held["id"]
+    assert queue_item["updatedBy"] == "carol"
+
+    assert quotactl(busy, "reconcile", QUEUE, "-o", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [a["operation"] for a in data["applied"]] == ["UpdateQuotaShare"]
+    assert batch_share(busy, "team-b")["capacityLimits"][0]["maxCapacity"] == 1
+    busy.advance(60)
+    assert busy.status(QUEUE)["heldChange"] is None
+
+
+def test_approve_notes_a_change_id_that_is_not_held(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(converged, "approve", QUEUE, "0123456789ab") == 0
+
+    err = capsys.readouterr().err
+    assert "reductionPolicy warn" in err
+    assert "holds no change" in err
+
+
+def test_approve_refuses_a_malformed_change_id_and_an_unknown_queue(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        quotactl(stack, "approve", QUEUE, "not-an-id")
+    assert exit_info.value.code == 2
+    assert "12 lowercase hex digits" in capsys.readouterr().err
+
+    assert quotactl(stack, "approve", "nope", "0123456789ab") == 1
+    assert "has no QUEUE item" in capsys.readouterr().err
+    assert items(stack, "nope") == {}
+
+
+# -- where to talk to --------------------------------------------------------------------------
+
+
+def test_a_missing_table_is_one_clear_line(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", QUEUE, "--table", "no-such-table"]) == 1
+
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no-such-table" in err
+    assert "ResourceNotFoundException" in err
+    assert "Traceback" not in err
+
+
+def test_no_table_at_all_is_a_usage_error(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("QUOTACTL_TABLE", raising=False)
+
+    assert main(["status", QUEUE]) == 2
+    assert "no config table: pass --table NAME or --stack-name STACK" in capsys.readouterr().err
+
+
+def test_the_table_comes_from_the_environment_or_the_stack_outputs(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUOTACTL_TABLE", converged.table_name)
+    assert main(["status", QUEUE, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["configured"] is True
+    monkeypatch.delenv("QUOTACTL_TABLE")
+
+    template = {
+        "Resources": {"Inbox": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {
+            "ConfigTableName": {"Value": converged.table_name},
+            "AlertsTopicArn": {"Value": converged.topic_arn},
+        },
+    }
+    converged.client("cloudformation").create_stack(
+        StackName="quota-controller", TemplateBody=json.dumps(template)
+    )
+    assert main(["status", QUEUE, "--stack-name", "quota-controller", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["configured"] is True
+
+    assert main(["status", QUEUE, "--stack-name", "absent"]) == 1
+    assert "stack absent" in capsys.readouterr().err
+
+
+def test_no_credentials_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name in (
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    # An endpoint nobody listens on: nothing may leave the machine.
+    argv = ["--table", "t", "--region", "us-east-1", "--endpoint-url", "http://127.0.0.1:9"]
+
+    assert main(["status", QUEUE, *argv]) == 1
+
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "cannot read table t in us-east-1: no usable AWS credentials" in err
+
+
+def test_an_approval_survives_an_apply_of_a_file_without_it(tmp_path: Path) -> None:
+    from quota_controller.config_apply import plan_config_write
+
+    raw = guide_layout().set(reductionPolicy="block").queue(priority=20).build()
+    existing = [
+        {
+            "queue": "ml-training",
+            "item": "QUEUE",
+            "jobQueue": {"jobQueueName": "ml-training"},
+            "serviceEnvironment": raw["serviceEnvironment"],
+            "reductionPolicy": "block",
+            "approvedChange": "0123456789ab",
+        }
+    ]
+    kept = plan_config_write(raw, existing, by="me", at="now", prune=False)
+    assert kept.puts[0]["item"] == "QUEUE"
+    assert kept.puts[0]["approvedChange"] == "0123456789ab"
+
+    withdrawn = plan_config_write(
+        {**raw, "approvedChange": None}, existing, by="me", at="now", prune=False
+    )
+    assert withdrawn.puts[0]["item"] == "QUEUE"
+    assert "approvedChange" not in withdrawn.puts[0]
