@@ -64,6 +64,36 @@ class VirtualClock:
         self._t = max(self._t, epoch)
 
 
+class _CaptureServer:
+    """An https-subscriber stand-in on 127.0.0.1 that keeps every body it is sent."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        bodies: list[bytes] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                bodies.append(self.rfile.read(length))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                return None
+
+        self.bodies = bodies
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.url = f"http://127.0.0.1:{self._server.server_port}/chat"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 class LocalStack:
     """The deployed controller, locally. Use as a context manager."""
 
@@ -92,6 +122,7 @@ class LocalStack:
         self._user_calls: Counter[str] = Counter()
         self._next_resync = 0.0
         self._batch_client: Any = None
+        self._chat: _CaptureServer | None = None
         self.stream: StreamSource | None = None
         self.requeue: SqsSource | None = None
         self.alert_source: SqsSource | None = None
@@ -140,6 +171,9 @@ class LocalStack:
             emulator.uninstall()
             self._installed_emulator = False
         self._batch_client = None
+        if self._chat is not None:
+            self._chat.close()
+            self._chat = None
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -229,6 +263,9 @@ class LocalStack:
             Protocol="sqs",
             Endpoint=self._queue_arn(self.alerts_url),
         )
+        # What a chat channel (Amazon Q Developer, an https subscriber) receives.
+        self._chat = _CaptureServer()
+        sns.subscribe(TopicArn=self.topic_arn, Protocol="https", Endpoint=self._chat.url)
 
     def _create_rules(self) -> None:
         from quota_local.template import load_template, parameter_defaults, resolve
@@ -498,6 +535,11 @@ class LocalStack:
                 self.sqs.delete_message(
                     QueueUrl=self.alerts_url, ReceiptHandle=message["ReceiptHandle"]
                 )
+
+    def chat_notifications(self) -> list[dict[str, Any]]:
+        """The https bodies published so far: Amazon Q Developer custom notifications."""
+        assert self._chat is not None
+        return [json.loads(json.loads(body)["Message"]) for body in self._chat.bodies]
 
     def status(self, queue: str) -> dict[str, Any]:
         """The queue's status as `quotactl status` shows it."""

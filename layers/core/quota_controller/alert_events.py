@@ -25,6 +25,7 @@ from quota_controller.alerts.classify import (
     build_alert,
     classify,
     group,
+    merge,
     observe,
 )
 from quota_controller.alerts.events import BatchEvent, JobDetail
@@ -115,8 +116,8 @@ def handle_alert_batch(
     say = log or _quiet
     described: dict[str, JobDetail | None] = {}
     contexts: dict[str, _QueueContext] = {}
-    # (observation, verdict, context, SQS message id)
-    pending: list[tuple[Observation, Verdict, Context, str]] = []
+    # (observation, context, SQS message id)
+    pending: list[tuple[Observation, Context, str]] = []
     failed: set[str] = set()
 
     for record in event.get("Records") or []:
@@ -146,28 +147,32 @@ def handle_alert_batch(
                 say("queue not managed", queue=obs.queue, job_id=job_id)
                 continue
             ctx = queue_ctx.context(needs_snapshot=not obs.stuck)
-            pending.append((obs, classify(obs, ctx), ctx, message_id))
+            pending.append((obs, ctx, message_id))
         except RetryableError as exc:
             say("enrichment failed", message_id=message_id, error=str(exc))
             failed.add(message_id)
 
-    # One alert per job-preemption: drop repeats within the batch, then claim the rest.
-    seen: set[str] = set()
-    claimed: list[tuple[Observation, Verdict, Context, str]] = []
+    # One alert per job-preemption: merge its events within the batch, then claim its keys
+    # (an earlier batch may have alerted it already).
+    by_key: dict[str, list[tuple[Observation, Context, str]]] = {}
     for entry in pending:
-        key = entry[0].dedup_key
-        if key in seen or not deps.claims.claim(key):
-            outcome.duplicates += 1
-            seen.add(key)
-            continue
-        seen.add(key)
-        claimed.append(entry)
-
+        by_key.setdefault(entry[0].dedup_key, []).append(entry)
+    claimed: list[tuple[Observation, Verdict, Context]] = []
+    new_keys: dict[str, list[str]] = {}
     sources: dict[str, list[str]] = {}
-    for obs, _, _, message_id in claimed:
-        sources.setdefault(obs.dedup_key, []).append(message_id)
-    contexts_by_queue = {obs.queue: ctx for obs, _, ctx, _ in claimed}
-    for g in group([(obs, verdict) for obs, verdict, _, _ in claimed]):
+    for key, entries in by_key.items():
+        obs = merge([e[0] for e in entries])
+        ctx = entries[0][1]
+        fresh = [k for k in obs.claim_keys if deps.claims.claim(k)]
+        outcome.duplicates += len(entries) - (1 if fresh else 0)
+        if not fresh:
+            continue
+        new_keys[key] = fresh
+        sources[key] = [e[2] for e in entries]
+        claimed.append((obs, classify(obs, ctx), ctx))
+
+    contexts_by_queue = {obs.queue: ctx for obs, _, ctx in claimed}
+    for g in group([(obs, verdict) for obs, verdict, _ in claimed]):
         alert = build_alert(g, contexts_by_queue[g.queue])
         keys = [o.dedup_key for o in g.observations]
         try:
@@ -175,12 +180,14 @@ def handle_alert_batch(
         except RetryableError as exc:
             say("publish failed", dedup_key=alert.dedupKey, error=str(exc))
             for key in keys:
-                deps.claims.release(key)
+                for claim in new_keys[key]:
+                    deps.claims.release(claim)
                 failed.update(sources.get(key, []))
             outcome.failed.append(alert.dedupKey)
             continue
         for key in keys:
-            deps.claims.confirm(key)
+            for claim in new_keys[key]:
+                deps.claims.confirm(claim)
         outcome.published.append(alert)
     response = {"batchItemFailures": [{"itemIdentifier": m} for m in sorted(failed)]}
     return response, outcome

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -75,6 +75,32 @@ class Observation:
         if self.stuck:
             return f"{self.job_id}:stuck:{self.reason.split(' ', 1)[0]}"
         return f"{self.job_id}:{self.attempt or f'n{self.preempted_count}'}"
+
+    @property
+    def claim_keys(self) -> tuple[str, ...]:
+        """Keys claimed for this alert: a preemption that ended the job (FAILED) is news even
+        after the preemption itself was alerted."""
+        if self.status_after == "FAILED":
+            return (self.dedup_key, f"{self.dedup_key}:failed")
+        return (self.dedup_key,)
+
+
+def merge(observations: Sequence[Observation]) -> Observation:
+    """The events of one preemption, as one observation: the victim's status from Started,
+    the outcome from Completed or State Change (FAILED wins), the most complete details."""
+    first = observations[0]
+    after = [o.status_after for o in observations if o.status_after]
+    before = [o.status_before for o in observations if o.status_before]
+    return replace(
+        first,
+        status_before=before[0] if before else None,
+        status_after="FAILED" if "FAILED" in after else (after[-1] if after else None),
+        preempted_count=max(o.preempted_count for o in observations),
+        reason=next((o.reason for o in observations if o.reason), ""),
+        job_name=next((o.job_name for o in observations if o.job_name), None),
+        usage=next((o.usage for o in observations if o.usage), first.usage),
+        occurred_at=min(o.occurred_at for o in observations),
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,312 @@
+"""Preemption alerts end to end: Batch events on the local EventBridge bus -> the template's
+rules -> the alert buffer -> the real alert handler -> SNS, read through an SQS subscription
+(the `sqs` body and message attributes) and an https subscriber (the chat notification)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from builders import guide_layout
+
+from quota_local.stack import LocalStack
+
+QUEUE = "ml-training"
+CROSS = "Cross-share preemption triggered to reclaim borrowed capacity"
+
+
+def envelope(detail_type: str, arn: str, detail: dict[str, Any], time: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": "aws.batch",
+        "account": "123456789012",
+        "time": time,
+        "region": "us-east-1",
+        "resources": [arn],
+        "detail": detail,
+    }
+
+
+def preemption(
+    stack: LocalStack, job_id: str, reason: str = CROSS, status_after: str = "RUNNABLE"
+) -> list[dict[str, Any]]:
+    """The three events Batch emits for one preemption of a running job, as documented."""
+    job = stack.batch.describe_service_job(jobId=job_id)
+    arn = job["jobArn"]
+    attempt = job["latestAttempt"]["serviceResourceId"]
+    now = stack.clock.now()
+    stamp = now.isoformat().replace("+00:00", "Z")
+    ms = int(now.timestamp() * 1000)
+    summary = {
+        "preemptedAttemptCount": 1,
+        "recentPreemptedAttempts": [
+            {
+                "serviceResourceId": attempt,
+                "startedAt": ms - 60_000,
+                "stoppedAt": ms,
+                "statusReason": reason,
+            }
+        ],
+    }
+    state = {k: v for k, v in job.items() if k not in ("tags", "serviceRequestPayload")}
+    state.update(
+        status=status_after,
+        statusReason=reason,
+        preemptionSummary=summary,
+        latestAttempt={"serviceResourceId": attempt},
+    )
+    return [
+        envelope(
+            "Batch Service Job Preemption Started",
+            arn,
+            {
+                "statusReason": f"PREEMPTION_IN_PROGRESS: {reason}",
+                "preemptedJobArn": arn,
+                "status": "RUNNING",
+            },
+            stamp,
+        ),
+        envelope(
+            "Batch Service Job Preemption Completed",
+            arn,
+            {"preemptedJobArn": arn, "preemptionSummary": summary, "status": status_after},
+            stamp,
+        ),
+        envelope("Batch Service Job State Change", arn, state, stamp),
+    ]
+
+
+def running(
+    stack: LocalStack, share: str, count: int = 1, name: str = "train", priority: int = 0
+) -> str:
+    job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", count, name=name, priority=priority)
+    stack.emulator.set_job_status(job, "RUNNING")
+    return job
+
+
+def sns_messages(stack: LocalStack) -> list[dict[str, Any]]:
+    """Raw SNS envelopes from a second SQS subscription: attributes and the `sqs` body."""
+    out = []
+    while True:
+        page = stack.sqs.receive_message(QueueUrl=stack.raw_url, MaxNumberOfMessages=10)
+        if not page.get("Messages"):
+            return out
+        for message in page["Messages"]:
+            out.append(json.loads(message["Body"]))
+            stack.sqs.delete_message(QueueUrl=stack.raw_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack() as local:
+        local.apply(guide_layout().set(reductionPolicy="warn").build())
+        local.advance(120)
+        local.raw_url = local.sqs.create_queue(QueueName="raw-envelopes")["QueueUrl"]  # type: ignore[attr-defined]
+        arn = local.sqs.get_queue_attributes(QueueUrl=local.raw_url, AttributeNames=["QueueArn"])[  # type: ignore[attr-defined]
+            "Attributes"
+        ]["QueueArn"]
+        local.client("sns").subscribe(TopicArn=local.topic_arn, Protocol="sqs", Endpoint=arn)
+        assert local.alerts() == []
+        yield local
+
+
+def preemption_alerts(stack: LocalStack) -> list[dict[str, Any]]:
+    return [a for a in stack.alerts() if a["kind"] == "PREEMPTION"]
+
+
+def test_a_reclaim_of_borrowed_capacity_gives_one_alert_with_every_body(stack: LocalStack) -> None:
+    job = running(stack, "team-a", count=2, name="borrower")
+    running(stack, "team-c", name="owner-job")
+    stack.put_events(*preemption(stack, job))
+    stack.run_until_idle()
+
+    alerts = preemption_alerts(stack)
+    assert len(alerts) == 1, "Started, Completed and State Change of one preemption: one alert"
+    alert = alerts[0]
+    assert (alert["schemaVersion"], alert["cause"], alert["quotaShareName"]) == (
+        "1",
+        "CAPACITY_RECLAIM",
+        "team-a",
+    )
+    assert alert["jobs"][0]["jobName"] == "borrower"
+    assert alert["jobs"][0]["capacityUsage"] == [{"capacityUnit": "ml.g5.xlarge", "quantity": 2.0}]
+    assert alert["jobs"][0]["trainingJobArn"].startswith("arn:aws:sagemaker:")
+
+    envelopes = [e for e in sns_messages(stack) if json.loads(e["Message"])["kind"] == "PREEMPTION"]
+    assert len(envelopes) == 1
+    attrs = {k: v["Value"] for k, v in envelopes[0]["MessageAttributes"].items()}
+    assert attrs == {
+        "kind": "PREEMPTION",
+        "cause": "CAPACITY_RECLAIM",
+        "severity": "warning",
+        "jobQueue": QUEUE,
+        "quotaShareName": "team-a",
+    }
+    assert envelopes[0]["Subject"].startswith("[WARNING] 1 job of team-a preempted")
+
+    chat = [c for c in stack.chat_notifications() if c["metadata"]["eventType"] == "PREEMPTION"]
+    assert len(chat) == 1
+    assert chat[0]["version"] == "1.0"
+    assert chat[0]["source"] == "custom"
+    assert chat[0]["metadata"]["threadId"] == "ml-training/team-a"
+    assert "borrower" in chat[0]["content"]["description"]
+
+
+def test_a_redelivered_event_never_alerts_twice(stack: LocalStack) -> None:
+    job = running(stack, "team-a", count=2)
+    events = preemption(stack, job)
+    stack.put_events(*events)
+    stack.run_until_idle()
+    stack.put_events(*events)
+    stack.run_until_idle()
+
+    assert len(preemption_alerts(stack)) == 1
+
+
+def test_a_quota_reduction_is_named_with_its_change_and_groups_its_jobs(stack: LocalStack) -> None:
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 3
+    stack.apply(doc, by="alice")
+    stack.advance(120)
+    jobs = [running(stack, "team-b", name=f"train-{n}", priority=n) for n in range(3)]
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 1
+    stack.apply(doc, by="bob")
+    stack.advance(60)
+    risk = [a for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"]
+    assert len(risk) == 1
+
+    stack.put_events(
+        *preemption(stack, jobs[0], reason=CROSS), *preemption(stack, jobs[1], reason=CROSS)
+    )
+    stack.run_until_idle()
+
+    alerts = preemption_alerts(stack)
+    assert len(alerts) == 1
+    alert = alerts[0]
+    assert alert["cause"] == "QUOTA_REDUCTION"
+    assert alert["change"]["by"] == "bob"
+    assert alert["change"]["before"]["capacityLimits"][0]["maxCapacity"] == 3
+    assert alert["change"]["after"]["capacityLimits"][0]["maxCapacity"] == 1
+    assert sorted(j["jobName"] for j in alert["jobs"]) == ["train-0", "train-1"]
+    assert "bob" in alert["summary"]
+
+
+def test_in_share_priority(stack: LocalStack) -> None:
+    job = running(stack, "team-b", name="low")
+    stack.put_events(
+        *preemption(stack, job, reason="In-share preemption for a higher-priority job")
+    )
+    stack.run_until_idle()
+
+    assert [a["cause"] for a in preemption_alerts(stack)] == ["IN_SHARE_PRIORITY"]
+
+
+def test_unknown_keeps_batchs_reason(stack: LocalStack) -> None:
+    job = running(stack, "team-c", name="lender-job")
+    stack.put_events(*preemption(stack, job, reason="Something Batch never documented"))
+    stack.run_until_idle()
+
+    alert = preemption_alerts(stack)[0]
+    assert alert["cause"] == "UNKNOWN"
+    assert "Something Batch never documented" in alert["detail"]
+
+
+def test_failed_after_retries_is_critical(stack: LocalStack) -> None:
+    job = running(stack, "team-a", count=2)
+    stack.put_events(*preemption(stack, job, status_after="FAILED"))
+    stack.run_until_idle()
+
+    alert = preemption_alerts(stack)[0]
+    assert alert["severity"] == "critical"
+    assert alert["jobs"][0]["statusAfter"] == "FAILED"
+    assert "resubmit" in alert["nextSteps"][0]
+
+
+def test_a_job_the_layout_can_never_run_is_reported(stack: LocalStack) -> None:
+    job = stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 2, name="too-big")
+    detail = stack.batch.describe_service_job(jobId=job)
+    detail = {k: v for k, v in detail.items() if k not in ("tags", "serviceRequestPayload")}
+    detail.update(
+        status="RUNNABLE",
+        statusReason="MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed "
+        "quota share capacity limits.",
+    )
+    stamp = stack.clock.now().isoformat().replace("+00:00", "Z")
+    stack.put_events(envelope("Batch Service Job State Change", detail["jobArn"], detail, stamp))
+    stack.run_until_idle()
+
+    stuck = [a for a in stack.alerts() if a["kind"] == "JOB_STUCK"]
+    assert len(stuck) == 1
+    assert "largest job 1" in stuck[0]["detail"]
+    assert any("jobStateTimeLimitActions" in s for s in stuck[0]["nextSteps"])
+
+
+def test_events_of_queues_not_managed_are_ignored(stack: LocalStack) -> None:
+    job = running(stack, "team-a", count=2)
+    events = preemption(stack, job)
+    foreign = events[2]
+    foreign["detail"]["jobQueue"] = "arn:aws:batch:us-east-1:123456789012:job-queue/other"
+    foreign["detail"]["jobId"] = "not-a-job-here"
+    stack.put_events(foreign)
+    stack.run_until_idle()
+
+    assert preemption_alerts(stack) == []
+
+
+def test_a_malformed_event_goes_to_the_dlq_and_the_rest_still_alerts(stack: LocalStack) -> None:
+    job = running(stack, "team-a", count=2)
+    broken = envelope(
+        "Batch Service Job Preemption Started",
+        "arn:aws:batch:us-east-1:123456789012:service-job/x",
+        {"status": "RUNNING"},
+        stack.clock.now().isoformat().replace("+00:00", "Z"),
+    )
+    stack.put_events(broken, *preemption(stack, job))
+    stack.run_until_idle()
+
+    assert len(preemption_alerts(stack)) == 1
+    dead = stack.dead_letters()["alert"]
+    assert len(dead) == 1
+    assert dead[0]["detail"] == {"status": "RUNNING"}
+
+
+def test_a_failing_publish_is_retried_then_lands_in_the_dlq_not_lost(stack: LocalStack) -> None:
+    job = running(stack, "team-a", count=2)
+    sns = stack.client("sns")
+    sns.delete_topic(TopicArn=stack.topic_arn)
+    stack.put_events(*preemption(stack, job))
+    stack.run_until_idle()
+
+    assert len(stack.dead_letters()["alert"]) == 3
+    # Nothing was claimed for good: once the topic is back, a redrive alerts exactly once.
+    sns.create_topic(Name=stack.topic_arn.rsplit(":", 1)[-1])
+    sns.subscribe(
+        TopicArn=stack.topic_arn,
+        Protocol="sqs",
+        Endpoint=stack.sqs.get_queue_attributes(
+            QueueUrl=stack.alerts_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"],
+    )
+    stack.put_events(*preemption(stack, job))
+    stack.run_until_idle()
+    assert len(preemption_alerts(stack)) == 1
+
+
+def test_a_burst_becomes_a_few_grouped_messages(stack: LocalStack) -> None:
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["serviceEnvironment"]["capacityLimits"][0]["maxCapacity"] = 60
+    doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 20
+    stack.apply(doc)
+    stack.advance(120)
+    jobs = [running(stack, "team-a", name=f"j{n}") for n in range(40)]
+    stack.put_events(*[e for job in jobs for e in preemption(stack, job)])
+    stack.run_until_idle()
+
+    alerts = preemption_alerts(stack)
+    assert sum(len(a["jobs"]) for a in alerts) == 40
+    assert len(alerts) <= 2, "120 events of one share and cause arrive as one or two batches"
