@@ -133,7 +133,12 @@ def handle_alert_batch(
         try:
             if job_id not in described:
                 raw = deps.reader.describe_job(job_id)
-                described[job_id] = JobDetail.model_validate(raw) if raw else None
+                try:
+                    described[job_id] = JobDetail.model_validate(raw) if raw else None
+                except ValidationError as exc:
+                    # Work from the event alone rather than fail the batch.
+                    say("unreadable DescribeServiceJob answer", job_id=job_id, error=str(exc)[:300])
+                    described[job_id] = None
             obs = observe(batch_event, described[job_id])
             if obs is None or obs.queue is None:
                 outcome.ignored += 1

@@ -128,7 +128,9 @@ def observe(event: BatchEvent, described: JobDetail | None) -> Observation | Non
 
     Returns None for state changes that are neither a preemption nor a stuck job.
     """
-    job_id = event.job_id()
+    # DescribeServiceJob's ID wins: events may name a job by an ARN whose last segment is not
+    # the job ID (as in the documented state-change example).
+    job_id = (described.jobId if described and described.jobId else None) or event.job_id()
     job = described or JobDetail()
     if event.is_state_change:
         detail = event.job_detail()
@@ -282,7 +284,7 @@ def _reduction_change(obs: Observation, ctx: Context) -> ChangeRef | None:
         if share is None and "service environment" not in str(record.get("resource", "")):
             continue
         at_risk = record.get("atRisk") or []
-        if at_risk and obs.job_id not in at_risk and not _over_limit(obs, ctx):
+        if obs.job_id not in at_risk and not _over_limit(obs, ctx):
             continue
         return ChangeRef(
             id=str(record.get("changeId", "")),

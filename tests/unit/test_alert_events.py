@@ -1,0 +1,434 @@
+"""handle_alert_batch on in-memory fakes: one alert per job-preemption, grouped per share, and
+every record either alerted, deliberately ignored, or reported back for a retry.
+
+The managed queue is ml-training with the AWS guide's layout; each job is of team-a unless its
+row says otherwise, and DescribeServiceJob shows it requeued after its preemption.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alert_builders import (
+    G5,
+    IN_PROGRESS,
+    QUEUE,
+    SHARE_LIMIT,
+    EventBuilder,
+    JobBuilder,
+    attempt_arn,
+    change,
+    completed,
+    described,
+    job_arn,
+    snapshot,
+    sqs,
+    started,
+    state_change,
+)
+from builders import DocBuilder, g5, guide_layout
+
+from quota_controller.alert_events import AlertDeps, AlertOutcome, handle_alert_batch
+from quota_controller.alerts.model import Alert
+from quota_controller.config.items import document_to_items
+from quota_controller.ports import RetryableError
+
+SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
+
+
+class FakeReader:
+    """DescribeServiceJob and GetJobQueueSnapshot from dicts; `failing` jobs raise throttling."""
+
+    def __init__(
+        self,
+        jobs: Mapping[str, JobBuilder | None],
+        snapshots: Mapping[str, Any] | None = None,
+        failing: Iterable[str] = (),
+    ):
+        self.jobs = dict(jobs)
+        self.snapshots = dict(snapshots or {})
+        self.failing = set(failing)
+
+    def describe_job(self, job_id: str) -> dict[str, Any] | None:
+        if job_id in self.failing:
+            raise RetryableError(f"DescribeServiceJob {job_id}: ThrottlingException")
+        job = self.jobs.get(job_id)
+        return job.build() if job else None
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        snap = self.snapshots.get(queue)
+        return snap.build() if snap else None
+
+
+class FakeStore:
+    """The config table of the queues in `docs`, with their change records."""
+
+    def __init__(
+        self, docs: Iterable[DocBuilder], changes: Mapping[str, Sequence[Any]] | None = None
+    ):
+        self.items: dict[str, list[dict[str, Any]]] = {}
+        for doc in docs:
+            raw = doc.build()
+            self.items[raw["jobQueue"]["jobQueueName"]] = document_to_items(raw)
+        self.changes = {q: [c.build() for c in cs] for q, cs in (changes or {}).items()}
+
+    def load_partition(self, queue: str) -> list[dict[str, Any]]:
+        items = [{"queue": queue, **c} for c in self.changes.get(queue, [])]
+        return [*self.items.get(queue, []), *items]
+
+    def write_status(
+        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
+    ) -> None:
+        raise AssertionError("the alert pipeline writes no status")
+
+    def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
+        raise AssertionError("the alert pipeline records no change")
+
+    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
+        return sorted(self.changes.get(queue, []), key=lambda c: c["at"], reverse=True)[:limit]
+
+    def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
+        raise AssertionError("the alert pipeline takes no lease")
+
+    def release_lease(self, queue: str, owner: str) -> None:
+        raise AssertionError("the alert pipeline takes no lease")
+
+    def list_queues(self) -> list[str]:
+        return sorted(self.items)
+
+
+class FakeNotifier:
+    """The alerts topic; publishing fails `failures` times, or always for `failing_shares`."""
+
+    def __init__(self, failures: int = 0, failing_shares: Iterable[str] = ()):
+        self.published: list[Alert] = []
+        self.failures = failures
+        self.failing_shares = set(failing_shares)
+
+    def publish(self, alert: Alert) -> None:
+        if self.failures > 0 or alert.quotaShareName in self.failing_shares:
+            self.failures -= 1
+            raise RetryableError("SNS Publish: InternalError")
+        self.published.append(alert)
+
+
+class FakeClaims:
+    """The idempotency table: key -> "in-progress" | "done"."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, str] = {}
+
+    def claim(self, key: str) -> bool:
+        if key in self.state:
+            return False
+        self.state[key] = "in-progress"
+        return True
+
+    def confirm(self, key: str) -> None:
+        assert self.state.get(key) == "in-progress", key
+        self.state[key] = "done"
+
+    def release(self, key: str) -> None:
+        assert self.state.get(key) == "in-progress", key
+        del self.state[key]
+
+
+def jobs(*ids: str, share: str = "team-a") -> dict[str, JobBuilder | None]:
+    """DescribeServiceJob of each job, requeued after its first preemption."""
+    return {i: described(i).share(share).preempted() for i in ids}
+
+
+def deps(
+    reader_jobs: Mapping[str, JobBuilder | None],
+    *,
+    snapshots: Mapping[str, Any] | None = None,
+    failing: Iterable[str] = (),
+    notifier: FakeNotifier | None = None,
+    changes: Sequence[Any] = (),
+) -> AlertDeps:
+    return AlertDeps(
+        reader=FakeReader(reader_jobs, snapshots, failing),
+        store=FakeStore([guide_layout()], {QUEUE: changes}),
+        notifier=notifier or FakeNotifier(),
+        claims=FakeClaims(),
+    )
+
+
+def handle(*bodies: Any, using: AlertDeps) -> tuple[list[str], AlertOutcome]:
+    """Run one batch; the message ids reported as failures, and the outcome."""
+    response, outcome = handle_alert_batch(sqs(*bodies), using)
+    return [f["itemIdentifier"] for f in response["batchItemFailures"]], outcome
+
+
+def published(d: AlertDeps) -> list[Alert]:
+    assert isinstance(d.notifier, FakeNotifier)
+    return d.notifier.published
+
+
+def claims(d: AlertDeps) -> dict[str, str]:
+    assert isinstance(d.claims, FakeClaims)
+    return d.claims.state
+
+
+def preemption(
+    job: str, status_after: str = "RUNNABLE", share: str = "team-a", queue: str = QUEUE
+) -> list[EventBuilder]:
+    """Started, Completed and State Change of the first preemption of `job`."""
+    return [
+        started(job),
+        completed(job).status(status_after),
+        state_change(job).status(status_after).share(share).queue(queue).summary(),
+    ]
+
+
+J = "job-a"
+KEY = f"{J}:{attempt_arn(J)}"
+
+
+def test_one_preemption_is_one_alert() -> None:
+    d = deps(jobs(J))
+    failures, outcome = handle(*preemption(J), using=d)
+    assert failures == []
+    (alert,) = published(d)
+    assert (alert.kind, alert.cause, alert.jobQueue, alert.quotaShareName, alert.severity) == (
+        "PREEMPTION",
+        "CAPACITY_RECLAIM",
+        QUEUE,
+        "team-a",
+        "warning",
+    )
+    assert [(j.jobId, j.statusBefore, j.statusAfter, j.trainingJobArn) for j in alert.jobs] == [
+        (J, "RUNNING", "RUNNABLE", attempt_arn(J))
+    ]
+    assert (outcome.duplicates, outcome.ignored, outcome.malformed, outcome.failed) == (
+        2,
+        0,
+        [],
+        [],
+    )
+    assert claims(d) == {KEY: "done"}
+
+
+@pytest.mark.parametrize(
+    ("batches", "expected"),
+    [
+        pytest.param([preemption(J)], [(1, "warning")], id="one-batch"),
+        pytest.param([preemption(J)[::-1]], [(1, "warning")], id="any-order"),
+        pytest.param([preemption(J), preemption(J)], [(1, "warning")], id="redelivered"),
+        pytest.param(
+            [preemption(J)[:1], preemption(J)[1:2], preemption(J)[2:]],
+            [(1, "warning")],
+            id="one-event-per-batch",
+        ),
+        pytest.param([preemption(J, "FAILED")], [(1, "critical")], id="failed-in-the-same-batch"),
+        pytest.param(
+            [preemption(J, "FAILED")[::-1], preemption(J, "FAILED")],
+            [(1, "critical")],
+            id="failed-redelivered",
+        ),
+        pytest.param(
+            [preemption(J)[:1], preemption(J, "FAILED")[1:]],
+            [(1, "warning"), (1, "critical")],
+            id="failed-after-the-preemption-was-alerted",
+        ),
+        pytest.param(
+            [preemption(J), preemption("job-b")],
+            [(1, "warning"), (1, "warning")],
+            id="jobs-in-later-batches",
+        ),
+        pytest.param(
+            [[*preemption(J), *preemption("job-b"), *preemption("job-c")]],
+            [(3, "warning")],
+            id="burst-of-one-share",
+        ),
+        pytest.param(
+            [[completed(J), completed(J).attempt(attempt_arn(J, 2)).count(2).id("again")]],
+            [(2, "warning")],
+            id="two-preemptions-of-one-job",
+        ),
+    ],
+)
+def test_each_job_preemption_is_alerted_once(
+    batches: list[list[EventBuilder]], expected: list[tuple[int, str]]
+) -> None:
+    d = deps(jobs(J, "job-b", "job-c"))
+    for batch in batches:
+        failures, _ = handle(*batch, using=d)
+        assert failures == []
+    assert [(len(a.jobs), a.severity) for a in published(d)] == expected
+
+
+def test_a_failed_preemption_keeps_the_victims_status_and_says_resubmit() -> None:
+    d = deps(jobs(J))
+    handle(*preemption(J, "FAILED"), using=d)
+    (alert,) = published(d)
+    assert [(j.statusBefore, j.statusAfter) for j in alert.jobs] == [("RUNNING", "FAILED")]
+    assert "resubmit" in alert.nextSteps[0]
+    assert claims(d) == {KEY: "done", f"{KEY}:failed": "done"}
+
+
+def test_two_shares_make_two_alerts() -> None:
+    d = deps({**jobs(J, "job-a2"), **jobs("job-b", share="team-b")})
+    failures, _ = handle(
+        *preemption(J), *preemption("job-b", share="team-b"), *preemption("job-a2"), using=d
+    )
+    assert failures == []
+    assert sorted((a.quotaShareName, sorted(j.jobId for j in a.jobs)) for a in published(d)) == [
+        ("team-a", [J, "job-a2"]),
+        ("team-b", ["job-b"]),
+    ]
+
+
+def test_alert_names_the_reduction_that_caused_it() -> None:
+    lowered = change("team-a").lowered(G5, 3, 1).by("alice").at_risk(J)
+    d = deps(jobs(J), changes=[lowered])
+    handle(*preemption(J), using=d)
+    (alert,) = published(d)
+    assert (alert.cause, alert.change and alert.change.id, alert.change and alert.change.by) == (
+        "QUOTA_REDUCTION",
+        lowered.change_id,
+        "alice",
+    )
+
+
+def test_alert_names_the_reclaiming_share() -> None:
+    snap = snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("job-c"))
+    d = deps(jobs(J), snapshots={QUEUE: snap})
+    handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
+    (alert,) = published(d)
+    assert alert.summary == "1 job of team-a preempted: borrowed capacity reclaimed by team-c"
+
+
+def test_stuck_job_is_alerted_once() -> None:
+    d = deps({J: described(J).status("RUNNABLE").reason(SHARE_LIMIT)})
+    stuck = state_change(J).reason(SHARE_LIMIT).usage(**g5(4))
+    handle(stuck, using=d)
+    handle(stuck, using=d)
+    assert [(a.kind, a.cause, a.quotaShareName) for a in published(d)] == [
+        ("JOB_STUCK", None, "team-a")
+    ]
+
+
+def test_malformed_records_fail_while_the_rest_alerts() -> None:
+    d = deps(jobs(J, "job-x"))
+    sample = json.loads((SAMPLES / "malformed-preemption-without-job.json").read_text())
+    failures, outcome = handle(
+        ("not-json", "{'detail-type': 'Batch"),
+        ("empty", ""),
+        ("null", "null"),
+        ("list", "[]"),
+        started("job-x").envelope(source="aws.ec2").id("foreign-source"),
+        started("job-x").envelope(**{"detail-type": "Batch Job State Change"}).id("other-type"),
+        started("job-x").envelope(time="yesterday").id("bad-time"),
+        started("job-x").without("preemptedJobArn").id("no-job"),
+        state_change("job-x").set(capacityUsage="lots").id("bad-detail"),
+        completed("job-x")
+        .set(preemptionSummary={"preemptedAttemptCount": "n/a"})
+        .id("bad-summary"),
+        sample,
+        *preemption(J),
+        using=d,
+    )
+    bad = [
+        "not-json",
+        "empty",
+        "null",
+        "list",
+        "foreign-source",
+        "other-type",
+        "bad-time",
+        "no-job",
+        "bad-detail",
+        "bad-summary",
+        sample["id"],
+    ]
+    assert sorted(failures) == sorted(bad)
+    assert sorted(outcome.malformed) == sorted(bad)
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+
+def test_unmanaged_queue_is_ignored() -> None:
+    d = deps({**jobs(J), "job-x": described("job-x").preempted().queue("someone-elses-queue")})
+    sample = json.loads((SAMPLES / "state-change-foreign-queue.json").read_text())
+    failures, outcome = handle(
+        sample,
+        *preemption("job-x", queue="someone-elses-queue"),
+        state_change("job-y").queue("someone-elses-queue").reason(SHARE_LIMIT),
+        completed(J),
+        using=d,
+    )
+    assert failures == []
+    assert outcome.ignored == 5
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+
+def test_job_gone_alerts_from_the_state_change_itself() -> None:
+    d = deps({J: None})
+    failures, outcome = handle(
+        started(J),  # names no queue, and Batch no longer knows the job
+        state_change(J).status("FAILED").summary().share("team-b").usage(**g5(2)),
+        using=d,
+    )
+    assert (failures, outcome.ignored) == ([], 1)
+    (alert,) = published(d)
+    assert (alert.quotaShareName, alert.severity) == ("team-b", "critical")
+    assert [(j.jobId, j.statusAfter, j.capacityUsage[0].quantity) for j in alert.jobs] == [
+        (J, "FAILED", 2.0)
+    ]
+
+
+def test_publish_failure_releases_the_claims_and_fails_the_sources() -> None:
+    d = deps(jobs(J), notifier=FakeNotifier(failures=1))
+    events = preemption(J)
+    failures, outcome = handle(*events, using=d)
+    assert sorted(failures) == sorted(e.event_id for e in events)
+    assert (published(d), claims(d), len(outcome.failed)) == ([], {}, 1)
+
+    retry = [e for e in events if e.event_id in failures]
+    failures, _ = handle(*retry, using=d)
+    assert failures == []
+    failures, _ = handle(*retry, using=d)
+    assert failures == []
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+    assert claims(d) == {KEY: "done"}
+
+
+def test_publish_failure_of_one_alert_fails_only_its_records() -> None:
+    d = deps(
+        {**jobs(J), **jobs("job-b", share="team-b")},
+        notifier=FakeNotifier(failing_shares={"team-b"}),
+    )
+    team_b = [completed("job-b"), state_change("job-b").share("team-b").summary()]
+    failures, _ = handle(*preemption(J), *team_b, using=d)
+    assert sorted(failures) == sorted(e.event_id for e in team_b)
+    assert [a.quotaShareName for a in published(d)] == ["team-a"]
+    assert claims(d) == {KEY: "done"}
+
+
+def test_enrichment_failure_fails_only_that_record() -> None:
+    d = deps(jobs(J, "job-b"), failing={"job-b"})
+    team_b = [started("job-b"), completed("job-b")]
+    failures, _ = handle(*preemption(J), *team_b, using=d)
+    assert sorted(failures) == sorted(e.event_id for e in team_b)
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+    assert isinstance(d.reader, FakeReader)
+    d.reader.failing.clear()
+    failures, _ = handle(*team_b, using=d)
+    assert failures == []
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J], ["job-b"]]
+
+
+def test_reason_text_is_kept_when_nothing_explains_it() -> None:
+    d = deps(jobs(J))
+    handle(completed(J).reason("Preempted: reason 42"), using=d)
+    (alert,) = published(d)
+    assert (alert.cause, alert.detail.endswith("Batch's reason: Preempted: reason 42")) == (
+        "UNKNOWN",
+        True,
+    )

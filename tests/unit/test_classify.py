@@ -1,0 +1,1113 @@
+"""observe, classify and build_alert: which Batch events are alerts, why a job was evicted, and
+what the alert says.
+
+The job of a row is `job-a` of team-a on one ml.g5.xlarge unless the row says otherwise; its
+preemption (attempt 1) starts at T0 and completes at DONE = T0+20s (see alert_builders). The
+layout is the AWS guide's (3 x ml.g5.xlarge; team-a and team-b LEND_AND_BORROW 100%, team-c
+LEND, one instance each), with in-share preemption off unless a row's document says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alert_builders import (
+    DONE,
+    ENV_LIMIT,
+    G5,
+    G5_2X,
+    IN_PROGRESS,
+    QUEUE,
+    RECLAIM,
+    SHARE_LIMIT,
+    T0,
+    EventBuilder,
+    JobBuilder,
+    attempt_arn,
+    change,
+    completed,
+    described,
+    env_change,
+    job_arn,
+    snapshot,
+    stamp,
+    started,
+    state_change,
+)
+from builders import DocBuilder, ShareBuilder, g5, guide_layout
+from pydantic import ValidationError
+
+from quota_controller.alerts.classify import (
+    Context,
+    Observation,
+    Verdict,
+    build_alert,
+    classify,
+    group,
+    merge,
+    observe,
+)
+from quota_controller.alerts.events import BatchEvent, epoch_ms, queue_name
+from quota_controller.alerts.model import Alert
+from quota_controller.config import QuotaDocument, validate_document
+
+SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
+
+J = "job-a"
+A1 = attempt_arn(J, 1)
+A2 = attempt_arn(J, 2)
+KEY = f"{J}:{A1}"
+IN_SHARE = "In-share preemption triggered by a higher-priority job"
+
+
+def document(builder: DocBuilder) -> QuotaDocument:
+    report = validate_document(builder.build())
+    assert report.document is not None, report.errors
+    return report.document
+
+
+GUIDE = document(guide_layout())
+# The guide's layout plus team-d, a RESERVE share that never lends.
+WITH_RESERVE = document(guide_layout().env(**g5(4)).share("team-d", **g5(1)))
+# team-a may also be preempted by a higher-priority job of its own.
+IN_SHARE_ON = document(
+    DocBuilder("ml-training")
+    .env(**g5(3))
+    .add(ShareBuilder("team-a", g5(1)).strategy("LEND_AND_BORROW", 100).in_share_preemption())
+    .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+    .share("team-c", "LEND", **g5(1))
+)
+
+
+def sample(name: str) -> BatchEvent:
+    return BatchEvent.model_validate(json.loads((SAMPLES / name).read_text()))
+
+
+def observed(event: EventBuilder | BatchEvent, job: JobBuilder | None) -> Observation | None:
+    batch_event = event.event() if isinstance(event, EventBuilder) else event
+    return observe(batch_event, job.parsed() if job else None)
+
+
+# -- observe: which events are about a preemption or a stuck job -------------------------------
+
+
+def test_epoch_ms_reads_milliseconds_and_seconds() -> None:
+    given = [1773691064669, 1773691064, "1773691064", 1773691064.5, None, True, "soon", [1]]
+    assert [epoch_ms(v) for v in given] == [
+        1773691064669,
+        1773691064000,
+        1773691064000,
+        1773691064500,
+        None,
+        None,
+        None,
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("arn:aws:batch:us-east-1:123456789012:job-queue/ml-training", "ml-training"),
+        ("ml-training", "ml-training"),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_queue_name(given: str | None, expected: str | None) -> None:
+    assert queue_name(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param(started(J), J, id="started-ARN-last-segment"),
+        pytest.param(completed(J), J, id="completed-ARN-last-segment"),
+        pytest.param(state_change(J), J, id="state-change-jobId"),
+        pytest.param(
+            state_change("4c7599ae").job_id("0bb17543"), "0bb17543", id="doc-quirk-jobId-wins"
+        ),
+        pytest.param(state_change(J).job_id(None), J, id="no-jobId-uses-jobArn"),
+        pytest.param(state_change(J).without("jobId", "jobArn"), J, id="then-resources"),
+    ],
+)
+def test_job_id(event: EventBuilder, expected: str) -> None:
+    assert event.event().job_id() == expected
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(started(J).without("preemptedJobArn"), id="preemption-without-job-ARN"),
+        pytest.param(started(J).set(preemptedJobArn=job_arn("")), id="ARN-without-job-id"),
+        pytest.param(state_change(J).without("jobId", "jobArn").envelope(resources=[]), id="none"),
+    ],
+)
+def test_job_id_refuses_events_that_name_no_job(event: EventBuilder) -> None:
+    with pytest.raises(ValueError):  # ValidationError is a ValueError too
+        event.event().job_id()
+
+
+@pytest.mark.parametrize(
+    ("event", "job", "expected"),
+    [
+        pytest.param(
+            started(J),
+            described(J),
+            {
+                "job_id": J,
+                "job_arn": job_arn(J),
+                "job_name": f"train-{J}",
+                "queue": QUEUE,
+                "share": "team-a",
+                "priority": 1,
+                "usage": {G5: 1.0},
+                "status_before": "RUNNING",
+                "status_after": None,
+                "attempt": A1,
+                "preempted_count": 1,
+                "reason": RECLAIM,
+                "stuck": False,
+                "occurred_at": T0,
+            },
+            id="started-before-describe-sees-the-preemption",
+        ),
+        pytest.param(
+            started(J),
+            described(J).preempted(),
+            {"status_before": "RUNNING", "attempt": A1, "preempted_count": 1, "reason": RECLAIM},
+            id="started-after-describe-sees-the-preemption",
+        ),
+        pytest.param(
+            started(J),
+            described(J).preempted().status("SCHEDULED").latest(A2),
+            {"attempt": A1, "preempted_count": 1},
+            id="started-after-the-job-was-dispatched-again",
+        ),
+        pytest.param(
+            started(J),
+            described(J).preempted(seconds=True).latest(A2),
+            {"attempt": A1, "preempted_count": 1},
+            id="started-describe-timestamps-in-seconds",
+        ),
+        pytest.param(
+            started(J),
+            described(J).summary(1, A1, stopped=T0 - timedelta(hours=1)).latest(A2),
+            {"attempt": A2, "preempted_count": 2},
+            id="started-second-preemption-of-a-requeued-job",
+        ),
+        pytest.param(
+            started(J).status("SCHEDULED"),
+            described(J).status("SCHEDULED"),
+            {"status_before": "SCHEDULED", "attempt": A1},
+            id="started-scheduled-victim",
+        ),
+        pytest.param(
+            started(J).reason(IN_PROGRESS + IN_SHARE),
+            described(J),
+            {"reason": IN_SHARE},
+            id="started-reason-without-the-in-progress-prefix",
+        ),
+        pytest.param(
+            started(J),
+            None,
+            {"job_id": J, "queue": None, "share": None, "attempt": None, "usage": {}},
+            id="started-job-gone",
+        ),
+        pytest.param(
+            completed(J),
+            described(J).preempted(),
+            {
+                "queue": QUEUE,
+                "share": "team-a",
+                "status_before": None,
+                "status_after": "RUNNABLE",
+                "attempt": A1,
+                "preempted_count": 1,
+                "reason": RECLAIM,
+                "occurred_at": DONE,
+            },
+            id="completed-requeued",
+        ),
+        pytest.param(
+            completed(J).status("FAILED"),
+            described(J).preempted().status("FAILED"),
+            {"status_after": "FAILED", "attempt": A1},
+            id="completed-failed",
+        ),
+        pytest.param(
+            completed(J)
+            .in_seconds()
+            .set(someFutureField={"x": 1})
+            .envelope(someEnvelopeField="new"),
+            described(J).preempted().set(someFutureField=[1, 2]),
+            {"status_after": "RUNNABLE", "attempt": A1, "share": "team-a"},
+            id="completed-seconds-and-unknown-fields",
+        ),
+        pytest.param(
+            completed(J).attempt(A2).count(2),
+            described(J).preempted(2),
+            {"attempt": A2, "preempted_count": 2},
+            id="completed-second-preemption",
+        ),
+        pytest.param(
+            completed(J),
+            None,
+            {"queue": None, "attempt": A1, "status_after": "RUNNABLE"},
+            id="completed-job-gone",
+        ),
+        pytest.param(
+            state_change(J).summary().reason(RECLAIM),
+            described(J).preempted(),
+            {
+                "queue": QUEUE,
+                "share": "team-a",
+                "status_before": None,
+                "status_after": "RUNNABLE",
+                "attempt": A1,
+                "preempted_count": 1,
+                "reason": RECLAIM,
+            },
+            id="state-change-requeued",
+        ),
+        pytest.param(
+            state_change(J)
+            .status("FAILED")
+            .reason("Preempted: preemptionRetriesBeforeTermination exhausted")
+            .summary(),
+            described(J).preempted().status("FAILED"),
+            {"status_after": "FAILED", "attempt": A1, "reason": RECLAIM},
+            id="state-change-failed-keeps-the-attempt-reason",
+        ),
+        pytest.param(
+            state_change(J).summary(reason=None).reason("Preempted"),
+            None,
+            {"reason": "Preempted"},
+            id="state-change-job-reason-when-the-attempt-has-none",
+        ),
+        pytest.param(
+            state_change(J).summary().latest(None),
+            described(J).preempted(),
+            {"attempt": A1},
+            id="state-change-without-latest-attempt",
+        ),
+        pytest.param(
+            state_change(J).summary().share("team-b").usage(**g5(2)),
+            None,
+            {"queue": QUEUE, "share": "team-b", "usage": {G5: 2.0}, "attempt": A1},
+            id="state-change-job-gone-uses-the-event",
+        ),
+        pytest.param(
+            state_change(J).summary().without("quotaShareName", "schedulingPriority"),
+            described(J).preempted().share("team-b").priority(7),
+            {"share": "team-b", "priority": 7},
+            id="state-change-gaps-filled-from-describe",
+        ),
+        pytest.param(
+            state_change(J).summary().usage(**g5(2)).priority(3),
+            described(J).preempted(),
+            {"usage": {G5: 2.0}, "priority": 3},
+            id="state-change-event-fields-win",
+        ),
+        pytest.param(
+            state_change("4c7599ae").job_id("0bb17543").summary(),
+            None,
+            {
+                "job_id": "0bb17543",
+                "job_arn": job_arn("4c7599ae"),
+                "attempt": attempt_arn("4c7599ae"),
+                "dedup_key": f"0bb17543:{attempt_arn('4c7599ae')}",
+            },
+            id="state-change-doc-quirk-jobId-differs-from-ARN",
+        ),
+        pytest.param(
+            state_change(J).reason(SHARE_LIMIT).usage(**g5(4)),
+            described(J).status("RUNNABLE").latest(None),
+            {
+                "stuck": True,
+                "status_after": "RUNNABLE",
+                "reason": SHARE_LIMIT,
+                "usage": {G5: 4.0},
+                "dedup_key": f"{J}:stuck:MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+            },
+            id="stuck-beyond-the-share",
+        ),
+        pytest.param(
+            state_change(J).reason(ENV_LIMIT),
+            None,
+            {
+                "stuck": True,
+                "dedup_key": f"{J}:stuck:MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+            },
+            id="stuck-beyond-the-environment",
+        ),
+    ],
+)
+def test_observe(event: EventBuilder, job: JobBuilder | None, expected: dict[str, Any]) -> None:
+    obs = observed(event, job)
+    assert obs is not None
+    assert {k: getattr(obs, k) for k in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("event", "job"),
+    [
+        pytest.param(state_change(J), described(J).status("RUNNABLE"), id="fresh-runnable"),
+        pytest.param(
+            state_change(J).reason("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision"),
+            None,
+            id="waiting-for-capacity-is-not-stuck",
+        ),
+        pytest.param(
+            state_change(J)
+            .reason("MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED")
+            .status("FAILED"),
+            None,
+            id="stuck-reason-on-a-failed-job",
+        ),
+        pytest.param(
+            state_change(J).summary().latest(A2),
+            described(J).preempted().latest(A2),
+            id="retry-a-later-attempt-moved",
+        ),
+        pytest.param(
+            state_change(J).status("FAILED").summary().latest(A2),
+            None,
+            id="a-later-attempt-failed-on-its-own",
+        ),
+        pytest.param(state_change(J).status("RUNNING").summary(), None, id="running-again"),
+        pytest.param(state_change(J).status("SCHEDULED").summary(), None, id="dispatched"),
+        pytest.param(
+            state_change(J).status("SUCCEEDED").reason("Received status from SageMaker"),
+            None,
+            id="succeeded",
+        ),
+        pytest.param(state_change(J).status("FAILED").reason("AlgorithmError"), None, id="failed"),
+    ],
+)
+def test_observe_ignores_state_changes_that_are_no_alert(
+    event: EventBuilder, job: JobBuilder | None
+) -> None:
+    assert observed(event, job) is None
+
+
+@pytest.mark.parametrize(
+    ("event", "job"),
+    [
+        pytest.param(started(J), described(J), id="started-describe-before"),
+        pytest.param(started(J), described(J).preempted(), id="started-describe-after"),
+        pytest.param(
+            started(J),
+            described(J).preempted().status("RUNNING").latest(A2),
+            id="started-describe-after-redispatch",
+        ),
+        pytest.param(completed(J), described(J).preempted(), id="completed"),
+        pytest.param(completed(J).in_seconds(), None, id="completed-seconds-job-gone"),
+        pytest.param(
+            completed(J).status("FAILED"), described(J).preempted().status("FAILED"), id="failed"
+        ),
+        pytest.param(state_change(J).summary(), described(J).preempted(), id="state-change"),
+        pytest.param(state_change(J).summary().status("FAILED"), None, id="state-change-failed"),
+    ],
+)
+def test_events_of_one_preemption_share_one_dedup_key(
+    event: EventBuilder, job: JobBuilder | None
+) -> None:
+    obs = observed(event, job)
+    assert obs is not None
+    assert obs.dedup_key == KEY
+
+
+def test_each_preemption_of_a_job_has_its_own_dedup_key() -> None:
+    first = observed(completed(J), described(J).preempted())
+    second = observed(completed(J).attempt(A2).count(2), described(J).preempted(2))
+    assert first is not None
+    assert second is not None
+    assert (first.dedup_key, second.dedup_key) == (KEY, f"{J}:{A2}")
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        pytest.param(
+            [(started(J), described(J)), (completed(J), described(J).preempted())],
+            ("RUNNING", "RUNNABLE", (KEY,)),
+            id="started-then-completed",
+        ),
+        pytest.param(
+            [
+                (state_change(J).summary().status("FAILED"), None),
+                (completed(J).status("FAILED"), None),
+                (started(J), described(J).preempted().status("FAILED")),
+            ],
+            ("RUNNING", "FAILED", (KEY, f"{KEY}:failed")),
+            id="failed-in-any-order",
+        ),
+        pytest.param(
+            [(completed(J), None), (state_change(J).summary().status("FAILED"), None)],
+            (None, "FAILED", (KEY, f"{KEY}:failed")),
+            id="failed-wins",
+        ),
+        pytest.param([(started(J), described(J))], ("RUNNING", None, (KEY,)), id="started-alone"),
+    ],
+)
+def test_merge_joins_the_events_of_one_preemption(
+    given: list[tuple[EventBuilder, JobBuilder | None]],
+    expected: tuple[str | None, str | None, tuple[str, ...]],
+) -> None:
+    observations = [observed(event, job) for event, job in given]
+    assert all(o is not None and o.dedup_key == KEY for o in observations)
+    merged = merge([o for o in observations if o is not None])
+    assert (merged.status_before, merged.status_after, merged.claim_keys) == expected
+    assert (merged.occurred_at, merged.preempted_count, merged.reason) == (
+        min(o.occurred_at for o in observations if o is not None),
+        1,
+        RECLAIM,
+    )
+
+
+SAMPLE_JOB = "51f245a9-2995-4a53-bced-7b3c00028f84"
+SAMPLE_ATTEMPT = (
+    "arn:aws:sagemaker:us-east-1:123456789012:training-job/"
+    "AWSBatchqm-training-job9b2f08f911cf3dd794c1b3e72ae7ca5f"
+)
+
+
+def sample_job(preempted: bool) -> JobBuilder:
+    """DescribeServiceJob of the documented job, before or after its preemption."""
+    job = described(SAMPLE_JOB).usage(**g5(2)).latest(SAMPLE_ATTEMPT)
+    if preempted:
+        job.detail.update(sample("state-change-preempted-runnable.json").detail)
+    return job
+
+
+@pytest.mark.parametrize(
+    ("name", "preempted", "expected"),
+    [
+        ("preemption-started.json", False, (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", None)),
+        ("preemption-started.json", True, (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", None)),
+        ("preemption-completed.json", True, (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "RUNNABLE")),
+        ("preemption-completed-failed.json", True, (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "FAILED")),
+        (
+            "preemption-completed-seconds-unknown-fields.json",
+            True,
+            (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "RUNNABLE"),
+        ),
+        (
+            "state-change-preempted-runnable.json",
+            True,
+            (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "RUNNABLE"),
+        ),
+        ("state-change-preempted-failed.json", True, (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "FAILED")),
+        (
+            "state-change-stuck.json",
+            False,
+            (f"{SAMPLE_JOB}:stuck:MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED", "RUNNABLE"),
+        ),
+        ("state-change-runnable-not-preempted.json", False, None),
+        ("state-change-succeeded.json", False, None),
+    ],
+)
+def test_documented_samples(
+    name: str, preempted: bool, expected: tuple[str, str | None] | None
+) -> None:
+    obs = observed(sample(name), sample_job(preempted))
+    assert ((obs.dedup_key, obs.status_after) if obs else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("built", "name"),
+    [
+        (started(SAMPLE_JOB), "preemption-started.json"),
+        (completed(SAMPLE_JOB).attempt(SAMPLE_ATTEMPT), "preemption-completed.json"),
+        (completed(SAMPLE_JOB).status("FAILED"), "preemption-completed-failed.json"),
+        (state_change(SAMPLE_JOB).summary(), "state-change-preempted-runnable.json"),
+    ],
+)
+def test_builders_follow_the_documented_shapes(built: EventBuilder, name: str) -> None:
+    documented = sample(name)
+    event = built.event()
+    assert (event.detail_type, event.detail.keys() - {"preemptionConfiguration"}) == (
+        documented.detail_type,
+        documented.detail.keys(),
+    )
+    if name.startswith("preemption-started"):
+        assert event.detail == documented.detail
+
+
+def test_malformed_sample_names_no_job() -> None:
+    with pytest.raises(ValidationError):
+        sample("malformed-preemption-without-job.json").job_id()
+
+
+# -- classify: the cause, and its precedence ---------------------------------------------------
+
+
+def observation(
+    job: str = J,
+    *,
+    share: str = "team-a",
+    reason: str = RECLAIM,
+    at: datetime = DONE,
+    status_after: str | None = "RUNNABLE",
+    stuck: bool = False,
+    attempt: int = 1,
+    usage: dict[str, float] | None = None,
+) -> Observation:
+    """What observe makes of a preemption (or stuck job) of `job`."""
+    return Observation(
+        event_id=f"completed-{job}",
+        detail_type="Batch Service Job Preemption Completed",
+        occurred_at=at,
+        job_id=job,
+        job_arn=job_arn(job),
+        job_name=f"train-{job}",
+        queue=QUEUE,
+        share=share,
+        priority=1,
+        status_before=None,
+        status_after=status_after,
+        usage=usage if usage is not None else {G5: 1.0},
+        preempted_count=0 if stuck else 1,
+        attempt=None if stuck else attempt_arn(job, attempt),
+        reason=reason,
+        stuck=stuck,
+    )
+
+
+def context(
+    doc: QuotaDocument | None = GUIDE,
+    changes: Sequence[Any] = (),
+    snap: Any = None,
+) -> Context:
+    return Context(
+        doc,
+        [c.build() for c in changes],
+        snap.build() if snap is not None else None,
+    )
+
+
+CHANGED_AT = T0 - timedelta(minutes=10)  # when a change record is written, by default
+LOWERED = change("team-a").lowered(G5, 3, 1).by("alice").at_risk(J)
+IDLE = snapshot()
+# team-a still runs another instance: with the victim's, 2 of its quota of 1 (borrowing).
+A_BORROWING = snapshot().usage("team-a", **g5(1))
+# the victim was team-a's only job: 1 of its quota of 1.
+A_WITHIN = snapshot().usage("team-a", **g5(0))
+
+
+def minutes_before(n: float) -> datetime:
+    return DONE - timedelta(minutes=n)
+
+
+@pytest.mark.parametrize(
+    ("obs", "ctx", "expected"),
+    [
+        pytest.param(
+            observation(reason=SHARE_LIMIT, stuck=True, status_after="RUNNABLE"),
+            context(changes=[LOWERED]),
+            ("JOB_STUCK", None, None),
+            id="stuck-before-everything",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[LOWERED], snap=A_BORROWING),
+            ("PREEMPTION", "QUOTA_REDUCTION", LOWERED.change_id),
+            id="reduction-beats-reclaim-text-and-borrowing",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(changes=[LOWERED]),
+            ("PREEMPTION", "QUOTA_REDUCTION", LOWERED.change_id),
+            id="reduction-beats-in-share-text",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J).at(minutes_before(29))]),
+            ("PREEMPTION", "QUOTA_REDUCTION", f"{stamp(minutes_before(29))}-00"),
+            id="change-29-minutes-before",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J).at(minutes_before(30))]),
+            ("PREEMPTION", "QUOTA_REDUCTION", f"{stamp(minutes_before(30))}-00"),
+            id="change-30-minutes-before",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J).at(minutes_before(31))]),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="change-31-minutes-before-is-too-old",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J).at(DONE)]),
+            ("PREEMPTION", "QUOTA_REDUCTION", f"{stamp(DONE)}-00"),
+            id="change-at-the-event",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J).at(minutes_before(-1))]),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="change-after-the-event-ignored",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-b").lowered(G5, 3, 1).at_risk(J)]),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="other-share-change-ignored",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[env_change().lowered(G5, 4, 3).at_risk(J).id("env-1")]),
+            ("PREEMPTION", "QUOTA_REDUCTION", "env-1"),
+            id="environment-change-team-a",
+        ),
+        pytest.param(
+            observation(share="team-c", reason=""),
+            context(changes=[env_change().lowered(G5, 4, 3).at_risk(J).id("env-1")]),
+            ("PREEMPTION", "QUOTA_REDUCTION", "env-1"),
+            id="environment-change-team-c",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").raised(G5, 1, 3).at_risk(J)]),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="change-without-reductions-ignored",
+        ),
+        pytest.param(
+            observation(),
+            context(
+                changes=[
+                    change("team-a").lowered(G5, 3, 2).at_risk(J).id("newer"),
+                    change("team-a")
+                    .lowered(G5, 2, 1)
+                    .at_risk(J)
+                    .id("older")
+                    .at(minutes_before(20)),
+                ]
+            ),
+            ("PREEMPTION", "QUOTA_REDUCTION", "newer"),
+            id="newest-matching-change",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk("job-z")], snap=A_WITHIN),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="at-risk-names-others-share-within-limit",
+        ),
+        pytest.param(
+            observation(),
+            context(
+                changes=[change("team-a").lowered(G5, 3, 1).at_risk("job-z")], snap=A_BORROWING
+            ),
+            ("PREEMPTION", "QUOTA_REDUCTION", LOWERED.change_id),
+            id="at-risk-names-others-share-over-new-limit",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=A_BORROWING),
+            ("PREEMPTION", "QUOTA_REDUCTION", LOWERED.change_id),
+            id="nobody-at-risk-share-over-new-limit",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=A_WITHIN),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="nobody-at-risk-share-within-limit",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").disabled()], snap=A_WITHIN),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="disabling-the-share-preempts-nobody",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(snap=A_BORROWING),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", None),
+            id="in-share-text-beats-borrowing",
+        ),
+        pytest.param(
+            observation(reason="preempted in share for a higher priority job"),
+            context(),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", None),
+            id="in-share-text-spaced",
+        ),
+        pytest.param(
+            observation(reason="CROSS-SHARE PREEMPTION"),
+            context(),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="cross-share-text-any-case",
+        ),
+        pytest.param(
+            observation(reason="capacity reclaimed by its owner"),
+            context(),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="reclaim-text",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(doc=None),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="reclaim-text-without-a-document",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(snap=A_BORROWING),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="borrowing-per-snapshot",
+        ),
+        pytest.param(
+            observation(reason="Preempted", share="team-c"),
+            context(snap=snapshot().usage("team-c", **g5(1))),
+            ("PREEMPTION", "UNKNOWN", None),
+            id="a-lend-share-never-borrows",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(snap=A_WITHIN),
+            ("PREEMPTION", "UNKNOWN", None),
+            id="within-quota-in-share-off",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(),
+            ("PREEMPTION", "UNKNOWN", None),
+            id="no-snapshot",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=A_WITHIN),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", None),
+            id="within-quota-in-share-on",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=A_BORROWING),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="borrowing-beats-in-share-on",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=None, snap=A_BORROWING),
+            ("PREEMPTION", "UNKNOWN", None),
+            id="no-document",
+        ),
+    ],
+)
+def test_classify(
+    obs: Observation, ctx: Context, expected: tuple[str, str | None, str | None]
+) -> None:
+    verdict = classify(obs, ctx)
+    assert (verdict.kind, verdict.cause, verdict.change.id if verdict.change else None) == expected
+
+
+def test_quota_reduction_carries_the_change() -> None:
+    verdict = classify(observation(), context(changes=[LOWERED]))
+    assert verdict.change is not None
+    assert verdict.change.model_dump() == {
+        "id": LOWERED.change_id,
+        "at": stamp(CHANGED_AT),
+        "by": "alice",
+        "before": {"capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}]},
+        "after": {"capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}]},
+    }
+
+
+@pytest.mark.parametrize(
+    "reason", ["Preempted for reasons unknown", "", "PREEMPTION: something new"]
+)
+def test_unknown_keeps_the_raw_reason(reason: str) -> None:
+    verdict = classify(observation(reason=reason), context(snap=A_WITHIN))
+    assert (verdict.cause, verdict.evidence) == ("UNKNOWN", reason)
+
+
+@pytest.mark.parametrize(
+    ("snap", "expected"),
+    [
+        pytest.param(snapshot().front("team-c", job_arn("job-c")), "team-c", id="idle-lender"),
+        pytest.param(
+            snapshot().front("team-b", job_arn("job-b")), "team-b", id="idle-lend-and-borrow"
+        ),
+        pytest.param(
+            snapshot().usage("team-c", **g5(1)).front("team-c", job_arn("job-c")),
+            None,
+            id="lender-at-its-quota",
+        ),
+        pytest.param(
+            snapshot().front("team-d", job_arn("job-d")), None, id="reserve-share-lends-nothing"
+        ),
+        pytest.param(snapshot().front("team-a", job_arn("job-a2")), None, id="own-share"),
+        pytest.param(snapshot().front("team-x", job_arn("job-x")), None, id="unknown-share"),
+        pytest.param(
+            snapshot()
+            .front("team-b", job_arn("job-b"), T0 - timedelta(minutes=1))
+            .front("team-c", job_arn("job-c"), T0 - timedelta(minutes=5)),
+            "team-c",
+            id="longest-waiting-lender",
+        ),
+        pytest.param(snapshot().usage("team-a", **g5(1)), None, id="nobody-waiting"),
+        pytest.param(None, None, id="no-snapshot"),
+    ],
+)
+def test_reclaiming_share(snap: Any, expected: str | None) -> None:
+    verdict = classify(observation(), context(doc=WITH_RESERVE, snap=snap))
+    assert (verdict.cause, verdict.reclaimed_by) == ("CAPACITY_RECLAIM", expected)
+
+
+def test_reclaimer_must_hold_the_victims_instance_type() -> None:
+    obs = observation(usage={G5_2X: 1.0})
+    verdict = classify(obs, context(snap=snapshot().front("team-c", job_arn("job-c"))))
+    assert verdict.reclaimed_by is None
+
+
+# -- group and build_alert ---------------------------------------------------------------------
+
+
+def alerts(observations: Sequence[Observation], ctx: Context) -> list[Alert]:
+    return [build_alert(g, ctx) for g in group([(o, classify(o, ctx)) for o in observations])]
+
+
+RECLAIMED_BY_C = context(snap=snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("c1")))
+
+
+def test_many_jobs_of_one_share_make_one_alert() -> None:
+    team_a = [observation(f"job-{n}") for n in range(1, 7)]
+    out = alerts([*team_a, observation("job-b1", share="team-b")], RECLAIMED_BY_C)
+    assert [(a.quotaShareName, a.cause, a.severity, len(a.jobs)) for a in out] == [
+        ("team-a", "CAPACITY_RECLAIM", "warning", 6),
+        ("team-b", "CAPACITY_RECLAIM", "warning", 1),
+    ]
+    assert out[0].summary == "6 jobs of team-a preempted: borrowed capacity reclaimed by team-c"
+    assert "train-job-1, train-job-2, train-job-3, train-job-4, train-job-5 and 1 more" in (
+        out[0].detail
+    )
+    assert out[1].summary == "1 job of team-b preempted: borrowed capacity reclaimed by team-c"
+
+
+@pytest.mark.parametrize(
+    ("observations", "ctx", "expected"),
+    [
+        pytest.param(
+            [observation(), observation(reason=IN_SHARE)],
+            context(),
+            [("team-a", "CAPACITY_RECLAIM"), ("team-a", "IN_SHARE_PRIORITY")],
+            id="one-share-two-causes",
+        ),
+        pytest.param(
+            [observation(), observation("job-b", reason="Preempted")],
+            context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J, "job-b")]),
+            [("team-a", "QUOTA_REDUCTION")],
+            id="one-reduction",
+        ),
+        pytest.param(
+            [observation(reason=SHARE_LIMIT, stuck=True), observation("job-b")],
+            context(),
+            [("team-a", "JOB_STUCK"), ("team-a", "CAPACITY_RECLAIM")],
+            id="stuck-apart-from-preempted",
+        ),
+    ],
+)
+def test_grouping(
+    observations: list[Observation], ctx: Context, expected: list[tuple[str, str]]
+) -> None:
+    out = alerts(observations, ctx)
+    assert [(a.quotaShareName, a.cause or a.kind) for a in out] == expected
+
+
+def test_events_of_one_preemption_count_once() -> None:
+    seen_started = observation(status_after=None)
+    seen_completed = observation()
+    out = alerts([seen_started, seen_completed], context())
+    assert [len(a.jobs) for a in out] == [1]
+
+
+@pytest.mark.parametrize(
+    ("status_after", "expected_severity", "resubmit_first"),
+    [("FAILED", "critical", True), ("RUNNABLE", "warning", False), (None, "warning", False)],
+)
+def test_failed_jobs_make_the_alert_critical(
+    status_after: str | None, expected_severity: str, resubmit_first: bool
+) -> None:
+    (alert,) = alerts([observation(status_after=status_after)], context())
+    assert alert.severity == expected_severity
+    assert ("resubmit" in alert.nextSteps[0]) is resubmit_first
+
+
+@pytest.mark.parametrize(
+    ("obs", "ctx", "expected_summary", "expected_in_detail"),
+    [
+        pytest.param(
+            observation(),
+            context(changes=[LOWERED]),
+            "1 job of team-a preempted: quota lowered by alice",
+            [stamp(CHANGED_AT), LOWERED.change_id, "alice", "train-job-a"],
+            id="quota-reduction-names-who-when-which",
+        ),
+        pytest.param(
+            observation(),
+            RECLAIMED_BY_C,
+            "1 job of team-a preempted: borrowed capacity reclaimed by team-c",
+            ["borrowed", "train-job-a"],
+            id="reclaim",
+        ),
+        pytest.param(
+            observation(),
+            context(),
+            "1 job of team-a preempted: borrowed capacity reclaimed",
+            ["borrowed"],
+            id="reclaim-owner-unknown",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(),
+            "1 job of team-a preempted by a higher-priority job of the same share",
+            ["in-share preemption on"],
+            id="in-share",
+        ),
+        pytest.param(
+            observation(reason="Preempted: reason 42"),
+            context(),
+            "1 job of team-a preempted (cause unknown)",
+            ["Batch's reason: Preempted: reason 42"],
+            id="unknown-keeps-raw-reason",
+        ),
+        pytest.param(
+            observation(share="team-c", reason=SHARE_LIMIT, stuck=True, usage={G5: 4.0}),
+            context(),
+            "1 job(s) of team-c can never run: needs more than the quota share can ever get "
+            "(its limit plus what it may borrow)",
+            [
+                "The job needs 4 x ml.g5.xlarge",
+                "ml.g5.xlarge: quota 1, may borrow 0, largest job 1",
+                SHARE_LIMIT,
+            ],
+            id="stuck-lender-explains-largest-job",
+        ),
+        pytest.param(
+            observation(reason=SHARE_LIMIT, stuck=True, usage={G5: 3.0}),
+            context(),
+            "1 job(s) of team-a can never run: needs more than the quota share can ever get "
+            "(its limit plus what it may borrow)",
+            ["ml.g5.xlarge: quota 1, may borrow 1, largest job 2"],
+            id="stuck-borrower-explains-largest-job",
+        ),
+        pytest.param(
+            observation(reason=ENV_LIMIT, stuck=True, usage={G5: 5.0}),
+            context(),
+            "1 job(s) of team-a can never run: needs more instances than the service "
+            "environment has",
+            ["The job needs 5 x ml.g5.xlarge", ENV_LIMIT],
+            id="stuck-environment",
+        ),
+    ],
+)
+def test_alert_text(
+    obs: Observation, ctx: Context, expected_summary: str, expected_in_detail: list[str]
+) -> None:
+    (alert,) = alerts([obs], ctx)
+    assert alert.summary == expected_summary
+    assert [s for s in expected_in_detail if s not in alert.detail] == []
+
+
+@pytest.mark.parametrize(
+    ("obs", "ctx", "expected_step"),
+    [
+        pytest.param(observation(), context(changes=[LOWERED]), "quotactl history", id="reduction"),
+        pytest.param(observation(), context(), "raise team-a's own quota", id="reclaim"),
+        pytest.param(
+            observation(reason=IN_SHARE), context(), "inSharePreemption: DISABLED", id="in-share"
+        ),
+        pytest.param(observation(reason="?"), context(), "quotactl history", id="unknown"),
+        pytest.param(
+            observation(reason=SHARE_LIMIT, stuck=True), context(), "borrowLimit", id="stuck-share"
+        ),
+        pytest.param(
+            observation(reason=ENV_LIMIT, stuck=True),
+            context(),
+            "serviceEnvironment.capacityLimits",
+            id="stuck-environment",
+        ),
+        pytest.param(
+            observation(reason=ENV_LIMIT, stuck=True),
+            context(),
+            "jobStateTimeLimitActions",
+            id="stuck-time-limit",
+        ),
+    ],
+)
+def test_next_steps(obs: Observation, ctx: Context, expected_step: str) -> None:
+    (alert,) = alerts([obs], ctx)
+    assert any(expected_step in step for step in alert.nextSteps), alert.nextSteps
+
+
+def test_quota_reduction_alert_carries_the_change() -> None:
+    (alert,) = alerts([observation()], context(changes=[LOWERED]))
+    assert alert.change is not None
+    assert (alert.change.id, alert.change.by, alert.change.at) == (
+        LOWERED.change_id,
+        "alice",
+        stamp(CHANGED_AT),
+    )
+
+
+def test_alert_lists_each_job() -> None:
+    (alert,) = alerts([observation(status_after="FAILED")], context())
+    assert [j.model_dump(exclude_none=True) for j in alert.jobs] == [
+        {
+            "jobId": J,
+            "jobName": f"train-{J}",
+            "jobArn": job_arn(J),
+            "statusAfter": "FAILED",
+            "capacityUsage": [{"capacityUnit": G5, "quantity": 1.0}],
+            "preemptedAttemptCount": 1,
+            "trainingJobArn": A1,
+            "schedulingPriority": 1,
+        }
+    ]
+    assert (alert.jobQueue, alert.occurredAt) == (QUEUE, stamp(DONE).replace(".000", ""))
+
+
+def test_occurred_at_is_the_earliest_event() -> None:
+    (alert,) = alerts([observation("job-1", at=DONE), observation("job-2", at=T0)], context())
+    assert alert.occurredAt == "2026-03-16T19:57:27Z"
+
+
+def dedup_key(observations: Sequence[Observation], ctx: Context | None = None) -> str:
+    (alert,) = alerts(observations, ctx or context())
+    return alert.dedupKey
+
+
+def test_dedup_key_is_stable_and_order_independent() -> None:
+    one, two = observation("job-1"), observation("job-2")
+    key = dedup_key([one, two])
+    assert key.startswith(f"{QUEUE}:team-a:CAPACITY_RECLAIM:")
+    assert dedup_key([two, one]) == key
+    assert dedup_key([observation("job-2"), observation("job-1")]) == key
+    # Started (no outcome yet) and Completed of the same preemptions are the same alert.
+    assert dedup_key([observation("job-1", status_after=None), two]) == key
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param([observation("job-1")], id="fewer-jobs"),
+        pytest.param([observation("job-1"), observation("job-2"), observation("job-3")], id="more"),
+        pytest.param([observation("job-1"), observation("job-2", attempt=2)], id="next-preemption"),
+    ],
+)
+def test_dedup_key_differs_for_other_preemptions(other: list[Observation]) -> None:
+    assert dedup_key(other) != dedup_key([observation("job-1"), observation("job-2")])
+
+
+def test_verdict_is_data() -> None:
+    verdict = classify(observation(), RECLAIMED_BY_C)
+    assert verdict == Verdict(
+        "PREEMPTION", "CAPACITY_RECLAIM", reclaimed_by="team-c", evidence=RECLAIM
+    )
