@@ -17,6 +17,7 @@ class Settings(BaseModel):
     ALERTS_TOPIC_ARN: str
     REQUEUE_QUEUE_URL: str = ""
     IDEMPOTENCY_TABLE: str = ""
+    SLACK_WEBHOOK_SECRET_ARN: str = ""
     # How long one preemption's alert key is remembered (dedup across retries and events).
     ALERT_DEDUP_SECONDS: int = Field(default=6 * 3600, ge=60, le=7 * 86400)
     ACCOUNT_ID: str

@@ -1,0 +1,31 @@
+"""Slack notify function: alerts topic (protocol lambda) -> Block Kit message on a webhook."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import SNSEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from quota_controller import composition
+from quota_controller.alerts.model import Alert
+from quota_controller.slack_webhook import deliver, webhook_for
+
+logger = Logger()
+metrics = Metrics()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Entry point (SNS; the `lambda` body is the alert JSON). Raising makes Lambda retry."""
+    alerts = [Alert.model_validate_json(r.sns.message) for r in SNSEvent(event).records]
+    webhook = webhook_for(composition.settings().SLACK_WEBHOOK_SECRET_ARN)
+    delivery = deliver(alerts, webhook)
+    metrics.add_metric("SlackPosts", MetricUnit.Count, len(delivery.posted))
+    metrics.add_metric("SlackPostsRejected", MetricUnit.Count, len(delivery.rejected))
+    for key, err in delivery.rejected:
+        # Not retried: Slack answers the same request the same way (see slack_webhook).
+        logger.error("slack rejected the alert", dedupKey=key, status=err.status, error=err.error)
+    logger.info("slack", posted=delivery.posted, rejected=[k for k, _ in delivery.rejected])
+    return {"posted": len(delivery.posted), "rejected": len(delivery.rejected)}
