@@ -310,3 +310,34 @@ def test_a_burst_becomes_a_few_grouped_messages(stack: LocalStack) -> None:
     alerts = preemption_alerts(stack)
     assert sum(len(a["jobs"]) for a in alerts) == 40
     assert len(alerts) <= 2, "120 events of one share and cause arrive as one or two batches"
+
+
+SAMPLES = {
+    # sample -> (alert kinds published, lands in the DLQ)
+    "preemption-started.json": ([], False),  # job unknown to this account: no queue, ignored
+    "preemption-completed.json": ([], False),
+    "preemption-completed-failed.json": ([], False),
+    "preemption-completed-seconds-unknown-fields.json": ([], False),
+    "malformed-preemption-without-job.json": ([], True),
+    "state-change-preempted-runnable.json": (["PREEMPTION"], False),
+    "state-change-preempted-failed.json": (["PREEMPTION"], False),
+    "state-change-foreign-queue.json": ([], False),
+    "state-change-stuck.json": (["JOB_STUCK"], False),
+    "state-change-succeeded.json": ([], False),  # no rule matches it
+    "state-change-runnable-not-preempted.json": ([], False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_alert_sample_through_the_rules_and_the_real_handler(
+    stack: LocalStack, name: str
+) -> None:
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "events" / "alert" / name
+    stack.put_events(json.loads(path.read_text()))
+    stack.run_until_idle()
+
+    kinds, dead = SAMPLES[name]
+    assert [a["kind"] for a in stack.alerts()] == kinds
+    assert bool(stack.dead_letters()["alert"]) is dead
