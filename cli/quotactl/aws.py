@@ -53,6 +53,11 @@ def add_options(parser: argparse.ArgumentParser, *, topic: bool = False) -> None
         metavar="URL",
         help="send every AWS request to this endpoint (a local moto server or emulator)",
     )
+    group.add_argument(
+        "--local",
+        action="store_true",
+        help="talk to the local stack started by `quotactl local up` (no AWS account needed)",
+    )
     if topic:
         group.add_argument(
             "--topic-arn",
@@ -145,6 +150,8 @@ def _config(mode: str, max_attempts: int) -> Any:
 def connect(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Target:
     """Resolve session, Region and table from the options; UsageError when one is missing."""
     environ = os.environ if env is None else env
+    if getattr(args, "local", False):
+        return _local_target(args)
     session = _session(getattr(args, "profile", None), getattr(args, "region", None))
     region = session.region_name
     if not region:
@@ -175,6 +182,31 @@ def connect(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T
         )
     target.table_name = table
     return target
+
+
+def _local_target(args: argparse.Namespace) -> Target:
+    import boto3
+
+    from quotactl.local_cmd import read_state, state_path
+
+    state = read_state()
+    if state is None:
+        raise UsageError(
+            f"no local stack is running (no state in {state_path()}): start one with "
+            "`quotactl local up` in another shell"
+        )
+    session = boto3.session.Session(
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name=str(state["region"]),
+    )
+    return Target(
+        session=session,
+        region=str(state["region"]),
+        table_name=getattr(args, "table", None) or str(state["table"]),
+        endpoint_url=str(state["endpoint"]),
+        topic_arn=getattr(args, "topic_arn", None) or state.get("topic"),
+    )
 
 
 def _session(profile: str | None, region: str | None) -> Any:

@@ -40,6 +40,21 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a narrated tour on the local stack")
     p.add_argument("--json", action="store_true", help="print the result as data")
 
+    p = sub.add_parser("local", help="run the whole controller on this machine")
+    local_sub = p.add_subparsers(dest="local_command", metavar="ACTION")
+    local_sub.required = True
+    up = local_sub.add_parser(
+        "up", help="start the local stack on 127.0.0.1 for `--local` (Ctrl-C stops it)"
+    )
+    up.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    up.add_argument("--apply", metavar="FILE", help="apply this quota document at start")
+    up.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="run the clock this many times faster than real time (default 1)",
+    )
+
     _add_operator_commands(sub)
     return parser
 
@@ -111,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quotactl.demo import run_demo
 
             return run_demo(json_output=args.json, out=out)
+        if args.command == "local":
+            from quotactl.local_cmd import run_up
+
+            return run_up(args.port, args.apply, out, speed=args.speed)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operate import run
 

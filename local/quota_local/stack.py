@@ -64,6 +64,15 @@ class VirtualClock:
         self._t = max(self._t, epoch)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 class _CaptureServer:
     """An https-subscriber stand-in on 127.0.0.1 that keeps every body it is sent."""
 
@@ -106,12 +115,19 @@ class LocalStack:
         start: datetime | None = None,
         template: Path | None = None,
         batch_max_attempts: int = 3,
+        server: bool = False,
+        port: int = 0,
     ):
         self.region = region
         self.prefix = prefix
         self.settle_seconds = settle_seconds
         # botocore's retries sleep in real time; fewer attempts keep fault tests quick.
         self.batch_max_attempts = batch_max_attempts
+        # server=True: moto listens on 127.0.0.1 so other processes (quotactl --local) can use it.
+        self.server = server
+        self.port = port
+        self.endpoint_url: str | None = None
+        self._server: Any = None
         self.clock = VirtualClock(start)
         self._template = template
         self.shape: StackShape = stack_shape(load_template(template))
@@ -143,11 +159,25 @@ class LocalStack:
         from quota_local import emulator
 
         self._set_env(_FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": self.region})
-        self._mock = moto.mock_aws()
-        self._mock.start()
+        # The emulator's routes must be in place before a server serves its first request.
         if not emulator.is_installed():
             emulator.install()
             self._installed_emulator = True
+        if self.server:
+            import logging
+
+            from moto.server import ThreadedMotoServer
+
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)
+            port = self.port or _free_port()
+            self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            self._server.start()
+            self.port = port
+            self.endpoint_url = f"http://127.0.0.1:{port}"
+            self._set_env({"AWS_ENDPOINT_URL": self.endpoint_url})
+        else:
+            self._mock = moto.mock_aws()
+            self._mock.start()
         emulator.configure(clock=self.clock.time, settle_seconds=self.settle_seconds)
         self._create_resources()
         self._set_env(self._function_env())
@@ -177,6 +207,9 @@ class LocalStack:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
         for key, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -470,6 +503,18 @@ class LocalStack:
             self.run_until_idle()
         self.clock.set(target)
         self.run_until_idle()
+
+    def serve(self, tick: float = 1.0, stop: Any = None, speed: float = 1.0) -> None:
+        """Run until `stop()` is true (or Ctrl-C): the clock follows the wall clock, `speed`
+        times as fast, and stream records, requeues, schedules and jobs are processed each tick."""
+        import time
+
+        last = time.monotonic()
+        while stop is None or not stop():
+            time.sleep(tick)
+            now = time.monotonic()
+            self.advance((now - last) * speed)
+            last = now
 
     def resync(self) -> None:
         """Run the scheduled resync now."""
