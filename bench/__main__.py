@@ -6,12 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from bench import alerts_bench, reconcile_bench
+from bench import alerts_bench, reconcile_bench, simulate_bench
 
 TARGETS = {
     "reconcile.noop.batch_calls": ("<=", 4),
     "reconcile.noop.batch_writes": ("==", 0),
     "reconcile.single_edit.batch_writes": ("==", 1),
+    "simulate.jobs_10000.seconds": ("<=", 5),
 }
 
 
@@ -24,6 +25,7 @@ def main() -> int:
     results: dict[str, float] = {}
     results.update(reconcile_bench.run())
     results.update(alerts_bench.run())
+    results.update(simulate_bench.run())
     missed = []
     print(f"{'benchmark':45} {'value':>12}  target")
     for key, value in results.items():

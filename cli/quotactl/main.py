@@ -40,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="a narrated tour on the local stack")
     p.add_argument("--json", action="store_true", help="print the result as data")
 
+    p = sub.add_parser("simulate", help="replay a workload through the quota scheduler (what-if)")
+    p.add_argument("-f", "--file", required=True, metavar="FILE", help="quota document")
+    p.add_argument("--workload", required=True, metavar="CSV", help="jobs to replay")
+    p.add_argument("--compare", metavar="FILE", help="a second quota document to compare")
+    p.add_argument("--plot", metavar="OUT", help="write usage per share over time (.html or .svg)")
+    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
     p = sub.add_parser("local", help="run the whole controller on this machine")
     local_sub = p.add_subparsers(dest="local_command", metavar="ACTION")
     local_sub.required = True
@@ -126,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quotactl.demo import run_demo
 
             return run_demo(json_output=args.json, out=out)
+        if args.command == "simulate":
+            from quotactl.simulate_cmd import run_simulate
+
+            return run_simulate(args.file, args.workload, args.compare, args.plot, args.output, out)
         if args.command == "local":
             from quotactl.local_cmd import run_up
 

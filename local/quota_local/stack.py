@@ -117,6 +117,7 @@ class LocalStack:
         batch_max_attempts: int = 3,
         server: bool = False,
         port: int = 0,
+        run_jobs: bool = True,
     ):
         self.region = region
         self.prefix = prefix
@@ -128,6 +129,10 @@ class LocalStack:
         self.port = port
         self.endpoint_url: str | None = None
         self._server: Any = None
+        # run_jobs=False: jobs stay where tests put them (emulator.set_job_status).
+        self.run_jobs = run_jobs
+        self.scheduler: Any = None
+        self._batch_events: list[dict[str, Any]] = []
         self.clock = VirtualClock(start)
         self._template = template
         self.shape: StackShape = stack_shape(load_template(template))
@@ -180,6 +185,14 @@ class LocalStack:
             self._mock.start()
         emulator.configure(clock=self.clock.time, settle_seconds=self.settle_seconds)
         self._create_resources()
+        if self.run_jobs:
+            from quota_local.emulator.scheduler import attach_scheduler
+
+            # Batch's scheduler: jobs run, lend, borrow and get preempted; its events are put
+            # on the local EventBridge bus (buffered: never from inside a Batch call).
+            self.scheduler = attach_scheduler(
+                emulator.emulator_for(ACCOUNT, self.region), on_event=self._on_batch_event
+            )
         self._set_env(self._function_env())
         from quota_controller import composition
 
@@ -196,6 +209,9 @@ class LocalStack:
         from quota_local import emulator
 
         composition.reset()
+        if self.scheduler is not None:
+            self.scheduler.detach()
+            self.scheduler = None
         emulator.configure(clock=time.time, settle_seconds=0.0)
         if self._installed_emulator:
             emulator.uninstall()
@@ -478,30 +494,51 @@ class LocalStack:
         assert self.alert_source is not None
         total = 0
         for _ in range(max_rounds):
+            self._flush_batch_events()
             made = self.stream.poll() + self.requeue.poll() + self.alert_source.poll()
             total += made
             if made == 0:
                 return total
         raise RuntimeError(f"not idle after {max_rounds} rounds: a reconcile loop never settles")
 
+    def _on_batch_event(self, event: dict[str, Any]) -> None:
+        self._batch_events.append(event)
+
+    def _flush_batch_events(self) -> None:
+        if self._batch_events:
+            events, self._batch_events = self._batch_events, []
+            self.put_events(*events)
+
+    def _next_batch_change(self) -> float | None:
+        if self.scheduler is None:
+            return None
+        emu = self.emulator
+        due = [emu.next_transition_at()]
+        due += [pool.core.next_event_at() for pool in self.scheduler._pools.values()]
+        return min((t for t in due if t is not None), default=None)
+
     def advance(self, seconds: float) -> None:
-        """Move the virtual clock; requeues, resyncs and Batch transitions fire when due."""
+        """Move the virtual clock; requeues, resyncs, Batch transitions and jobs fire when due."""
         assert self.requeue is not None
         target = self.clock.time() + seconds
         self.run_until_idle()
         while True:
             due = [self._next_resync]
-            requeue_due = self.requeue.next_due()
-            if requeue_due is not None:
-                due.append(requeue_due)
+            for candidate in (self.requeue.next_due(), self._next_batch_change()):
+                if candidate is not None:
+                    due.append(max(candidate, self.clock.time()))
             step = min(due)
             if step > target:
                 break
             self.clock.set(step)
+            if self.scheduler is not None:
+                self.scheduler.tick()
             if self.clock.time() >= self._next_resync:
                 self.resync()
             self.run_until_idle()
         self.clock.set(target)
+        if self.scheduler is not None:
+            self.scheduler.tick()
         self.run_until_idle()
 
     def serve(self, tick: float = 1.0, stop: Any = None, speed: float = 1.0) -> None:

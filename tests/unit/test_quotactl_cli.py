@@ -408,33 +408,7 @@ def test_explain_missing_file_exits_1(capsys: pytest.CaptureFixture[str], tmp_pa
     assert "cannot read: no such file" in err
 
 
-# -- demo --------------------------------------------------------------------------------------
-
-
-def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["demo"], capsys)
-
-    assert code == 0
-    assert "job queue 'ml-training'" in out
-    assert "the document is valid" in out
-    assert "largest job 2 instance(s)" in out
-
-
-def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["demo", "--json"], capsys)
-
-    assert code == 0
-    data = json.loads(out)
-    assert data["jobQueue"] == "ml-training"
-    assert data["valid"] is True
-    assert [(s["share"], s["largest_job"]) for s in data["shares"]] == [
-        ("team-a", 2),
-        ("team-b", 2),
-        ("team-c", 1),
-    ]
-
-
-# -- the installed console script --------------------------------------------------------------
+# -- the installed console script ----------------------------------------------------------
 
 
 def quotactl(*args: str) -> subprocess.CompletedProcess[str]:

@@ -20,6 +20,7 @@ from quota_local.emulator.core import (
     server_error,
     throttling,
 )
+from quota_local.emulator.scheduler import Scheduler, attach_scheduler
 
 # moto versions the adapter was tested against; others are refused by `install` unless
 # QUOTA_LOCAL_ALLOW_UNTESTED_MOTO=1, because the adapter relies on moto internals.
@@ -34,6 +35,8 @@ __all__ = [
     "EmulatorError",
     "EmulatorSettings",
     "Fault",
+    "Scheduler",
+    "attach_scheduler",
     "configure",
     "current_settings",
     "emulator_for",

@@ -9,14 +9,17 @@ Asynchronous statuses: a created/updated resource is CREATING/UPDATING and a del
 DELETING until `settle_seconds` of the emulator's clock have passed; pending transitions are
 applied at the start and end of every operation (and by `settle_all`).
 
-Scheduling (dispatch, lending, preemption) is not emulated: jobs sit in RUNNABLE. A scheduler
-plugs in through `add_mutation_hook` (runs after every mutating operation), `dispatch_order`
-(order of RUNNABLE jobs in GetJobQueueSnapshot) and `set_job_status`.
+Scheduling (dispatch, lending, preemption) lives elsewhere: without a scheduler jobs sit in
+RUNNABLE. `quota_local.emulator.scheduler` plugs in through `add_mutation_hook` (after every
+mutating operation), `add_tick_hook` (before every operation), `add_job_listener` (every job
+status or priority change), `dispatch_order` (order of RUNNABLE jobs in GetJobQueueSnapshot),
+`frozen_clock`, `set_job_status` and `preempt_job`.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import heapq
 import itertools
@@ -26,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -173,6 +176,9 @@ class ExternalJobQueues(Protocol):
 
 
 MutationHook = Callable[["BatchQuotaEmulator", str], None]
+TickHook = Callable[[], None]
+# Called with the job and its status before the change (the same status for a priority change).
+JobListener = Callable[["ServiceJob", str], None]
 DispatchOrder = Callable[["JobQueue", list["ServiceJob"]], list["ServiceJob"]]
 
 
@@ -271,6 +277,7 @@ class ServiceJob:
     stopped_at: int | None = None
     is_terminated: bool = False
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    preemption_summary: dict[str, Any] | None = None
 
     @property
     def priority(self) -> int:
@@ -288,6 +295,7 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
         def wrapper(self: BatchQuotaEmulator, request: Request | None = None) -> Response:
             req = dict(request or {})
             with self._lock:
+                self._run_tick_hooks()
                 self._advance()
                 try:
                     self._raise_fault(name, req)
@@ -430,6 +438,9 @@ class BatchQuotaEmulator:
         self.faults: list[Fault] = []
         self.dispatch_order: DispatchOrder = _default_dispatch_order
         self._hooks: list[MutationHook] = []
+        self._tick_hooks: list[TickHook] = []
+        self._job_listeners: list[JobListener] = []
+        self._frozen_at: float | None = None
         self._pending: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._client_tokens: dict[str, tuple[str, str]] = {}
@@ -440,7 +451,27 @@ class BatchQuotaEmulator:
     @property
     def clock(self) -> Clock:
         """The clock in use (per-instance, else the shared one from `configure`)."""
+        frozen = self._frozen_at
+        if frozen is not None:
+            return lambda: frozen
         return self._clock or _SETTINGS.clock
+
+    @contextlib.contextmanager
+    def frozen_clock(self, at: float) -> Iterator[None]:
+        """Make the clock read `at` (epoch seconds) inside the block: a scheduler applies a
+        transition that was due at `at` with that timestamp."""
+        with self._lock:
+            previous = self._frozen_at
+            self._frozen_at = at
+            try:
+                yield
+            finally:
+                self._frozen_at = previous
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every operation holds (re-entrant)."""
+        return self._lock
 
     @property
     def settle_seconds(self) -> float:
@@ -456,10 +487,23 @@ class BatchQuotaEmulator:
     def _schedule(self, action: Callable[[], None]) -> None:
         heapq.heappush(self._pending, (self.clock() + self.settle_seconds, next(self._seq), action))
 
-    def _advance(self) -> None:
+    def _advance(self) -> int:
         now = self.clock()
+        applied = 0
         while self._pending and self._pending[0][0] <= now:
             heapq.heappop(self._pending)[2]()
+            applied += 1
+        return applied
+
+    def apply_due_transitions(self) -> int:
+        """Apply the pending transitions that are due at the clock's now; return how many."""
+        with self._lock:
+            return self._advance()
+
+    def next_transition_at(self) -> float | None:
+        """When the earliest pending transition is due (epoch seconds), None if none is."""
+        with self._lock:
+            return self._pending[0][0] if self._pending else None
 
     def settle_all(self) -> None:
         """Complete every pending transition now, whatever the clock says."""
@@ -513,6 +557,30 @@ class BatchQuotaEmulator:
     def _run_hooks(self, operation: str) -> None:
         for hook in list(self._hooks):
             hook(self, operation)
+
+    def add_tick_hook(self, hook: TickHook) -> None:
+        """Run `hook()` at the start of every operation, before due transitions are applied."""
+        self._tick_hooks.append(hook)
+
+    def remove_tick_hook(self, hook: TickHook) -> None:
+        """Stop running a hook added with `add_tick_hook`."""
+        self._tick_hooks.remove(hook)
+
+    def _run_tick_hooks(self) -> None:
+        for hook in list(self._tick_hooks):
+            hook()
+
+    def add_job_listener(self, listener: JobListener) -> None:
+        """Call `listener(job, previous_status)` after every job status or priority change."""
+        self._job_listeners.append(listener)
+
+    def remove_job_listener(self, listener: JobListener) -> None:
+        """Stop calling a listener added with `add_job_listener`."""
+        self._job_listeners.remove(listener)
+
+    def _notify(self, job: ServiceJob, previous: str) -> None:
+        for listener in list(self._job_listeners):
+            listener(job, previous)
 
     def handle(self, operation: str, request: Request | None = None) -> Response:
         """Serve the Batch operation named `operation` (e.g. "CreateQuotaShare")."""
@@ -1556,7 +1624,13 @@ class BatchQuotaEmulator:
         detail.update({k: v for k, v in optional.items() if v is not None})
         if job.attempts:
             detail["attempts"] = [json.loads(json.dumps(a)) for a in job.attempts]
+        if job.preemption_summary is not None:
+            detail["preemptionSummary"] = json.loads(json.dumps(job.preemption_summary))
         return detail
+
+    def job_detail(self, job: ServiceJob) -> dict[str, Any]:
+        """DescribeServiceJob's answer for `job`, without recording a call."""
+        return self._job_detail(job)
 
     @_operation("DescribeServiceJob", mutates=False)
     def describe_service_job(self, request: Request) -> Response:
@@ -1687,6 +1761,7 @@ class BatchQuotaEmulator:
                 "cannot be updated"
             )
         job.scheduling_priority = priority
+        self._notify(job, job.status)
         return {"jobArn": job.arn, "jobName": job.name, "jobId": job.job_id}
 
     @_operation("GetJobQueueSnapshot", mutates=False)
@@ -1745,6 +1820,7 @@ class BatchQuotaEmulator:
 
     def _set_status(self, job: ServiceJob, status: str, reason: str | None = None) -> None:
         now = self.now_ms()
+        previous = job.status
         job.status = status
         if reason is not None:
             job.status_reason = reason
@@ -1763,16 +1839,21 @@ class BatchQuotaEmulator:
                     }
                 }
             )
-        if status == "RUNNING" and job.started_at is None:
-            job.started_at = now
-            if job.attempts:
-                job.attempts[-1].setdefault("startedAt", now)
+        if status == "RUNNING":
+            # startedAt is the start of the latest attempt (each attempt records its own).
+            if job.attempts and "startedAt" not in job.attempts[-1]:
+                job.attempts[-1]["startedAt"] = now
+                job.started_at = now
+            elif job.started_at is None:
+                job.started_at = now
         if status in FINAL_JOB_STATUSES:
             job.stopped_at = now
-            if job.attempts:
+            if job.attempts and "stoppedAt" not in job.attempts[-1]:
                 job.attempts[-1]["stoppedAt"] = now
                 if reason is not None:
                     job.attempts[-1]["statusReason"] = reason
+        if previous != status:
+            self._notify(job, previous)
 
     def set_job_status(self, job_id: str, status: str, reason: str | None = None) -> None:
         """Move a job to `status` (a scheduler's or a test's lever; not a Batch operation)."""
@@ -1782,6 +1863,58 @@ class BatchQuotaEmulator:
                 raise _client_error(f"Service job {job_id} does not exist")
             _enum(status, JOB_STATUSES, "status")
             self._set_status(job, status, reason)
+
+    def terminate_job(self, job_id: str, reason: str) -> None:
+        """Terminate a job as TerminateServiceJob does, without recording a call."""
+        with self._lock:
+            job = self._job(job_id)
+            if job is None:
+                raise _client_error(f"Service job {job_id} does not exist")
+            self._terminate(job, reason)
+
+    def preempt_job(
+        self, job_id: str, reason: str, *, requeue: bool, recent_window: int = 5
+    ) -> dict[str, Any]:
+        """Stop the current attempt of a SCHEDULED/STARTING/RUNNING job for preemption.
+
+        The attempt gets `stoppedAt` and `statusReason`; `preemptionSummary` counts it and keeps
+        the last `recent_window` preempted attempts; the job goes back to RUNNABLE (`requeue`) or
+        to FAILED with `isTerminated`. Returns the new preemption summary.
+        """
+        with self._lock:
+            job = self._job(job_id)
+            if job is None:
+                raise _client_error(f"Service job {job_id} does not exist")
+            if job.status not in ACTIVE_JOB_STATUSES:
+                raise _client_error(
+                    f"Service job {job.job_id} is {job.status}; only SCHEDULED, STARTING or "
+                    "RUNNING jobs can be preempted"
+                )
+            now = self.now_ms()
+            record: dict[str, Any] = {}
+            if job.attempts:
+                attempt = job.attempts[-1]
+                attempt["stoppedAt"] = now
+                attempt["statusReason"] = reason
+                record["serviceResourceId"] = dict(attempt["serviceResourceId"])
+                if "startedAt" in attempt:
+                    record["startedAt"] = attempt["startedAt"]
+            record["stoppedAt"] = now
+            record["statusReason"] = reason
+            summary = job.preemption_summary or {
+                "preemptedAttemptCount": 0,
+                "recentPreemptedAttempts": [],
+            }
+            summary["preemptedAttemptCount"] += 1
+            recent = [*summary["recentPreemptedAttempts"], record]
+            summary["recentPreemptedAttempts"] = recent[-recent_window:]
+            job.preemption_summary = summary
+            if not requeue:
+                # Out of preemption retries: AWS says the job is terminated.
+                job.is_terminated = True
+            self._set_status(job, "RUNNABLE" if requeue else "FAILED", reason)
+            copy: dict[str, Any] = json.loads(json.dumps(summary))
+            return copy
 
     # ----- tags -------------------------------------------------------------------------------
 

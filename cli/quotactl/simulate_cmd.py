@@ -1,0 +1,119 @@
+"""`quotactl simulate`: replay a workload through the quota scheduler for one or two layouts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from quotactl import render
+from quotactl.documents import load_and_validate
+
+COLUMNS = (
+    "share",
+    "jobs",
+    "succeeded",
+    "failed",
+    "stuck",
+    "wait_mean_s",
+    "wait_p95_s",
+    "preemptions",
+    "utilisation",
+    "borrowed_instance_hours",
+    "lent_instance_hours",
+)
+
+
+def run_simulate(
+    file: str,
+    workload: str,
+    compare: str | None,
+    plot: str | None,
+    fmt: str,
+    out: TextIO,
+) -> int:
+    """Simulate; 0 on success, 1 for an invalid document or workload."""
+    from quota_local.simulate import WorkloadError, read_workload, simulate
+
+    documents = []
+    for path in [file, *([compare] if compare else [])]:
+        loaded = load_and_validate(path)
+        if loaded.report.document is None:
+            print(f"{path}: invalid quota document:", file=sys.stderr)
+            for problem, line, column in loaded.located:
+                where = f"{path}:{line}:{column}" if line else path
+                print(f"  {where}: {problem.severity}: {problem}", file=sys.stderr)
+            return 1
+        documents.append((path, loaded.report.document))
+    try:
+        text = Path(workload).read_text(encoding="utf-8")
+        jobs = read_workload(text, workload)
+    except OSError as exc:
+        print(f"{workload}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except WorkloadError as exc:
+        print(f"invalid workload:\n{exc}", file=sys.stderr)
+        return 1
+    results = [(path, simulate(doc, jobs)) for path, doc in documents]
+    if plot:
+        capacity = sum(c.maxCapacity for c in documents[0][1].serviceEnvironment.capacityLimits)
+        Path(plot).write_text(_plot(plot, results, capacity), encoding="utf-8")
+    if fmt != "table":
+        data: dict[str, Any] = {"workload": workload, "jobs": len(jobs)}
+        data["layouts"] = [{"file": path, **r.as_dict()} for path, r in results]
+        render.data(data, fmt, out)
+        return 0
+    for path, result in results:
+        hours = result.horizon_s / 3600
+        print(f"{path}: {len(jobs)} jobs over {hours:.1f} h", file=out)
+        for warning in result.warnings:
+            print(f"  warning: {warning}", file=out)
+        render.table([r.as_dict() for r in result.shares.values()], COLUMNS, out)
+        causes = {
+            name: report.preemptions for name, report in result.shares.items() if report.preemptions
+        }
+        for name, by_cause in causes.items():
+            text = ", ".join(f"{n} {cause}" for cause, n in sorted(by_cause.items()))
+            print(f"  preemptions of {name}: {text}", file=out)
+        print(file=out)
+    if len(results) == 2:
+        _compare(results[0], results[1], out)
+    if plot:
+        print(f"usage plot written to {plot}", file=out)
+    return 0
+
+
+def _plot(path: str, results: list[tuple[str, Any]], capacity: int) -> str:
+    from quota_local.simulate import timeline_html, timeline_svg
+
+    if path.endswith(".svg"):
+        label, result = results[0]
+        return timeline_svg(result, f"Instances in use per share: {label}", capacity)
+    return timeline_html(results, capacity)
+
+
+def _compare(a: tuple[str, Any], b: tuple[str, Any], out: TextIO) -> None:
+    (name_a, ra), (name_b, rb) = a, b
+    print(f"{name_b} compared with {name_a}:", file=out)
+    rows = []
+    for share in sorted(set(ra.shares) | set(rb.shares)):
+        da = ra.shares[share].as_dict() if share in ra.shares else {}
+        db = rb.shares[share].as_dict() if share in rb.shares else {}
+
+        def delta(key: str, da: dict[str, Any] = da, db: dict[str, Any] = db) -> str:
+            x, y = da.get(key), db.get(key)
+            if x is None or y is None:
+                return f"{x} -> {y}"
+            return f"{x:g} -> {y:g}"
+
+        rows.append(
+            {
+                "share": share,
+                "wait_mean_s": delta("wait_mean_s"),
+                "preemptions": delta("preemptions"),
+                "utilisation": delta("utilisation"),
+                "borrowed_h": delta("borrowed_instance_hours"),
+                "stuck": delta("stuck"),
+            }
+        )
+    render.table(rows, list(rows[0]) if rows else ["share"], out)

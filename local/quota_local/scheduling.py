@@ -1,0 +1,834 @@
+"""The scheduling core of AWS Batch quota management: plain data in, transitions out.
+
+One `QuotaScheduler` schedules the jobs of one service environment (a "pool"): the
+environment's capacity limits per instance type and the quota shares of its job queue. It knows
+nothing of the Batch API, moto or a clock: callers pass `now` and get `Transition`s back, so the
+emulator (`quota_local.emulator.scheduler`) and a what-if simulator can both drive it.
+
+The rules, from the AWS Batch user guide (quota management, quota shares, preemption, "jobs
+stuck in RUNNABLE"), and the choices made where it is silent, are listed in docs/emulator.md
+("Scheduler"). In short:
+
+- A job needs `count` instances of one `unit` (instance type). A share may hold up to its
+  capacity limit per unit; a LEND_AND_BORROW share may hold more, up to its borrow limit (a
+  percentage of its own limit, -1 = unlimited), by borrowing idle capacity of LEND and
+  LEND_AND_BORROW shares. RESERVE shares neither lend nor borrow. The environment's limit per
+  unit caps everything.
+- Accounting per unit: `pool = Σ over lending shares (limit - used)`. Every instance a lending
+  share holds, own or borrowed, takes one from the pool, so a job of a lending share fits only
+  while `pool >= count`; borrowed capacity exists exactly while some lending share is above its
+  own limit. A job that needs no borrowing may reclaim borrowed capacity (cross-share
+  preemption); a job that needs borrowing never preempts anything.
+- Within a share and unit: higher priority first, then first come first served; the head job
+  blocks the jobs behind it. Across shares the heads are served first come first served (the
+  FIFO idle-resource assignment).
+- Everything is event-driven: timers (phase ends, completions, time-limit actions) sit in a
+  heap, and a dispatch pass runs only for the queues whose situation changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+RESERVE = "RESERVE"
+LEND = "LEND"
+LEND_AND_BORROW = "LEND_AND_BORROW"
+LENDING_STRATEGIES = frozenset({LEND, LEND_AND_BORROW})
+UNLIMITED_BORROW = -1
+
+RUNNABLE = "RUNNABLE"
+SCHEDULED = "SCHEDULED"
+STARTING = "STARTING"
+RUNNING = "RUNNING"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+ACTIVE_STATUSES = frozenset({SCHEDULED, STARTING, RUNNING})
+FINAL_STATUSES = frozenset({SUCCEEDED, FAILED})
+
+# Reasons of jobs stuck in RUNNABLE, verbatim from the AWS Batch user guide.
+SERVICE_ENVIRONMENT_MAX_RESOURCE = (
+    "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) associated with "
+    "the job queue cannot meet the capacity requirement of the job."
+)
+QUOTA_SHARE_LIMIT_EXCEEDED = (
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share "
+    "capacity limits."
+)
+QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED = (
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share "
+    "capacity limits and borrow limits."
+)
+BORROWABLE_CAPACITY_EXCEEDED = (
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requires borrowing that exceeds all "
+    "configured borrowable capacity."
+)
+# Preemption reasons: the cross-share text is documented; AWS documents none for the other two.
+CROSS_SHARE_PREEMPTION = "Cross-share preemption triggered to reclaim borrowed capacity"
+IN_SHARE_PREEMPTION = (
+    "In-share preemption triggered to run a higher-priority job of the same quota share"
+)
+CAPACITY_LIMIT_PREEMPTION = (
+    "Preemption triggered because the quota share's usage exceeds its updated capacity limits"
+)
+PREEMPTION_IN_PROGRESS = "PREEMPTION_IN_PROGRESS"
+TIME_LIMIT_TERMINATION = "Terminated by JobStateTimeLimit action due to reason: {reason}"
+COMPLETED = "Received status from SageMaker: Training job completed"
+
+
+def reason_code(reason: str) -> str:
+    """The code part of a stuck reason ("MISCONFIGURATION:..." before " - ")."""
+    return reason.split(" - ", 1)[0]
+
+
+class Kind(StrEnum):
+    """What a transition is."""
+
+    DISPATCH = "DISPATCH"  # RUNNABLE -> SCHEDULED
+    PHASE = "PHASE"  # SCHEDULED -> STARTING -> RUNNING
+    COMPLETE = "COMPLETE"  # RUNNING -> SUCCEEDED
+    PREEMPT = "PREEMPT"  # SCHEDULED/STARTING/RUNNING -> RUNNABLE, or FAILED when out of retries
+    TIME_LIMIT = "TIME_LIMIT"  # RUNNABLE -> FAILED by a jobStateTimeLimitActions entry
+    REASON = "REASON"  # still RUNNABLE; its stuck reason changed (None = no longer stuck)
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One change of one job, at `at` (epoch seconds)."""
+
+    job_id: str
+    kind: Kind
+    at: float
+    previous: str
+    status: str
+    reason: str | None = None
+    # PREEMPT: the job the capacity was taken for.
+    cause: str | None = None
+
+
+@dataclass(frozen=True)
+class Phases:
+    """How long a dispatched job spends in SCHEDULED and STARTING (seconds; emulator choices)."""
+
+    scheduled_seconds: float = 5.0
+    starting_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.scheduled_seconds < 0 or self.starting_seconds < 0:
+            raise ValueError("phase durations must be >= 0")
+
+
+@dataclass(frozen=True)
+class ShareConfig:
+    """A quota share as the scheduler sees it."""
+
+    name: str
+    limits: Mapping[str, int]
+    strategy: str = RESERVE
+    borrow_limit: int = UNLIMITED_BORROW
+    in_share_preemption: bool = False
+    # False: dispatches nothing new (share, queue or environment DISABLED); running jobs finish.
+    enabled: bool = True
+    # The job queue's jobStateTimeLimitActions: reason code -> maxTimeSeconds (TERMINATE).
+    time_limits: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in (RESERVE, LEND, LEND_AND_BORROW):
+            raise ValueError(f"unknown strategy {self.strategy!r}")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """A service environment's limits per unit and the shares that use it."""
+
+    limits: Mapping[str, int]
+    shares: tuple[ShareConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job as the scheduler needs it."""
+
+    job_id: str
+    share: str
+    unit: str
+    count: int
+    run_seconds: float = 3600.0
+    priority: int = 0
+    # preemptionConfiguration.preemptionRetriesBeforeTermination; None = requeue forever.
+    preemption_retries: int | None = None
+    # First-come-first-served position; None = order of submission to this scheduler.
+    order: int | None = None
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the scheduler knows of a job."""
+
+    status: str
+    reason: str | None
+    preemptions: int
+    dispatched_at: float | None
+    priority: int
+
+
+class _Share:
+    """A ShareConfig with its limits prepared for the hot path."""
+
+    __slots__ = ("cap", "config", "default_cap", "enabled", "lends", "limits", "name")
+
+    def __init__(self, config: ShareConfig) -> None:
+        self.config = config
+        self.name = config.name
+        self.limits = dict(config.limits)
+        self.lends = config.strategy in LENDING_STRATEGIES
+        self.enabled = config.enabled
+        borrows = config.strategy == LEND_AND_BORROW
+        unlimited = borrows and config.borrow_limit < 0
+        # A unit missing from the limits counts as limit 0; unlimited borrowing still applies.
+        self.default_cap: float = math.inf if unlimited else 0
+        self.cap: dict[str, float] = {}
+        for unit, own in self.limits.items():
+            if not borrows:
+                self.cap[unit] = own
+            elif unlimited:
+                self.cap[unit] = math.inf
+            else:
+                self.cap[unit] = own + own * config.borrow_limit // 100
+
+    def limit(self, unit: str) -> int:
+        return self.limits.get(unit, 0)
+
+    def cap_of(self, unit: str) -> float:
+        return self.cap.get(unit, self.default_cap)
+
+
+class _Job:
+    __slots__ = (
+        "count",
+        "dispatched_at",
+        "job_id",
+        "limit_due",
+        "order",
+        "preemptions",
+        "priority",
+        "queued",
+        "qver",
+        "reason",
+        "retries",
+        "run_seconds",
+        "runnable_since",
+        "share",
+        "status",
+        "unit",
+        "version",
+    )
+
+    def __init__(self, spec: JobSpec, order: int) -> None:
+        self.job_id = spec.job_id
+        self.share = spec.share
+        self.unit = spec.unit
+        self.count = spec.count
+        self.run_seconds = spec.run_seconds
+        self.priority = spec.priority
+        self.retries = spec.preemption_retries
+        self.order = order
+        self.status = RUNNABLE
+        self.reason: str | None = None
+        self.version = 0  # bumped on every status change: stale timers are skipped
+        self.qver = 0  # bumped when re-queued or re-prioritized: stale heap entries are skipped
+        self.queued = False
+        self.runnable_since = 0.0
+        self.dispatched_at: float | None = None
+        self.preemptions = 0
+        self.limit_due: float | None = None
+
+
+_PHASE = 0
+_LIMIT = 1
+Victim = tuple[_Job, str]
+_Eligible = Callable[[_Job], bool]
+
+
+class QuotaScheduler:
+    """Schedules the jobs of one service environment and its quota shares."""
+
+    def __init__(self, config: PoolConfig, phases: Phases | None = None) -> None:
+        self.phases = phases or Phases()
+        self.config = config
+        self._env: dict[str, int] = {}
+        self._shares: dict[str, _Share] = {}
+        self._lender_limits: dict[str, int] = {}
+        self._jobs: dict[str, _Job] = {}
+        self._runnable: dict[str, _Job] = {}
+        # RUNNABLE heap per (share, unit): (-priority, order, qver, job_id).
+        self._queues: dict[tuple[str, str], list[tuple[int, int, int, str]]] = {}
+        self._queues_by_unit: dict[str, set[tuple[str, str]]] = {}
+        self._active: dict[tuple[str, str], dict[str, _Job]] = {}
+        self._used: dict[tuple[str, str], int] = {}
+        # Instances held per (share, unit) and priority, to bound in-share preemption quickly.
+        self._held_by_priority: dict[tuple[str, str], dict[int, int]] = {}
+        self._env_used: dict[str, int] = {}
+        self._pool: dict[str, int] = {}
+        # Instances held beyond their own limit by lending shares, per unit.
+        self._borrowed: dict[str, int] = {}
+        self._timers: list[tuple[float, int, int, str, int]] = []
+        self._seq = itertools.count()
+        self._orders = itertools.count()
+        self._dirty_queues: set[tuple[str, str]] = set()
+        self._dirty_units: set[str] = set()
+        self._out: list[Transition] = []
+        self._now = -math.inf
+        self._apply_config(config)
+
+    # ----- inputs -----------------------------------------------------------------------------
+
+    def configure(self, config: PoolConfig, now: float) -> None:
+        """Replace the environment/share configuration; enforce it at once.
+
+        Stuck reasons are re-evaluated, shares whose usage exceeds a lowered limit lose jobs
+        (capacity-limit preemption) and capacity lent out that lenders no longer have is
+        reclaimed (cross-share preemption). The transitions come out of the next `advance`.
+        """
+        self._now = now
+        self.config = config
+        self._apply_config(config)
+        for job in list(self._runnable.values()):
+            reason = self._static_reason(job)
+            if reason != job.reason:
+                self._set_stuck(job, reason)
+                self._out.append(
+                    Transition(job.job_id, Kind.REASON, now, RUNNABLE, RUNNABLE, reason)
+                )
+            elif reason is not None:
+                self._arm_time_limit(job)
+        self._enforce_limits(now)
+        self._dirty_units.update(self._queues_by_unit)
+
+    def submit(self, spec: JobSpec, now: float, status: str = RUNNABLE) -> str | None:
+        """A job becomes RUNNABLE (or is adopted in an active status); returns its stuck reason.
+
+        A job already known is left alone (returns its current reason).
+        """
+        known = self._jobs.get(spec.job_id)
+        if known is not None:
+            return known.reason
+        if spec.count < 1:
+            raise ValueError(f"job {spec.job_id}: count must be >= 1")
+        self._now = now
+        job = _Job(spec, next(self._orders) if spec.order is None else spec.order)
+        self._jobs[job.job_id] = job
+        if status == RUNNABLE:
+            return self._enqueue(job, now)
+        if status in ACTIVE_STATUSES:
+            self._start_active(job, status, now)
+            return None
+        raise ValueError(f"cannot submit job {spec.job_id} as {status}")
+
+    def set_priority(self, job_id: str, priority: int, now: float) -> None:
+        """UpdateServiceJob: a new schedulingPriority (orders the queue and picks victims)."""
+        job = self._jobs.get(job_id)
+        if job is None or job.status in FINAL_STATUSES or job.priority == priority:
+            return
+        self._now = now
+        if job.status in ACTIVE_STATUSES:
+            held = self._held_by_priority[(job.share, job.unit)]
+            held[job.priority] -= job.count
+            held[priority] = held.get(priority, 0) + job.count
+            job.priority = priority
+            return
+        job.priority = priority
+        if job.queued:
+            self._push_queue(job)
+
+    def set_status(self, job_id: str, status: str, now: float) -> None:
+        """Adopt a status set from outside (a test lever, a termination, a deletion)."""
+        job = self._jobs.get(job_id)
+        if job is None or job.status == status:
+            return
+        self._now = now
+        if job.status in ACTIVE_STATUSES:
+            self._hold(job, -1)
+        elif job.status == RUNNABLE:
+            self._leave_runnable(job)
+        job.version += 1
+        if status == RUNNABLE:
+            self._enqueue(job, now)
+        elif status in ACTIVE_STATUSES:
+            self._start_active(job, status, now)
+        else:
+            job.status = status
+
+    # ----- time -------------------------------------------------------------------------------
+
+    def next_event_at(self) -> float | None:
+        """When the next timer is due (None: nothing will happen without an input)."""
+        timers = self._timers
+        while timers:
+            _, _, _, job_id, version = timers[0]
+            job = self._jobs.get(job_id)
+            if job is not None and job.version == version:
+                return timers[0][0]
+            heapq.heappop(timers)
+        return None
+
+    def advance(self, until: float) -> list[Transition]:
+        """Process everything due up to `until`, in time order; return the transitions."""
+        if self._dirty_queues or self._dirty_units:
+            self._dispatch_pass(self._now)
+        timers = self._timers
+        while timers and timers[0][0] <= until:
+            due, _, kind, job_id, version = heapq.heappop(timers)
+            job = self._jobs.get(job_id)
+            if job is None or job.version != version:
+                continue
+            self._now = due
+            if kind == _PHASE:
+                self._end_phase(job, due)
+            else:
+                self._time_limit(job, due)
+            if (self._dirty_queues or self._dirty_units) and (not timers or timers[0][0] > due):
+                self._dispatch_pass(due)
+        if until > self._now:
+            self._now = until
+        out, self._out = self._out, []
+        return out
+
+    def run(self, until: float = math.inf) -> list[Transition]:
+        """Advance until nothing is left to do (or `until`): a simulator's main loop."""
+        out = self.advance(self._now)
+        while (due := self.next_event_at()) is not None and due <= until:
+            out.extend(self.advance(due))
+        return out
+
+    # ----- views ------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        """The latest time the scheduler was told about."""
+        return self._now
+
+    def job(self, job_id: str) -> JobState | None:
+        """The scheduler's view of a job."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return None
+        return JobState(job.status, job.reason, job.preemptions, job.dispatched_at, job.priority)
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """Instances held (SCHEDULED, STARTING, RUNNING) per share and unit."""
+        result: dict[str, dict[str, int]] = {}
+        for (share, unit), used in self._used.items():
+            if used:
+                result.setdefault(share, {})[unit] = used
+        return result
+
+    def borrowed(self) -> dict[str, dict[str, int]]:
+        """Instances held beyond each share's own limit, per share and unit."""
+        result: dict[str, dict[str, int]] = {}
+        for (share, unit), used in self._used.items():
+            state = self._shares.get(share)
+            own = state.limit(unit) if state is not None else 0
+            if used > own:
+                result.setdefault(share, {})[unit] = used - own
+        return result
+
+    def runnable_ids(self) -> list[str]:
+        """RUNNABLE jobs (waiting or stuck), in no particular order."""
+        return list(self._runnable)
+
+    # ----- configuration ----------------------------------------------------------------------
+
+    def _apply_config(self, config: PoolConfig) -> None:
+        self._env = dict(config.limits)
+        self._shares = {s.name: _Share(s) for s in config.shares}
+        lender_limits: dict[str, int] = {}
+        for share in self._shares.values():
+            if share.lends:
+                for unit, own in share.limits.items():
+                    lender_limits[unit] = lender_limits.get(unit, 0) + own
+        self._lender_limits = lender_limits
+        pool = dict(lender_limits)
+        borrowed: dict[str, int] = {}
+        for (name, unit), used in self._used.items():
+            holder = self._shares.get(name)
+            if holder is not None and holder.lends:
+                pool[unit] = pool.get(unit, 0) - used
+                over = used - holder.limit(unit)
+                if over > 0:
+                    borrowed[unit] = borrowed.get(unit, 0) + over
+        self._pool = pool
+        self._borrowed = borrowed
+
+    def _static_reason(self, job: _Job) -> str | None:
+        """Why the job can never run under the current configuration (None: it can)."""
+        env_cap = self._env.get(job.unit)
+        if env_cap is None or job.count > env_cap:
+            return SERVICE_ENVIRONMENT_MAX_RESOURCE
+        share = self._shares.get(job.share)
+        if share is None:
+            return None
+        own = share.limit(job.unit)
+        if share.config.strategy != LEND_AND_BORROW:
+            return QUOTA_SHARE_LIMIT_EXCEEDED if job.count > own else None
+        if job.count > share.cap_of(job.unit):
+            return QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED
+        lendable = self._lender_limits.get(job.unit, 0) - own
+        if job.count - own > lendable:
+            return BORROWABLE_CAPACITY_EXCEEDED
+        return None
+
+    def _enforce_limits(self, now: float) -> None:
+        for key in [k for k, used in self._used.items() if used]:
+            share = self._shares.get(key[0])
+            if share is None:
+                continue
+            excess = self._used[key] - share.cap_of(key[1])
+            if excess > 0:
+                victims = self._ranked(key, share.limit(key[1]), lambda _job: True)
+                for victim in self._take(victims, excess):
+                    self._preempt(victim, CAPACITY_LIMIT_PREEMPTION, now, None)
+        for unit in [u for u, free in self._pool.items() if free < 0]:
+            victims = self._borrowed_candidates(unit, exclude=None)
+            taken = self._take(victims, -self._pool[unit])
+            for victim in taken if taken else victims:
+                self._preempt(victim, CROSS_SHARE_PREEMPTION, now, None)
+
+    # ----- queues -----------------------------------------------------------------------------
+
+    def _enqueue(self, job: _Job, now: float) -> str | None:
+        job.status = RUNNABLE
+        job.runnable_since = now
+        job.limit_due = None
+        self._runnable[job.job_id] = job
+        reason = self._static_reason(job)
+        self._set_stuck(job, reason)
+        return reason
+
+    def _set_stuck(self, job: _Job, reason: str | None) -> None:
+        job.reason = reason
+        if reason is None:
+            job.limit_due = None
+            if not job.queued:
+                self._push_queue(job)
+            return
+        job.queued = False
+        job.qver += 1
+        self._arm_time_limit(job)
+
+    def _arm_time_limit(self, job: _Job) -> None:
+        share = self._shares.get(job.share)
+        if share is None or job.reason is None:
+            job.limit_due = None
+            return
+        seconds = share.config.time_limits.get(reason_code(job.reason))
+        if seconds is None:
+            job.limit_due = None
+            return
+        due = job.runnable_since + seconds
+        if job.limit_due != due:
+            job.limit_due = due
+            heapq.heappush(self._timers, (due, next(self._seq), _LIMIT, job.job_id, job.version))
+
+    def _push_queue(self, job: _Job) -> None:
+        key = (job.share, job.unit)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = []
+            self._queues_by_unit.setdefault(job.unit, set()).add(key)
+        job.qver += 1
+        job.queued = True
+        heapq.heappush(queue, (-job.priority, job.order, job.qver, job.job_id))
+        self._dirty_queues.add(key)
+
+    def _head(self, key: tuple[str, str]) -> _Job | None:
+        queue = self._queues.get(key)
+        while queue:
+            _, _, qver, job_id = queue[0]
+            job = self._jobs[job_id]
+            if job.queued and job.qver == qver:
+                return job
+            heapq.heappop(queue)
+        return None
+
+    def _leave_runnable(self, job: _Job) -> None:
+        self._runnable.pop(job.job_id, None)
+        job.queued = False
+        job.qver += 1
+        job.limit_due = None
+
+    # ----- capacity ---------------------------------------------------------------------------
+
+    def _hold(self, job: _Job, sign: int) -> None:
+        key = (job.share, job.unit)
+        amount = sign * job.count
+        before = self._used.get(key, 0)
+        self._used[key] = before + amount
+        self._env_used[job.unit] = self._env_used.get(job.unit, 0) + amount
+        share = self._shares.get(job.share)
+        if share is not None and share.lends:
+            self._pool[job.unit] = self._pool.get(job.unit, 0) - amount
+            own = share.limit(job.unit)
+            over = max(0, before + amount - own) - max(0, before - own)
+            if over:
+                self._borrowed[job.unit] = self._borrowed.get(job.unit, 0) + over
+        held = self._held_by_priority.setdefault(key, {})
+        held[job.priority] = held.get(job.priority, 0) + amount
+        if sign > 0:
+            self._active.setdefault(key, {})[job.job_id] = job
+        else:
+            self._active[key].pop(job.job_id, None)
+            self._dirty_units.add(job.unit)
+
+    def _start_active(self, job: _Job, status: str, now: float) -> None:
+        job.status = status
+        job.dispatched_at = now
+        self._hold(job, +1)
+        if status == SCHEDULED:
+            self._timer(job, now + self.phases.scheduled_seconds)
+        elif status == STARTING:
+            self._timer(job, now + self.phases.starting_seconds)
+        else:
+            self._timer(job, now + job.run_seconds)
+
+    def _timer(self, job: _Job, due: float) -> None:
+        heapq.heappush(self._timers, (due, next(self._seq), _PHASE, job.job_id, job.version))
+
+    # ----- timers -----------------------------------------------------------------------------
+
+    def _end_phase(self, job: _Job, now: float) -> None:
+        previous = job.status
+        job.version += 1
+        if previous == SCHEDULED:
+            job.status = STARTING
+            self._timer(job, now + self.phases.starting_seconds)
+            self._out.append(Transition(job.job_id, Kind.PHASE, now, previous, STARTING))
+        elif previous == STARTING:
+            job.status = RUNNING
+            self._timer(job, now + job.run_seconds)
+            self._out.append(Transition(job.job_id, Kind.PHASE, now, previous, RUNNING))
+        else:
+            self._hold(job, -1)
+            job.status = SUCCEEDED
+            self._out.append(
+                Transition(job.job_id, Kind.COMPLETE, now, previous, SUCCEEDED, COMPLETED)
+            )
+
+    def _time_limit(self, job: _Job, now: float) -> None:
+        if job.status != RUNNABLE or job.reason is None or job.limit_due is None:
+            return
+        if job.limit_due > now:
+            return
+        code = reason_code(job.reason)
+        self._leave_runnable(job)
+        job.version += 1
+        job.status = FAILED
+        reason = TIME_LIMIT_TERMINATION.format(reason=code)
+        self._out.append(Transition(job.job_id, Kind.TIME_LIMIT, now, RUNNABLE, FAILED, reason))
+
+    # ----- dispatch ---------------------------------------------------------------------------
+
+    def _dispatch_pass(self, now: float) -> None:
+        rounds = 0
+        while self._dirty_queues or self._dirty_units:
+            rounds += 1
+            if rounds > 1000:
+                raise RuntimeError("dispatch pass does not converge (scheduler bug)")
+            keys = set(self._dirty_queues)
+            for unit in self._dirty_units:
+                keys.update(self._queues_by_unit.get(unit, ()))
+            self._dirty_queues.clear()
+            self._dirty_units.clear()
+            # Jobs that fit their share's own limit go first: capacity is idle, hence lendable,
+            # only while its owner has nothing to run on it. Then first come first served.
+            heads: list[tuple[bool, int, tuple[str, str]]] = []
+            for key in keys:
+                head = self._head(key)
+                if head is not None:
+                    heads.append((self._borrows(head), head.order, key))
+            heapq.heapify(heads)
+            while heads:
+                borrows, _, key = heapq.heappop(heads)
+                job = self._head(key)
+                if job is None:
+                    continue
+                if self._borrows(job) > borrows:
+                    heapq.heappush(heads, (True, job.order, key))
+                    continue
+                if self._place(job, now):
+                    following = self._head(key)
+                    if following is not None:
+                        heapq.heappush(heads, (self._borrows(following), following.order, key))
+
+    def _borrows(self, job: _Job) -> bool:
+        """Whether the job needs more than what is left of its share's own limit."""
+        share = self._shares.get(job.share)
+        own = share.limit(job.unit) if share is not None else 0
+        return self._used.get((job.share, job.unit), 0) + job.count > own
+
+    def _place(self, job: _Job, now: float) -> bool:
+        share = self._shares.get(job.share)
+        if share is None or not share.enabled:
+            return False
+        unit, count = job.unit, job.count
+        used = self._used.get((job.share, unit), 0)
+        cap = share.cap_of(unit)
+        if (
+            used + count <= cap
+            and self._env_used.get(unit, 0) + count <= self._env.get(unit, 0)
+            and (not share.lends or self._pool.get(unit, 0) >= count)
+        ):
+            self._dispatch(job, now)
+            return True
+        victims = self._plan(job, share, used, cap, now)
+        if victims is None:
+            return False
+        for victim, reason in victims:
+            self._preempt(victim, reason, now, job.job_id)
+        self._dispatch(job, now)
+        return True
+
+    def _dispatch(self, job: _Job, now: float) -> None:
+        self._leave_runnable(job)
+        job.version += 1
+        self._start_active(job, SCHEDULED, now)
+        self._out.append(Transition(job.job_id, Kind.DISPATCH, now, RUNNABLE, SCHEDULED))
+
+    # ----- preemption -------------------------------------------------------------------------
+
+    def _plan(
+        self, job: _Job, share: _Share, used: int, cap: float, now: float
+    ) -> list[Victim] | None:
+        """Victims that make room for `job`, or None when no preemption can.
+
+        First reclaim capacity lent to other shares (only for a job that needs no borrowing),
+        then, with in-share preemption, take lower-priority jobs of the job's own share, one by
+        one, retrying the reclaim after each.
+        """
+        del now
+        key = (job.share, job.unit)
+        unit, count = job.unit, job.count
+        own = share.limit(unit)
+        in_share_free = 0
+        if share.config.in_share_preemption:
+            held = self._held_by_priority.get(key, {})
+            in_share_free = sum(n for p, n in held.items() if p < job.priority)
+        if in_share_free == 0 and used + count > own:
+            return None
+        reclaimable = self._borrowed.get(unit, 0)
+        if share.lends and used > own:
+            reclaimable -= used - own
+        if in_share_free == 0 and reclaimable == 0:
+            return None
+        if used - in_share_free + count > cap:
+            return None
+        env_cap = self._env.get(unit, 0)
+        env_used = self._env_used.get(unit, 0)
+        pool = self._pool.get(unit, 0)
+        in_share = (
+            self._ranked(key, own, lambda other: other.priority < job.priority)
+            if in_share_free
+            else []
+        )
+        borrowed: list[_Job] | None = None
+        freed = 0
+        for taken in range(len(in_share) + 1):
+            if taken:
+                freed += in_share[taken - 1].count
+            mine = [(v, IN_SHARE_PREEMPTION) for v in in_share[:taken]]
+            left_pool = pool + (freed if share.lends else 0)
+            env_short = env_used - freed + count - env_cap
+            pool_short = count - left_pool if share.lends else 0
+            if used - freed + count <= cap and env_short <= 0 and pool_short <= 0:
+                return mine
+            if used - freed + count <= own and reclaimable:
+                if borrowed is None:
+                    borrowed = self._borrowed_candidates(unit, exclude=job.share)
+                cross = self._take(borrowed, max(env_short, pool_short))
+                if cross:
+                    return mine + [(v, CROSS_SHARE_PREEMPTION) for v in cross]
+        return None
+
+    def _borrowed_candidates(self, unit: str, exclude: str | None) -> list[_Job]:
+        """Jobs holding borrowed instances of `unit`, most borrowed first (victim order)."""
+        ranked: list[tuple[tuple[int, int, float, int], _Job]] = []
+        for name, share in self._shares.items():
+            if name == exclude or not share.lends:
+                continue
+            key = (name, unit)
+            for job, lent in self._borrowing(key, share.limit(unit)).items():
+                if lent:
+                    ranked.append((self._victim_key(job, lent), job))
+        ranked.sort(key=lambda pair: pair[0])
+        return [job for _, job in ranked]
+
+    def _borrowing(self, key: tuple[str, str], own: int) -> dict[_Job, int]:
+        """Borrowed instances per active job: the share's excess, charged to the latest jobs."""
+        active = self._active.get(key)
+        if not active:
+            return {}
+        excess = self._used.get(key, 0) - own
+        result = dict.fromkeys(active.values(), 0)
+        if excess <= 0:
+            return result
+        for job in sorted(active.values(), key=_latest_first):
+            lent = min(job.count, excess)
+            result[job] = lent
+            excess -= lent
+            if excess <= 0:
+                break
+        return result
+
+    def _ranked(self, key: tuple[str, str], own: int, eligible: _Eligible) -> list[_Job]:
+        """Active jobs of one share and unit in victim order."""
+        lent = self._borrowing(key, own)
+        candidates = [job for job in lent if eligible(job)]
+        candidates.sort(key=lambda job: self._victim_key(job, lent[job]))
+        return candidates
+
+    @staticmethod
+    def _victim_key(job: _Job, lent: int) -> tuple[int, int, float, int]:
+        # Most borrowed instances first, then lower priority, then shortest run so far.
+        dispatched = job.dispatched_at if job.dispatched_at is not None else -math.inf
+        return (-lent, job.priority, -dispatched, -job.order)
+
+    @staticmethod
+    def _take(victims: Iterable[_Job], need: float) -> list[_Job]:
+        """The first victims whose instances add up to `need` ([] if they cannot)."""
+        if need <= 0:
+            return []
+        taken: list[_Job] = []
+        freed = 0
+        for job in victims:
+            taken.append(job)
+            freed += job.count
+            if freed >= need:
+                return taken
+        return []
+
+    def _preempt(self, job: _Job, reason: str, now: float, cause: str | None) -> None:
+        previous = job.status
+        self._hold(job, -1)
+        job.version += 1
+        job.preemptions += 1
+        if job.retries is not None and job.preemptions > job.retries:
+            job.status = FAILED
+            self._out.append(
+                Transition(job.job_id, Kind.PREEMPT, now, previous, FAILED, reason, cause)
+            )
+            return
+        self._out.append(
+            Transition(job.job_id, Kind.PREEMPT, now, previous, RUNNABLE, reason, cause)
+        )
+        stuck = self._enqueue(job, now)
+        if stuck is not None:
+            self._out.append(Transition(job.job_id, Kind.REASON, now, RUNNABLE, RUNNABLE, stuck))
+
+
+def _latest_first(job: _Job) -> tuple[float, int]:
+    dispatched = job.dispatched_at if job.dispatched_at is not None else -math.inf
+    return (-dispatched, -job.order)

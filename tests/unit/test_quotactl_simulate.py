@@ -1,0 +1,76 @@
+"""`quotactl simulate` as a user runs it: a file, a workload, a comparison and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from quotactl.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "quotas.yaml")
+WORKLOAD = str(ROOT / "examples" / "workload.csv")
+
+
+def test_the_shipped_example_runs_and_reports_every_share(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "-f", EXAMPLE, "--workload", WORKLOAD]) == 0
+    out = capsys.readouterr().out
+    assert "60 jobs over" in out
+    for share in ("team-a", "team-b", "team-c"):
+        assert f"\n{share} " in out
+
+
+def test_compare_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    alt = tmp_path / "alt.yaml"
+    alt.write_text(Path(EXAMPLE).read_text().replace("{strategy: LEND}", "{strategy: RESERVE}"))
+    plot = tmp_path / "usage.html"
+    code = main(
+        [
+            "simulate",
+            "-f",
+            EXAMPLE,
+            "--workload",
+            WORKLOAD,
+            "--compare",
+            str(alt),
+            "--plot",
+            str(plot),
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert f"{alt} compared with {EXAMPLE}:" in out
+    assert " -> " in out
+    html = plot.read_text()
+    assert html.count("<svg") == 2
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "-f", EXAMPLE, "--workload", WORKLOAD, "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["jobs"] == 60
+    shares = data["layouts"][0]["shares"]
+    assert sum(s["jobs"] for s in shares) == 60
+    assert {"wait_mean_s", "preemptions_by_cause", "borrowed_instance_hours"} <= set(shares[0])
+
+
+def test_a_bad_workload_is_reported_with_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "jobs.csv"
+    bad.write_text("submit_time,share,instance_type,count,run_time\n0,team-a,ml.g5.xlarge,two,60\n")
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:2: count: 'two' is not a whole number" in err
+    assert "Traceback" not in err
+
+
+def test_an_invalid_document_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "q.yaml"
+    bad.write_text("jobQueue: {jobQueueName: q}\n")
+    assert main(["simulate", "-f", str(bad), "--workload", WORKLOAD]) == 1
+    assert "serviceEnvironment: is required" in capsys.readouterr().err

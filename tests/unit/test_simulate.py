@@ -1,0 +1,134 @@
+"""The what-if simulator: workload parsing, the report's figures, comparing layouts, plots."""
+
+from __future__ import annotations
+
+import pytest
+from builders import DocBuilder, guide_layout
+
+from quota_controller.config import QuotaDocument, validate_document
+from quota_local.simulate import (
+    WorkloadError,
+    WorkloadJob,
+    generate_workload,
+    read_workload,
+    simulate,
+    timeline_svg,
+    write_workload,
+)
+
+
+def doc(builder: DocBuilder) -> QuotaDocument:
+    document = validate_document(builder.build()).document
+    assert document is not None
+    return document
+
+
+def job(t: float, share: str, count: int = 1, run: float = 3600, **kw: object) -> WorkloadJob:
+    return WorkloadJob(t, share, "ml.g5.xlarge", count, run, **kw)  # type: ignore[arg-type]
+
+
+def test_a_borrower_is_reclaimed_when_the_lender_submits() -> None:
+    # team-a borrows team-c's idle instance; team-b uses its own; then team-c wants it back.
+    workload = [job(0, "team-a", 2), job(0, "team-b", 1), job(600, "team-c", 1)]
+    result = simulate(doc(guide_layout()), workload)
+
+    a, c = result.shares["team-a"], result.shares["team-c"]
+    assert a.preemptions == {"CAPACITY_RECLAIM": 1}
+    assert (a.succeeded, c.succeeded) == (1, 1)
+    assert a.borrowed_instance_seconds > 0
+    # team-c lent its idle instance to team-a for the first ten minutes.
+    assert c.lent_instance_seconds > 0
+    assert max(c.waits) < 60, "the lender gets its capacity back at once"
+
+
+def test_a_job_the_layout_can_never_run_is_reported_stuck() -> None:
+    result = simulate(doc(guide_layout()), [job(0, "team-c", 2)])
+    assert result.shares["team-c"].stuck == 1
+    assert result.shares["team-c"].succeeded == 0
+
+
+def test_waiting_and_utilisation_figures() -> None:
+    layout = (
+        DocBuilder("q").env(**{"ml.g5.xlarge": 1}).share("solo", "RESERVE", **{"ml.g5.xlarge": 1})
+    )
+    result = simulate(doc(layout), [job(0, "solo", run=1000), job(0, "solo", run=1000)])
+    report = result.shares["solo"].as_dict()
+    assert report["jobs"] == 2
+    assert report["succeeded"] == 2
+    assert report["wait_p95_s"] is not None
+    assert report["wait_p95_s"] >= 1000, "the second job waits for the first"
+    assert 0.9 <= report["utilisation"] <= 1.0
+
+
+def test_in_share_priority_preemption_is_counted_by_cause() -> None:
+    layout = (
+        DocBuilder("q")
+        .env(**{"ml.g5.xlarge": 1})
+        .add(
+            __import__("builders")
+            .ShareBuilder("team", {"ml.g5.xlarge": 1})
+            .in_share_preemption("ENABLED")
+        )
+    )
+    result = simulate(doc(layout), [job(0, "team", priority=0), job(60, "team", priority=50)])
+    assert result.shares["team"].preemptions == {"IN_SHARE_PRIORITY": 1}
+
+
+def test_jobs_for_shares_not_in_the_document_are_skipped_with_a_warning() -> None:
+    result = simulate(doc(guide_layout()), [job(0, "team-z")])
+    assert result.warnings == ["share 'team-z' is not in the document (jobs for it are skipped)"]
+
+
+def test_workload_csv_round_trip() -> None:
+    jobs = generate_workload(doc(guide_layout()), 50, seed=3)
+    assert read_workload(write_workload(jobs)) == jobs
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("submit_time,share\n", "missing column(s) instance_type, count, run_time"),
+        ("submit_time,share,instance_type,count,run_time,colour\n", "unknown column(s) colour"),
+        (
+            "submit_time,share,instance_type,count,run_time\nsoon,a,ml.g5.xlarge,1,60\n",
+            "w:2: submit_time: 'soon' is not a number",
+        ),
+        (
+            "submit_time,share,instance_type,count,run_time\n0,a,ml.g5.xlarge,0,60\n",
+            "w:2: count: must be at least 1 (got 0)",
+        ),
+        (
+            "submit_time,share,instance_type,count,run_time\n0,,ml.g5.xlarge,1.5,60\n",
+            "w:2: count: '1.5' is not a whole number",
+        ),
+        (
+            "submit_time,share,instance_type,count,run_time,priority\n0,a,ml.g5.xlarge,1,60,10000\n",
+            "w:2: priority: must be at most 9999",
+        ),
+        (
+            "submit_time,share,instance_type,count,run_time\n0,a,ml.g5.xlarge,1,inf\n",
+            "w:2: run_time: must be finite",
+        ),
+    ],
+)
+def test_workload_problems_name_line_and_column(text: str, message: str) -> None:
+    with pytest.raises(WorkloadError) as err:
+        read_workload(text, "w")
+    assert message in str(err.value)
+
+
+def test_every_problem_of_a_workload_is_reported_at_once() -> None:
+    text = "submit_time,share,instance_type,count,run_time\n-1,a,ml.g5.xlarge,1,60\n0,,x,1,60\n"
+    with pytest.raises(WorkloadError) as err:
+        read_workload(text, "w")
+    assert "w:2: submit_time" in str(err.value)
+    assert "w:3: share: is required" in str(err.value)
+
+
+def test_the_plot_is_an_svg_with_a_band_per_share_and_the_capacity() -> None:
+    result = simulate(doc(guide_layout()), [job(0, "team-a", 2), job(600, "team-c", 1)])
+    svg = timeline_svg(result, "usage <&>", capacity=3)
+    assert svg.startswith("<svg")
+    assert svg.count("<polygon") == 3
+    assert "environment: 3" in svg
+    assert "usage &lt;&amp;&gt;" in svg
