@@ -19,7 +19,7 @@ def run(jobs: int = 334) -> dict[str, float]:
     from builders import guide_layout
     from integration.test_alerts_flow import preemption
 
-    with LocalStack() as stack:
+    with LocalStack(run_jobs=False) as stack:
         doc: dict[str, Any] = guide_layout().build()
         doc["serviceEnvironment"]["capacityLimits"][0]["maxCapacity"] = 1000
         for share in doc["quotaShares"]:

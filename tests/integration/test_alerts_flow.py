@@ -103,7 +103,8 @@ def sns_messages(stack: LocalStack) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def stack() -> Iterator[LocalStack]:
-    with LocalStack() as local:
+    # Jobs stay where each test puts them: the tests play the preemption events themselves.
+    with LocalStack(run_jobs=False) as local:
         local.apply(guide_layout().set(reductionPolicy="warn").build())
         local.advance(120)
         local.raw_url = local.sqs.create_queue(QueueName="raw-envelopes")["QueueUrl"]  # type: ignore[attr-defined]
