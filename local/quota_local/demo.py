@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 from dataclasses import dataclass, field
 from importlib import resources
@@ -239,7 +241,9 @@ def _share_table(stack: LocalStack) -> list[dict[str, Any]]:
 
 def main(json_output: bool, out: TextIO) -> int:
     """`quotactl demo`: 0 when every step showed what it should."""
-    result = run_demo(out=None if json_output else out)
+    # The handlers print their EMF metrics to stdout, as Lambda wants; not into the demo.
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = run_demo(out=None if json_output else out)
     if json_output:
         json.dump(
             {

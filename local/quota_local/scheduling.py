@@ -384,13 +384,13 @@ class QuotaScheduler:
         while timers and timers[0][0] <= until:
             due, _, kind, job_id, version = heapq.heappop(timers)
             job = self._jobs.get(job_id)
-            if job is None or job.version != version:
-                continue
-            self._now = due
-            if kind == _PHASE:
-                self._end_phase(job, due)
-            else:
-                self._time_limit(job, due)
+            if job is not None and job.version == version:
+                self._now = due
+                if kind == _PHASE:
+                    self._end_phase(job, due)
+                else:
+                    self._time_limit(job, due)
+            # One dispatch pass per instant, after every timer of that instant.
             if (self._dirty_queues or self._dirty_units) and (not timers or timers[0][0] > due):
                 self._dispatch_pass(due)
         if until > self._now:
@@ -586,6 +586,7 @@ class QuotaScheduler:
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
         job.status = status
+        job.reason = None
         job.dispatched_at = now
         self._hold(job, +1)
         if status == SCHEDULED:

@@ -512,10 +512,8 @@ class LocalStack:
     def _next_batch_change(self) -> float | None:
         if self.scheduler is None:
             return None
-        emu = self.emulator
-        due = [emu.next_transition_at()]
-        due += [pool.core.next_event_at() for pool in self.scheduler._pools.values()]
-        return min((t for t in due if t is not None), default=None)
+        due = self.scheduler.next_event_at()
+        return None if due is None else float(due)
 
     def advance(self, seconds: float) -> None:
         """Move the virtual clock; requeues, resyncs, Batch transitions and jobs fire when due."""

@@ -533,3 +533,16 @@ def test_fifo_queues_share_their_environment_and_waiting_jobs_are_adopted(
         clock.advance(3615)
         scheduler.tick()
         assert statuses(waiting, second) == ["SUCCEEDED", "SCHEDULED"]
+
+
+def test_next_event_at_lets_a_virtual_clock_jump_from_event_to_event(batch: Batch) -> None:
+    batch.stack("qm", {G5: 1}, {"team": {"limits": {G5: 1}}})
+    job = batch.submit("qm", "team", runtime=100)
+    seen = []
+
+    while (due := batch.scheduler.next_event_at()) is not None:
+        batch.clock.now = due
+        batch.scheduler.tick()
+        seen.append((due - START, batch.status(job)[0]))
+
+    assert seen == [(5.0, "STARTING"), (15.0, "RUNNING"), (115.0, "SUCCEEDED")]

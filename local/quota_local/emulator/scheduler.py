@@ -165,16 +165,8 @@ class Scheduler:
             self._running = True
             try:
                 while True:
-                    due = [
-                        t
-                        for t in (
-                            emulator.next_transition_at(),
-                            *(pool.core.next_event_at() for pool in self._pools.values()),
-                        )
-                        if t is not None
-                    ]
-                    step = min(due, default=math.inf)
-                    if step >= at:
+                    step = self.next_event_at()
+                    if step is None or step >= at:
                         break
                     self._step(step)
                 self._step(at)
@@ -184,6 +176,14 @@ class Scheduler:
                     self._step(at)
             finally:
                 self._running = False
+
+    def next_event_at(self) -> float | None:
+        """When something is next due (a job phase, a completion, a time limit, an emulator
+        transition such as SUBMITTED -> RUNNABLE), in epoch seconds; None if nothing is."""
+        with self.emulator.lock:
+            due = [pool.core.next_event_at() for pool in self._pools.values()]
+            due.append(self.emulator.next_transition_at())
+            return min((t for t in due if t is not None), default=None)
 
     def detach(self) -> None:
         """Stop scheduling; jobs keep their current statuses."""
