@@ -4,12 +4,32 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench venv clean instance-types
+# SAM CLI lives in its own virtualenv: its pins (pydantic, boto3) differ from the project's.
+SAM_CLI_VERSION := 1.170.0
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
+SAM_STAMP := $(SAM_VENV)/.installed-$(SAM_CLI_VERSION)
+# Everything here runs offline: fake credentials, a Region, no instance metadata, no telemetry.
+OFFLINE := -u AWS_PROFILE -u AWS_SESSION_TOKEN AWS_ACCESS_KEY_ID=offline \
+	AWS_SECRET_ACCESS_KEY=offline AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 \
+	AWS_EC2_METADATA_DISABLED=true SAM_CLI_TELEMETRY=0
+BUILD := .aws-sam/build
+BUILT := $(BUILD)/.precompiled
+# The layer's compiled wheels (pydantic_core, PyYAML) for this machine, same versions as the
+# arm64 ones in the build: the import test and the cold-start bench load them instead.
+HOST_NATIVE := .aws-sam/host-native
+HOST_STAMP := $(HOST_NATIVE)/.installed
+# The X-Ray SDK Powertools Tracer needs, only to measure what tracing costs (make bench).
+XRAY_SDK := .aws-sam/xray-sdk
+XRAY_STAMP := $(XRAY_SDK)/.installed
+BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)
+
+.PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv
 
 demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) lint typecheck template-check
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
@@ -19,10 +39,43 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+# The template as written and as SAM deploys it (tests/contract/test_template_security.py lints
+# the transformed template and checks its IAM), and a build for python3.13/arm64.
+template-check: $(STAMP) $(SAM_STAMP) build
+	$(VENV)/bin/cfn-lint template.yaml
+	env $(OFFLINE) $(SAM) validate
+	env $(OFFLINE) $(SAM) validate --lint
+
+bench: $(STAMP) build $(XRAY_STAMP)
 	$(PY) -m bench
 
 venv: $(STAMP)
+
+sam-venv: $(SAM_STAMP)
+
+# sam build (the layer's wheels for arm64 come from PyPI; no AWS account, no Docker), then
+# precompile: Lambda's /opt and /var/task are read-only, so without shipped bytecode every cold
+# start compiles boto3 and the rest again. unchecked-hash because sam's zips reset file times.
+build: $(BUILT) $(HOST_STAMP)
+
+$(BUILT): $(SAM_STAMP) $(STAMP) $(BUILD_SOURCES)
+	@py=$$(scripts/find-python313) || exit 1; \
+	env $(OFFLINE) PATH="$$(dirname "$$py"):$$PATH" $(SAM) build --build-dir $(BUILD)
+	$(PY) -m compileall -q -j 0 --invalidation-mode unchecked-hash $(BUILD)
+	@touch $@
+
+$(HOST_STAMP): $(BUILT)
+	rm -rf $(HOST_NATIVE) && mkdir -p $(HOST_NATIVE)
+	$(PY) -c 'import pathlib, sys; print("\n".join(d.name.removesuffix(".dist-info").replace("-", "==", 1) for d in sorted(pathlib.Path(sys.argv[1]).glob("*.dist-info")) if ".so," in (d / "RECORD").read_text()))' \
+	  $(BUILD)/CoreLayer/python > $(HOST_NATIVE)/requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	  --target $(HOST_NATIVE) -r $(HOST_NATIVE)/requirements.txt
+	@touch $@
+
+$(XRAY_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	  --target $(XRAY_SDK) aws-xray-sdk==2.15.0 wrapt==2.5.2
+	@touch $@
 
 # (Re)build the virtualenv when the project's requirements change.
 $(STAMP): pyproject.toml constraints.txt scripts/find-python313
@@ -32,10 +85,15 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python313
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
 
+$(SAM_STAMP): scripts/find-python313
+	@py=$$(scripts/find-python313) || exit 1; rm -rf $(SAM_VENV) && "$$py" -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check aws-sam-cli==$(SAM_CLI_VERSION)
+	@touch $@
+
 # Regenerates the SageMaker Training instance-type list from the installed botocore model.
 instance-types: $(STAMP)
 	$(PY) scripts/gen_instance_types.py > layers/core/quota_controller/instance_types.py
 	$(VENV)/bin/ruff format layers/core/quota_controller/instance_types.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam

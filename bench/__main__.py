@@ -6,13 +6,17 @@ import json
 import sys
 from pathlib import Path
 
-from bench import alerts_bench, reconcile_bench, simulate_bench
+from bench import alerts_bench, cold_start_bench, reconcile_bench, simulate_bench
 
 TARGETS = {
     "reconcile.noop.batch_calls": ("<=", 4),
     "reconcile.noop.batch_writes": ("==", 0),
     "reconcile.single_edit.batch_writes": ("==", 1),
     "simulate.jobs_10000.seconds": ("<=", 5),
+    **{
+        f"cold_start.{handler}.import_ratio": ("<=", cold_start_bench.TARGET_RATIO)
+        for handler in cold_start_bench.HANDLERS
+    },
 }
 
 
@@ -25,6 +29,7 @@ def main() -> int:
     results: dict[str, float] = {}
     results.update(reconcile_bench.run())
     results.update(alerts_bench.run())
+    results.update(cold_start_bench.run())
     results.update(simulate_bench.run())
     missed = []
     print(f"{'benchmark':45} {'value':>12}  target")

@@ -15,21 +15,23 @@ metrics = Metrics()
 
 
 def _observe(result: ReconcileResult) -> None:
-    logger.info(
-        "reconciled",
-        queue=result.queue,
-        outcome=result.outcome,
-        applied=[a.summary for a in result.applied],
-        waits=result.waits,
-        held=[g.reason for g in result.held],
-        errors=result.errors,
-    )
+    # One batch can reconcile several queues: the queue key holds for this line only.
+    with logger.append_context_keys(jobQueue=result.queue):
+        logger.info(
+            "reconciled",
+            outcome=result.outcome,
+            applied=[a.summary for a in result.applied],
+            waits=result.waits,
+            held=[g.reason for g in result.held],
+            errors=result.errors,
+        )
     metrics.add_metric(f"Reconcile_{result.outcome}", MetricUnit.Count, 1)
     metrics.add_metric("PlanActions", MetricUnit.Count, len(result.applied))
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
+@composition.traced
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (DynamoDB stream or SQS batch)."""
     metrics.add_metric("Records", MetricUnit.Count, len(event.get("Records") or []))

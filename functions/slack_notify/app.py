@@ -17,9 +17,16 @@ metrics = Metrics()
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
+@composition.traced
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (SNS; the `lambda` body is the alert JSON). Raising makes Lambda retry."""
     alerts = [Alert.model_validate_json(r.sns.message) for r in SNSEvent(event).records]
+    # SNS invokes with one record: one alert, so one queue, share and key per invocation.
+    logger.append_keys(
+        jobQueue=",".join(a.jobQueue for a in alerts),
+        quotaShareName=",".join(a.quotaShareName or "-" for a in alerts),
+        dedupKey=",".join(a.dedupKey for a in alerts),
+    )
     webhook = webhook_for(composition.settings().SLACK_WEBHOOK_SECRET_ARN)
     delivery = deliver(alerts, webhook)
     metrics.add_metric("SlackPosts", MetricUnit.Count, len(delivery.posted))

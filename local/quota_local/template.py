@@ -134,7 +134,9 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
             )
         },
         alert_batch_size=int(
-            resources["Alert"]["Properties"]["Events"]["Buffer"]["Properties"].get("BatchSize", 10)
+            resources["Alert"]["Properties"]["Events"]["FromBuffer"]["Properties"].get(
+                "BatchSize", 10
+            )
         ),
         alert_max_receive=int(
             resources["AlertBuffer"]["Properties"]["RedrivePolicy"]["maxReceiveCount"]

@@ -3,21 +3,27 @@
 botocore's retry modes handle throttling: `adaptive` for Batch (client-side rate limiting on top
 of the standard retries, which treat 429 TooManyRequestsException as a throttle), `standard`
 for DynamoDB, SNS and SQS.
+
+Each function imports what it builds, so a handler loads only the modules it uses (the Slack
+function does not load the planner; see `make bench`, cold_start).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quota_controller.config_store import DynamoConfigStore
-from quota_controller.planner import Scope
-from quota_controller.ports import Clock
-from quota_controller.reconcile import Deps, ReconcileSettings
-from quota_controller.settings import Settings
-from quota_controller.sns_notifier import SnsNotifier
+if TYPE_CHECKING:
+    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.ports import Clock
+    from quota_controller.reconcile import Deps
+    from quota_controller.settings import Settings
+    from quota_controller.usage_metrics import UsageReport
 
 
 class UtcClock:
@@ -45,6 +51,8 @@ def clock() -> Clock:
 @functools.cache
 def settings() -> Settings:
     """The function's settings, read from the environment at first use."""
+    from quota_controller.settings import Settings
+
     return Settings.from_env()
 
 
@@ -85,6 +93,10 @@ def config_table() -> Any:
 def reconcile_deps(owner: str | None = None) -> Deps:
     """Everything reconcile needs, bound to AWS."""
     from quota_controller.batch_gateway import BotoBatchGateway
+    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.planner import Scope
+    from quota_controller.reconcile import Deps, ReconcileSettings
+    from quota_controller.sns_notifier import SnsNotifier
 
     s = settings()
     return Deps(
@@ -111,6 +123,8 @@ def requeuer() -> Any:
 
 def config_store() -> DynamoConfigStore:
     """The config table, as a ConfigStore."""
+    from quota_controller.config_store import DynamoConfigStore
+
     return DynamoConfigStore(config_table())
 
 
@@ -130,6 +144,7 @@ def alert_deps(context: Any) -> Any:
 
     from quota_controller.alert_events import AlertDeps, IdempotencyClaims
     from quota_controller.batch_gateway import BotoAlertReader
+    from quota_controller.sns_notifier import SnsNotifier
 
     s = settings()
     persistence = DynamoDBPersistenceLayer(
@@ -145,3 +160,58 @@ def alert_deps(context: Any) -> Any:
         notifier=SnsNotifier(client("sns"), s.ALERTS_TOPIC_ARN),
         claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
     )
+
+
+def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageReport:
+    """ShareUsage and ShareQuota of every managed queue, from GetJobQueueSnapshot, as EMF lines
+    on stdout. Nothing is read when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    from quota_controller.usage_metrics import UsageReport, publish_share_usage
+
+    if is_metrics_disabled():
+        return UsageReport(disabled=True)
+    from quota_controller.batch_gateway import BotoAlertReader
+
+    return publish_share_usage(
+        queues,
+        config_store(),
+        BotoAlertReader(batch_client()),
+        functools.partial(print, flush=True),
+        namespace=namespace or "BatchQuotaController",
+        clock=clock(),
+    )
+
+
+def traced[Handler: Callable[..., Any]](handler: Handler) -> Handler:
+    """Trace the handler with Powertools Tracer (X-Ray) when POWERTOOLS_TRACE_DISABLED is
+    "false"; otherwise run it as it is.
+
+    Tracer imports the X-Ray SDK even when disabled (about a quarter of boto3's import time more,
+    `make bench`), so it is built at the first invocation and only when tracing is on. Without
+    the X-Ray SDK in the layer, Lambda's own segments (Tracing: Active) are all there is.
+    """
+    wrapped: list[Callable[..., Any]] = []
+
+    @functools.wraps(handler)
+    def run(event: Any, context: Any) -> Any:
+        if not wrapped:
+            wrapped.append(_with_tracer(handler))
+        return wrapped[0](event, context)
+
+    return run  # type: ignore[return-value]
+
+
+def _with_tracer(handler: Callable[..., Any]) -> Callable[..., Any]:
+    if os.environ.get("POWERTOOLS_TRACE_DISABLED", "true").lower() not in ("false", "0"):
+        return handler
+    try:
+        from aws_lambda_powertools import Tracer
+
+        tracer = Tracer()
+    except ImportError as err:
+        logging.getLogger(__name__).warning(
+            "tracing is on but the X-Ray SDK is missing (aws-lambda-powertools[tracer]): %s", err
+        )
+        return handler
+    return tracer.capture_lambda_handler(handler)

@@ -1,0 +1,298 @@
+"""Cold start and package size of the built functions (`make build` first; `make bench` does).
+
+For each handler, a fresh interpreter (-I -S: no site-packages, -B: no bytecode written, as on
+Lambda's read-only file system) imports the built handler module, parses one sample event into
+its model and imports what the handler's first invocation imports lazily (composition builds
+its adapters then: boto3 and the adapter modules; without them, lazy imports would only move
+cost out of the measurement, not out of the cold start). Against it, a fresh interpreter that
+only imports boto3 from the same layer. The ratio of the medians (same run, interleaved; CPU
+time of the process) is
+`cold_start.<handler>.import_ratio`.
+
+The layer in .aws-sam/build is for arm64; this machine is x86, so the layer's compiled
+packages (pydantic_core, PyYAML's _yaml) are taken from .aws-sam/host-native (same versions,
+this machine's wheels). Everything else - the handler, quota_controller, boto3, Powertools,
+pydantic - is the build output itself.
+
+Measured twice: with the bytecode `make build` ships (unchecked-hash .pyc), and from source
+only (what a plain `sam build` ships: no .pyc, and Lambda cannot write them). Also: the cost of
+Powertools Tracer (the X-Ray SDK from .aws-sam/xray-sdk) on top of boto3, and the zipped size
+of each function with its layer (what `sam deploy` uploads; Lambda allows 50 MB zipped for a
+direct upload and 250 MB unzipped for a function and its layers).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / ".aws-sam" / "build"
+HOST_NATIVE = ROOT / ".aws-sam" / "host-native"
+XRAY_SDK = ROOT / ".aws-sam" / "xray-sdk"
+EVENTS = ROOT / "events"
+LAYER = "CoreLayer"
+
+# handler -> (build folder, sample event, code that parses `event` into its model)
+HANDLERS: dict[str, tuple[str, str, str]] = {
+    "reconcile": (
+        "Reconcile",
+        "reconcile/stream-share-modified.json",
+        "from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent\n"
+        "from quota_controller.reconcile_events import queue_of_stream_record\n"
+        "assert queue_of_stream_record(next(iter(DynamoDBStreamEvent(event).records)))\n",
+    ),
+    "resync": (
+        "Resync",
+        "resync/schedule.json",
+        "from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent\n"
+        "assert EventBridgeEvent(event).detail_type\n",
+    ),
+    "alert": (
+        "Alert",
+        "alert/preemption-completed.json",
+        "from quota_controller.alerts.events import BatchEvent\n"
+        "assert BatchEvent.model_validate(event).job_id()\n",
+    ),
+    "slack_notify": (
+        "SlackNotify",
+        "",  # no sample folder: an SNS event around an alert (below)
+        "from aws_lambda_powertools.utilities.data_classes import SNSEvent\n"
+        "from quota_controller.alerts.model import Alert\n"
+        "assert [Alert.model_validate_json(r.sns.message) for r in SNSEvent(event).records]\n",
+    ),
+}
+
+# What each handler's first invocation imports through composition (besides the handler module).
+FIRST_CALL: dict[str, tuple[str, ...]] = {
+    "reconcile": (
+        "botocore.config",
+        "quota_controller.batch_gateway",
+        "quota_controller.config_store",
+        "quota_controller.settings",
+        "quota_controller.sns_notifier",
+    ),
+    "resync": (
+        "botocore.config",
+        "aws_lambda_powertools.metrics.functions",
+        "quota_controller.batch_gateway",
+        "quota_controller.config_store",
+        "quota_controller.reconcile_events",
+        "quota_controller.settings",
+        "quota_controller.usage_metrics",
+    ),
+    "alert": (
+        "botocore.config",
+        "aws_lambda_powertools.utilities.idempotency",
+        "quota_controller.alert_events",
+        "quota_controller.batch_gateway",
+        "quota_controller.config_store",
+        "quota_controller.settings",
+        "quota_controller.sns_notifier",
+    ),
+    "slack_notify": (
+        "aws_lambda_powertools.utilities.parameters",
+        "quota_controller.settings",
+        "quota_controller.slack_webhook",
+    ),
+}
+
+_ALERT = {
+    "schemaVersion": "1",
+    "kind": "PREEMPTION",
+    "cause": "CAPACITY_RECLAIM",
+    "severity": "warning",
+    "jobQueue": "ml-training",
+    "quotaShareName": "team-a",
+    "jobs": [{"jobId": "51f245a9", "jobName": "train-0", "statusBefore": "RUNNING"}],
+    "summary": "1 job of team-a preempted: borrowed capacity reclaimed",
+    "occurredAt": "2026-03-16T19:10:00Z",
+    "dedupKey": "ml-training:team-a:CAPACITY_RECLAIM:1",
+}
+SNS_EVENT = {
+    "Records": [
+        {
+            "EventSource": "aws:sns",
+            "EventVersion": "1.0",
+            "Sns": {"Type": "Notification", "MessageId": "1", "Message": json.dumps(_ALERT)},
+        }
+    ]
+}
+
+ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "POWERTOOLS_SERVICE_NAME": "bench",
+    "POWERTOOLS_METRICS_NAMESPACE": "Bench",
+}
+TARGET_RATIO = 1.5
+
+
+def _require_build() -> None:
+    missing = [p for p in (BUILD / LAYER, HOST_NATIVE / ".installed") if not p.exists()]
+    if missing:
+        raise SystemExit(f"no build output ({', '.join(map(str, missing))}): run `make build`")
+
+
+def _sample(handler: str) -> str:
+    name = HANDLERS[handler][1]
+    return (EVENTS / name).read_text() if name else json.dumps(SNS_EVENT)
+
+
+def _code(paths: list[Path], body: str) -> str:
+    return f"import sys\nsys.path[:0] = {[str(p) for p in paths]!r}\n{body}"
+
+
+def handler_code(root: Path, handler: str, native: Path) -> str:
+    """What the handler's fresh interpreter runs: import the handler, parse the sample."""
+    folder, _, parse = HANDLERS[handler]
+    first_call = "".join(f"import {m}\n" for m in ("boto3", *FIRST_CALL[handler]))
+    body = f"import json\nimport app\nevent = json.loads({_sample(handler)!r})\n{parse}{first_call}"
+    return _code([root / folder, native, root / LAYER / "python"], body)
+
+
+def boto3_code(root: Path, native: Path) -> str:
+    """The baseline: only `import boto3`, from the same layer."""
+    return _code([native, root / LAYER / "python"], "import boto3\n")
+
+
+def _run(code: str, env: dict[str, str] | None = None) -> float:
+    """CPU seconds (user + system) of a fresh interpreter running the code: unlike wall time,
+    this does not count the time other processes of a busy machine hold the CPU."""
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-B", "-c", code],
+        env=env or ENV,
+        stdout=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _medians(
+    codes: dict[str, str], repeats: int, env: dict[str, str] | None = None
+) -> dict[str, float]:
+    """Median wall time of a fresh process per code, the codes interleaved in every round."""
+    times: dict[str, list[float]] = {name: [] for name in codes}
+    for code in codes.values():  # warm the page cache once
+        _run(code, env=env)
+    for _ in range(repeats):
+        for name, code in codes.items():
+            times[name].append(_run(code, env=env))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def _source_only_copy(into: Path) -> tuple[Path, Path]:
+    """The build and the host wheels without any .pyc (what a plain `sam build` ships)."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    root, native = into / "build", into / "native"
+    for folder in [LAYER, *(h[0] for h in HANDLERS.values())]:
+        shutil.copytree(BUILD / folder, root / folder, ignore=ignore)
+    shutil.copytree(HOST_NATIVE, native, ignore=ignore)
+    return root, native
+
+
+def import_profile(handler: str, top: int = 6) -> list[tuple[str, float]]:
+    """`python -X importtime` of the handler process: self time per top-level package (ms)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-X",
+            "importtime",
+            "-c",
+            handler_code(BUILD, handler, HOST_NATIVE),
+        ],
+        check=True,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    totals: Counter[str] = Counter()
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        _, self_us, _, name = (part.strip() for part in line.replace(":", "|", 1).split("|"))
+        totals[name.split(".")[0]] += int(self_us) / 1000
+    return [(name, round(ms, 1)) for name, ms in totals.most_common(top)]
+
+
+def _zipped_mb(folder: Path) -> float:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder))
+    return buffer.tell() / 1e6
+
+
+def _unzipped_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def package_sizes() -> dict[str, float]:
+    """Zipped MB of each function plus its layer, and unzipped MB of both."""
+    layer_zip, layer_raw = _zipped_mb(BUILD / LAYER), _unzipped_mb(BUILD / LAYER)
+    out: dict[str, float] = {}
+    for folder, _, _ in HANDLERS.values():
+        out[f"package.{folder}.zipped_mb"] = round(layer_zip + _zipped_mb(BUILD / folder), 2)
+        out[f"package.{folder}.unzipped_mb"] = round(layer_raw + _unzipped_mb(BUILD / folder), 1)
+    return out
+
+
+def tracer_codes() -> dict[str, str]:
+    """boto3 alone, and boto3 plus an enabled Powertools Tracer (X-Ray SDK import + patch)."""
+    paths = [XRAY_SDK, HOST_NATIVE, BUILD / LAYER / "python"]
+    return {
+        "boto3": _code(paths, "import boto3\n"),
+        "tracer": _code(
+            paths, "import boto3\nfrom aws_lambda_powertools import Tracer\nTracer(service='x')\n"
+        ),
+    }
+
+
+def run(repeats: int = 7) -> dict[str, float]:
+    """Measure; returns flat results keyed as in bench/results.json."""
+    _require_build()
+    results: dict[str, float] = {}
+    codes = {h: handler_code(BUILD, h, HOST_NATIVE) for h in HANDLERS}
+    codes["boto3"] = boto3_code(BUILD, HOST_NATIVE)
+    with_bytecode = _medians(codes, repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        root, native = _source_only_copy(Path(tmp))
+        plain = {h: handler_code(root, h, native) for h in HANDLERS}
+        plain["boto3"] = boto3_code(root, native)
+        source_only = _medians(plain, max(3, repeats // 2))
+    base = with_bytecode["boto3"]
+    results["cold_start.boto3.import_ms"] = round(base * 1000, 1)
+    results["cold_start.boto3.import_ms_no_bytecode"] = round(source_only["boto3"] * 1000, 1)
+    for handler in HANDLERS:
+        results[f"cold_start.{handler}.import_ratio"] = round(with_bytecode[handler] / base, 2)
+        results[f"cold_start.{handler}.import_ms"] = round(with_bytecode[handler] * 1000, 1)
+        results[f"cold_start.{handler}.import_ms_no_bytecode"] = round(
+            source_only[handler] * 1000, 1
+        )
+    if XRAY_SDK.exists():
+        env = {**ENV, "LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "false"}
+        traced = _medians(tracer_codes(), repeats, env)
+        results["cold_start.tracer.added_ms"] = round((traced["tracer"] - traced["boto3"]) * 1000)
+        results["cold_start.tracer.boto3_ratio"] = round(traced["tracer"] / traced["boto3"], 2)
+    results.update(package_sizes())
+    print("what dominates a handler's import (python -X importtime, self ms per package):")
+    for handler in HANDLERS:
+        print(f"  {handler:13} " + ", ".join(f"{n} {ms}" for n, ms in import_profile(handler)))
+    return results
