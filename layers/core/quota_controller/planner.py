@@ -304,6 +304,16 @@ def _queue(
             "later, so quota shares are impossible on it: use another jobQueueName"
         )
         return False
+    in_use = next(
+        (p for p in observed.policies.values() if p.arn == current.schedulingPolicyArn), None
+    )
+    if in_use is not None and in_use.quotaSharePolicy is None:
+        out.conflicts.append(
+            f"job queue {queue} uses the fair-share scheduling policy {in_use.name}; a queue's "
+            "policy type cannot change, so it can never hold quota shares: use another "
+            "jobQueueName"
+        )
+        return False
     if current.schedulingPolicyArn != policy_arn:
         if observed.policy is None or observed.policy.arn != policy_arn:
             out.waits.append(f"job queue {queue} waits for its new scheduling policy")
@@ -360,7 +370,7 @@ def _shares(
         desired_tags = _tags(spec.tags, desired.queue)
         applied = desired.applied_share_tags.get(name)
         if applied is not None and dict(applied) != desired_tags:
-            _retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out)
+            _retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
     for name in sorted(observed.shares):
         if name in desired.shares or name in desired.frozen_shares:
             continue
@@ -581,13 +591,21 @@ def _tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
 
 
 def _retag(
-    arn: str, have: Mapping[str, str], want: Mapping[str, str], resource: str, out: Plan
+    arn: str,
+    have: Mapping[str, str],
+    want: Mapping[str, str],
+    resource: str,
+    out: Plan,
+    share: str | None = None,
 ) -> None:
+    # `share` lets status record the share's applied tags (ListQuotaShares returns none).
     add = {k: v for k, v in want.items() if have.get(k) != v}
     remove = sorted(k for k in have if k not in want and not k.startswith("aws:"))
     if add:
         out.actions.append(
-            Action("TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags")
+            Action(
+                "TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags", share=share
+            )
         )
     if remove:
         out.actions.append(
@@ -596,6 +614,7 @@ def _retag(
                 {"resourceArn": arn, "tagKeys": remove},
                 resource,
                 "remove tags " + ", ".join(remove),
+                share=share,
             )
         )
 
