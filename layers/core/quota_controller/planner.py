@@ -254,7 +254,14 @@ def _queue(
     tags = _tags(spec.tags, queue)
     time_limits = [a.model_dump() for a in spec.jobStateTimeLimitActions]
     current = observed.queue
-    env_ready = env is not None and env.status == "VALID"
+    # An update planned in this pass makes the environment UPDATING: attach nothing to it yet.
+    env_updating = any(
+        a.operation == "UpdateServiceEnvironment"
+        and env is not None
+        and a.params.get("serviceEnvironment") == env.serviceEnvironmentArn
+        for a in out.actions
+    )
+    env_ready = env is not None and env.status == "VALID" and not env_updating
     if current is None or current.status == "DELETED":
         if not env_ready or env is None:
             out.waits.append(f"job queue {queue} waits for its service environment to be VALID")

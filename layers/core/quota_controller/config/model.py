@@ -29,6 +29,7 @@ MAX_QUOTA_SHARES = 20
 MAX_CAPACITY_LIMITS = 5
 MAX_TAGS = 50
 NAME_MAX = 128
+INT32_MAX = 2**31 - 1
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
 
 State = Literal["ENABLED", "DISABLED"]
@@ -125,7 +126,8 @@ class CapacityLimit(_Strict):
     """A limit of one instance type: at most `maxCapacity` instances of `capacityUnit`."""
 
     capacityUnit: InstanceType
-    maxCapacity: Annotated[StrictInt, Field(ge=1)]
+    # The API's Integer is 32-bit.
+    maxCapacity: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
 
 
 def _no_duplicate_units(limits: list[CapacityLimit]) -> list[CapacityLimit]:
@@ -207,7 +209,7 @@ class ResourceSharingConfiguration(_Strict):
 
     strategy: Strategy
     # Percent of the share's own maxCapacity it may borrow, per unit; -1 = unlimited (default).
-    borrowLimit: Annotated[StrictInt, Field(ge=-1)] | None = None
+    borrowLimit: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
 
     @model_validator(mode="after")
     def _borrow_limit_needs_lend_and_borrow(self) -> ResourceSharingConfiguration:
