@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
 from quota_controller.config.model import (
+    OWNER_TAG,
     CapacityLimit,
     QueueSettings,
     QuotaShareSpec,
@@ -26,8 +28,6 @@ from quota_controller.observed import (
     ObservedState,
 )
 
-# Marks what the controller created or adopted, so teardown never deletes what it does not own.
-OWNER_TAG = "batch-quota-controller:queue"
 QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
 
 ReductionKind = Literal["limit", "unit-removed", "borrow", "strategy", "disabled", "deleted"]

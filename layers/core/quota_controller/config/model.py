@@ -27,7 +27,9 @@ from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
 
 MAX_QUOTA_SHARES = 20
 MAX_CAPACITY_LIMITS = 5
-MAX_TAGS = 50
+# Batch allows 50 tags on a resource; the controller adds its ownership tag to each.
+MAX_TAGS = 49
+OWNER_TAG = "batch-quota-controller:queue"
 NAME_MAX = 128
 INT32_MAX = 2**31 - 1
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
@@ -98,7 +100,12 @@ def _closest_instance_type(value: str) -> str | None:
 def _check_tags(value: dict[str, str]) -> dict[str, str]:
     problems: list[str] = []
     if len(value) > MAX_TAGS:
-        problems.append(f"has {len(value)} tags; at most {MAX_TAGS} are allowed")
+        problems.append(
+            f"has {len(value)} tags; at most {MAX_TAGS} are allowed (Batch allows 50, and the "
+            f"controller adds its own tag {OWNER_TAG})"
+        )
+    if OWNER_TAG in value:
+        problems.append(f"tag key {OWNER_TAG!r} is set by the controller; leave it out")
     for key, tag_value in value.items():
         if not 1 <= len(key) <= 128:
             problems.append(f"tag key {key[:40]!r} must be 1 to 128 characters (is {len(key)})")
