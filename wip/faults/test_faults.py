@@ -1122,6 +1122,9 @@ def test_a_queue_torn_down_leaves_no_status_behind(stack: LocalStack) -> None:
     stack.advance(2 * stack.shape.resync_seconds)
 
     assert batch_queue(stack, OTHER) is None
+    assert env_limits(stack, f"{OTHER}-env") == [], "the teardown stopped before the environment"
+    policies = stack.batch.list_scheduling_policies()["schedulingPolicies"]
+    assert not [p for p in policies if p["arn"].endswith(f"/{OTHER}-quota-policy")]
     assert stack.status(OTHER)["conditions"] == {}, "a queue that is gone still has status"
 
 
