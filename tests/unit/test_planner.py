@@ -1255,7 +1255,7 @@ def test_plan_does_not_depend_on_listing_order() -> None:
 
     assert forwards == backwards
     assert steps(forwards) == [
+        "UpdateQuotaShare quota share team-c",  # removals first (the 20-share limit)
         "UpdateQuotaShare quota share team-a",
         "UpdateQuotaShare quota share team-b",
-        "UpdateQuotaShare quota share team-c",
     ]

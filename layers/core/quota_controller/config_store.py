@@ -66,12 +66,19 @@ class DynamoConfigStore:
         raise RetryableError(f"{what}: {err}") from err
 
     def load_partition(self, queue: str) -> list[dict[str, Any]]:
-        """Every item of the queue, strongly consistent (the reconcile must see the latest)."""
+        """The queue's config, status and lease items, strongly consistent (the reconcile must
+        see the latest). Change records are left out: they are kept for 90 days in the same
+        partition, and reading them with every reconcile would slow it with every change."""
+        # Two key ranges around `CHANGE#...` ("$" is the character after "#").
+        after_changes = CHANGE_PREFIX[:-1] + chr(ord(CHANGE_PREFIX[-1]) + 1)
         items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "KeyConditionExpression": Key(PARTITION_KEY).eq(queue),
-            "ConsistentRead": True,
-        }
+        for sort_key in (Key(SORT_KEY).lt(CHANGE_PREFIX), Key(SORT_KEY).gte(after_changes)):
+            items.extend(self._query(Key(PARTITION_KEY).eq(queue) & sort_key, "load config"))
+        return items
+
+    def _query(self, condition: Any, what: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"KeyConditionExpression": condition, "ConsistentRead": True}
         try:
             while True:
                 page = self._table.query(**kwargs)
@@ -80,7 +87,7 @@ class DynamoConfigStore:
                     return items
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except (ClientError, BotoCoreError) as err:
-            self._guard("load config", err)
+            self._guard(what, err)
             raise
 
     def write_status(

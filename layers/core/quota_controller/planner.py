@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 # OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
 from quota_controller.config.model import (
+    MAX_QUOTA_SHARES,
     OWNER_TAG,
     CapacityLimit,
     QueueSettings,
@@ -358,15 +359,30 @@ def _shares(
     queue_arn = (
         observed.queue.jobQueueArn if observed.queue else scope.arn(f"job-queue/{desired.queue}")
     )
+    # Removals first: a job queue holds at most MAX_QUOTA_SHARES shares, so a share renamed at
+    # the limit can only be created once the old name is gone (a removed share takes two
+    # passes, disable then delete, and holds its slot until Batch has deleted it).
+    for name in sorted(observed.shares):
+        if name in desired.shares or name in desired.frozen_shares:
+            continue
+        if observed.shares[name].status != "DELETED":  # nothing left to remove
+            _remove_share(observed.shares[name], desired.force, out)
+    free = MAX_QUOTA_SHARES - sum(1 for s in observed.shares.values() if s.status != "DELETED")
     for name in sorted(desired.shares):
         spec = desired.shares[name]
         current = observed.shares.get(name)
-        if current is None:
-            if queue_ready:
+        if current is None or current.status == "DELETED":
+            if not queue_ready:
+                out.waits.append(f"quota share {name} waits for job queue {desired.queue}")
+            elif free <= 0:
+                out.waits.append(
+                    f"quota share {name} waits for a removed share to be deleted (a job queue "
+                    f"holds at most {MAX_QUOTA_SHARES} quota shares)"
+                )
+            else:
+                free -= 1
                 out.actions.append(_create_share(spec, desired.queue, queue_arn))
                 out.waits.append(f"quota share {name} to be created")
-            else:
-                out.waits.append(f"quota share {name} waits for job queue {desired.queue}")
             continue
         if current.transitional:
             out.waits.append(f"quota share {name} is {current.status}")
@@ -378,10 +394,6 @@ def _shares(
         applied = desired.applied_share_tags.get(name)
         if applied is not None and dict(applied) != desired_tags:
             _retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
-    for name in sorted(observed.shares):
-        if name in desired.shares or name in desired.frozen_shares:
-            continue
-        _remove_share(observed.shares[name], desired.force, out)
 
 
 def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:

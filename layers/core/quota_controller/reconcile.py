@@ -20,7 +20,7 @@ from quota_controller.config.items import (
     SHARE_PREFIX,
     SORT_KEY,
     AssembledDocument,
-    is_config_key,
+    is_controller_key,
     share_key,
     validate_items,
 )
@@ -49,7 +49,7 @@ from quota_controller.status import (
 )
 
 Outcome = Literal["converged", "progressing", "blocked", "rejected", "failed", "locked", "absent"]
-# How many alert keys the queue status remembers, so repeated reconciles do not re-alert.
+# At most this many alert keys are remembered in the queue status (a bound on the item size).
 _ALERT_MEMORY = 100
 
 
@@ -95,7 +95,7 @@ def reconcile(queue: str, deps: Deps) -> ReconcileResult:
     if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
         return ReconcileResult(queue, "locked", requeue_after=deps.settings.requeue_seconds)
     try:
-        return _Run(queue, deps, now).run()
+        return _Run(queue, deps, now).run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)
 
@@ -108,14 +108,37 @@ class _Run:
         self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.result = ReconcileResult(queue, "converged")
         items = deps.store.load_partition(queue)
-        self.config = {i[SORT_KEY]: i for i in items if is_config_key(i.get(SORT_KEY))}
+        # Every item the controller did not write is config: a stray sort key (`SHARE-x`) is
+        # reported by the validator instead of hiding a share.
+        self.config = {
+            i[SORT_KEY]: i
+            for i in items
+            if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
+        }
         self.status = {
             i[SORT_KEY]: i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
         }
         self.queue_status = self.status.get(QUEUE_STATUS)
-        self.alerted: list[str] = list((self.queue_status or {}).get("alerted", []))
+        # Alerts already sent for problems that still stand (so repeated reconciles stay
+        # quiet), and the keys of what this run found: only those are remembered, so a problem
+        # that is fixed and later comes back is alerted again.
+        self.alerted = frozenset((self.queue_status or {}).get("alerted", []))
+        self.raised: list[str] = []
+        # Alerts that could not be published: the run still writes status, then raises
+        # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
+        self.unsent: list[str] = []
 
     # -- the steps ---------------------------------------------------------------------------
+
+    def run_and_report(self) -> ReconcileResult:
+        try:
+            result = self.run()
+        except RetryableError:
+            self._remember_alerts()
+            raise
+        if self.unsent:
+            raise RetryableError("; ".join(self.unsent))
+        return result
 
     def run(self) -> ReconcileResult:
         if not self.config and self.queue_status is None:
@@ -133,12 +156,16 @@ class _Run:
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
         decided, self.result.held_change = guard_plan(the_plan, desired, self.deps.batch)
-        failure = self._apply(decided, observed)
-        self._alert_risks(decided)
+        # Warn before a reduction preempts anything: a risky change whose alert cannot be
+        # published now waits for the next attempt instead of being applied unannounced.
+        unannounced = self._alert_risks(decided)
+        failure = self._apply(decided, observed, unannounced)
         self._finish(desired, observed, report, the_plan, decided, failure)
         return self.result
 
-    def _apply(self, decided: list[GuardedAction], observed: ObservedState) -> str | None:
+    def _apply(
+        self, decided: list[GuardedAction], observed: ObservedState, unannounced: set[str | None]
+    ) -> str | None:
         records: list[dict[str, Any]] = []
         failure: str | None = None
         seq = itertools.count()
@@ -148,6 +175,13 @@ class _Run:
                     self.result.held.append(guarded)
                     continue
                 action = guarded.action
+                if guarded.risks and action.share in unannounced:
+                    failure = (
+                        f"{action.summary}: not applied, its PREEMPTION_RISK alert could not be "
+                        "published (retried with the next attempt)"
+                    )
+                    self.result.errors.append(failure)
+                    break
                 try:
                     self.deps.batch.execute(action)
                 except ActionFailed as exc:
@@ -178,7 +212,7 @@ class _Run:
             SORT_KEY: f"{CHANGE_PREFIX}{change_id}",
             "changeId": change_id,
             "at": self.stamp,
-            "by": by,
+            "by": None if by is None else str(by),  # a console edit may store any type
             "operation": action.operation,
             "resource": action.resource,
             "quotaShareName": action.share,
@@ -382,8 +416,8 @@ class _Run:
                 and key[len(STATUS_PREFIX + "SHARE#") :] not in names
             ):
                 deletes.append(key)
-        if desired.settings is None and observed.queue is None and not observed.shares:
-            # Torn down: nothing is left to describe.
+        if desired.settings is None and _torn_down(observed, the_plan):
+            # Torn down: nothing is left to describe (and the resync stops listing the queue).
             deletes = list(self.status)
             items = []
         self._write(items, deletes)
@@ -475,7 +509,7 @@ class _Run:
             SORT_KEY: QUEUE_STATUS,
             "observedGeneration": gen,
             "conditions": conditions(self.queue_status, conds, gen, self.stamp),
-            "alerted": self.alerted[-_ALERT_MEMORY:],
+            "alerted": self.raised[-_ALERT_MEMORY:],
             "managed": (self.queue_status or {}).get("managed", {}),
             "updatedAt": self.stamp,
         }
@@ -487,12 +521,30 @@ class _Run:
 
     # -- alerts ------------------------------------------------------------------------------
 
-    def _publish(self, alert: Alert) -> None:
-        if alert.dedupKey in self.alerted:
+    def _publish(self, alert: Alert) -> bool:
+        """Publish unless already sent; False when it could not be published (see `unsent`)."""
+        if alert.dedupKey in self.raised:
+            return True
+        if alert.dedupKey not in self.alerted:
+            try:
+                self.deps.notifier.publish(alert)
+            except RetryableError as exc:
+                self.unsent.append(str(exc))
+                return False
+            self.result.alerts.append(alert)
+        self.raised.append(alert.dedupKey)
+        return True
+
+    def _remember_alerts(self) -> None:
+        """A run cut short by a retryable error still remembers the alerts it published, so
+        the retry does not send them again."""
+        sent = [k for k in self.raised if k not in self.alerted]
+        if not sent:
             return
-        self.deps.notifier.publish(alert)
-        self.alerted.append(alert.dedupKey)
-        self.result.alerts.append(alert)
+        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
+        item["alerted"] = [*(item.get("alerted") or []), *sent][-_ALERT_MEMORY:]
+        item["updatedAt"] = self.stamp
+        self.deps.store.write_status(self.queue, [item], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share: dict[str, list[str]] = {}
@@ -519,7 +571,10 @@ class _Run:
             )
         self.result.errors.extend(m for ms in by_share.values() for m in ms)
 
-    def _alert_risks(self, decided: list[GuardedAction]) -> None:
+    def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
+        """Publish PREEMPTION_RISK alerts; returns the shares (None: the environment) whose
+        alert could not be published."""
+        unannounced: set[str | None] = set()
         risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
         by_share: dict[str | None, list[GuardedAction]] = {}
         for guarded in risky:
@@ -551,7 +606,7 @@ class _Run:
                     "Set reductionPolicy: warn to apply it now",
                 ],
             }.get(decision, [])
-            self._publish(
+            sent = self._publish(
                 Alert(
                     kind="PREEMPTION_RISK",
                     severity="warning",
@@ -573,6 +628,9 @@ class _Run:
                     else None,
                 )
             )
+            if not sent:
+                unannounced.add(share)
+        return unannounced
 
 
 def _alert_job(job: ActiveJob) -> AlertJob:
@@ -607,6 +665,23 @@ def _managed(
             {n for n in old_envs if n and n != environment and alive_env(n)}
         ),
     }
+
+
+def _torn_down(observed: ObservedState, the_plan: Plan) -> bool:
+    """Nothing of a removed queue is left in Batch: no request to make, nothing to wait for,
+    and every resource gone or DELETED (Batch lists deleted resources for a while)."""
+
+    def gone(resource: Any) -> bool:
+        return resource is None or resource.status == "DELETED"
+
+    return (
+        not the_plan.actions
+        and not the_plan.waits
+        and gone(observed.queue)
+        and all(gone(s) for s in observed.shares.values())
+        and all(gone(e) for e in observed.environments.values())
+        and not observed.policies
+    )
 
 
 def _keep(previous: Mapping[str, Any] | None, kind: str) -> Condition:

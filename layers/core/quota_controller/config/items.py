@@ -45,6 +45,11 @@ def is_config_key(sort_key: object) -> bool:
     )
 
 
+def is_controller_key(sort_key: object) -> bool:
+    """True for the sort keys the controller writes (status, change records, the lease)."""
+    return isinstance(sort_key, str) and sort_key.startswith(CONTROLLER_PREFIXES)
+
+
 def document_to_items(
     raw: Mapping[str, Any], *, bookkeeping: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
@@ -148,6 +153,14 @@ def items_to_document(queue: str, items: Iterable[Mapping[str, Any]]) -> Assembl
                     "queue name is the key, so leave it out or make them equal",
                 )
             )
+    if "quotaShares" in queue_item:
+        result.problems.append(
+            Problem(
+                ("quotaShares",),
+                f"the {QUEUE_ITEM} item must not hold quotaShares: each share is its own item "
+                f"'{SHARE_PREFIX}<quotaShareName>' (quotactl apply splits a document that way)",
+            )
+        )
     raw: dict[str, Any] = dict(queue_item)
     raw_shares: list[dict[str, Any]] = []
     for index, (key, share) in enumerate(sorted(shares)):
