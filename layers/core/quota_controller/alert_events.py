@@ -31,6 +31,7 @@ from quota_controller.alerts.classify import (
 from quota_controller.alerts.events import BatchEvent, JobDetail
 from quota_controller.alerts.model import Alert
 from quota_controller.config.items import SORT_KEY, is_config_key, validate_items
+from quota_controller.log_safety import loggable
 from quota_controller.ports import ConfigStore, Notifier, RetryableError
 
 
@@ -126,7 +127,7 @@ def handle_alert_batch(
             batch_event = BatchEvent.model_validate(json.loads(record.get("body") or ""))
             job_id = batch_event.job_id()
         except (ValueError, ValidationError) as exc:
-            say("malformed event", message_id=message_id, error=str(exc)[:500])
+            say("malformed event", message_id=message_id, error=loggable(exc))
             outcome.malformed.append(message_id)
             failed.add(message_id)
             continue
@@ -137,7 +138,7 @@ def handle_alert_batch(
                     described[job_id] = JobDetail.model_validate(raw) if raw else None
                 except ValidationError as exc:
                     # Work from the event alone rather than fail the batch.
-                    say("unreadable DescribeServiceJob answer", job_id=job_id, error=str(exc)[:300])
+                    say("unreadable DescribeServiceJob answer", job_id=job_id, error=loggable(exc))
                     described[job_id] = None
             obs = observe(batch_event, described[job_id])
             if obs is None or obs.queue is None:
@@ -164,36 +165,48 @@ def handle_alert_batch(
         by_key.setdefault(entry[0].dedup_key, []).append(entry)
     claimed: list[tuple[Observation, Verdict, Context]] = []
     new_keys: dict[str, list[str]] = {}
+    settled: set[str] = set()  # keys whose claims are confirmed or released
     sources: dict[str, list[str]] = {}
-    for key, entries in by_key.items():
-        obs = merge([e[0] for e in entries])
-        ctx = entries[0][1]
-        fresh = [k for k in obs.claim_keys if deps.claims.claim(k)]
-        outcome.duplicates += len(entries) - (1 if fresh else 0)
-        if not fresh:
-            continue
-        new_keys[key] = fresh
-        sources[key] = [e[2] for e in entries]
-        claimed.append((obs, classify(obs, ctx), ctx))
+    try:
+        for key, entries in by_key.items():
+            obs = merge([e[0] for e in entries])
+            ctx = entries[0][1]
+            fresh = [k for k in obs.claim_keys if deps.claims.claim(k)]
+            outcome.duplicates += len(entries) - (1 if fresh else 0)
+            if not fresh:
+                continue
+            new_keys[key] = fresh
+            sources[key] = [e[2] for e in entries]
+            claimed.append((obs, classify(obs, ctx), ctx))
 
-    contexts_by_queue = {obs.queue: ctx for obs, _, ctx in claimed}
-    for g in group([(obs, verdict) for obs, verdict, _ in claimed]):
-        alert = build_alert(g, contexts_by_queue[g.queue])
-        keys = [o.dedup_key for o in g.observations]
-        try:
-            deps.notifier.publish(alert)
-        except RetryableError as exc:
-            say("publish failed", dedup_key=alert.dedupKey, error=str(exc))
+        contexts_by_queue = {obs.queue: ctx for obs, _, ctx in claimed}
+        for g in group([(obs, verdict) for obs, verdict, _ in claimed]):
+            alert = build_alert(g, contexts_by_queue[g.queue])
+            keys = [o.dedup_key for o in g.observations]
+            try:
+                deps.notifier.publish(alert)
+            except RetryableError as exc:
+                say("publish failed", dedup_key=alert.dedupKey, error=str(exc))
+                for key in keys:
+                    for claim in new_keys[key]:
+                        deps.claims.release(claim)
+                    settled.add(key)
+                    failed.update(sources.get(key, []))
+                outcome.failed.append(alert.dedupKey)
+                continue
             for key in keys:
                 for claim in new_keys[key]:
+                    deps.claims.confirm(claim)
+                settled.add(key)
+            outcome.published.append(alert)
+    except BaseException:
+        # Whatever broke (a bug, a timeout), nothing unpublished stays claimed: the retry of
+        # this batch must still alert it.
+        for key, claims in new_keys.items():
+            if key not in settled:
+                for claim in claims:
                     deps.claims.release(claim)
-                failed.update(sources.get(key, []))
-            outcome.failed.append(alert.dedupKey)
-            continue
-        for key in keys:
-            for claim in new_keys[key]:
-                deps.claims.confirm(claim)
-        outcome.published.append(alert)
+        raise
     response = {"batchItemFailures": [{"itemIdentifier": m} for m in sorted(failed)]}
     return response, outcome
 

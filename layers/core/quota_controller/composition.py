@@ -60,6 +60,9 @@ def settings() -> Settings:
 def _session() -> Any:
     import boto3
 
+    from quota_controller.log_safety import hide_bodies
+
+    hide_bodies()  # before the first client: at DEBUG botocore logs bodies (payloads, secrets)
     return boto3.session.Session()
 
 

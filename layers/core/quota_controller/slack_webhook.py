@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import logging
 import re
 import urllib.error
 import urllib.request
@@ -37,6 +36,7 @@ from urllib.parse import urlsplit
 
 from quota_controller.alerts.model import Alert
 from quota_controller.alerts.slack import slack_message
+from quota_controller.log_safety import hide_bodies
 from quota_controller.ports import RetryableError
 
 SLACK_ORIGINS = ("https://hooks.slack.com",)
@@ -82,19 +82,6 @@ def webhook_url(secret: str | bytes, allowed_origins: Sequence[str] = SLACK_ORIG
         allowed = ", ".join(f"{o}{WEBHOOK_PATH}..." for o in allowed_origins)
         raise WebhookConfigError(f"the webhook secret is not a Slack webhook URL ({allowed})")
     return text
-
-
-class _NoResponseBodies(logging.Filter):
-    """Drops botocore's DEBUG line with each response body: GetSecretValue's holds the URL."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Response body")
-
-
-def _hide_response_bodies() -> None:
-    parsers = logging.getLogger("botocore.parsers")
-    if not any(isinstance(f, _NoResponseBodies) for f in parsers.filters):
-        parsers.addFilter(_NoResponseBodies())
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -144,7 +131,7 @@ class SlackWebhook:
 
         if not self._secret_id:
             raise WebhookConfigError("SLACK_WEBHOOK_SECRET_ARN is not set")
-        _hide_response_bodies()
+        hide_bodies()  # Powertools builds its own client: GetSecretValue's answer holds the URL
         secret = parameters.get_secret(self._secret_id, max_age=self._max_age)
         return webhook_url(secret, self._allowed_origins)
 

@@ -38,6 +38,7 @@ from quota_controller.alerts.model import (
     ChangeRef,
     Severity,
 )
+from quota_controller.alerts.render import one_line
 from quota_controller.capacity import share_capacities
 from quota_controller.config.model import QuotaDocument
 
@@ -289,7 +290,7 @@ def _reduction_change(obs: Observation, ctx: Context) -> ChangeRef | None:
         return ChangeRef(
             id=str(record.get("changeId", "")),
             at=str(record.get("at")),
-            by=record.get("by"),
+            by=None if record.get("by") is None else str(record.get("by")),
             before=dict(record.get("before") or {}),
             after=dict(record.get("after") or {}),
         )
@@ -381,14 +382,19 @@ def group(classified: Sequence[tuple[Observation, Verdict]]) -> list[Group]:
 
 
 def build_alert(g: Group, ctx: Context) -> Alert:
-    """The alert for one group: summary, detail and next steps a person can act on."""
+    """The alert for one group: summary, detail and next steps a person can act on.
+
+    Names, reasons and authors are quoted on one printable line each (`one_line`): a line break
+    in a job name must not add lines to the prose. The alert's fields keep them as they are.
+    """
     verdict = g.verdict
     jobs = [_alert_job(o) for o in g.observations]
-    names = ", ".join(o.job_name or o.job_id for o in g.observations[:5])
+    names = ", ".join(one_line(o.job_name or o.job_id) for o in g.observations[:5])
     more = f" and {len(jobs) - 5} more" if len(jobs) > 5 else ""
     n = len(jobs)
     noun = "job" if n == 1 else "jobs"
-    share = g.share or "?"
+    share = one_line(g.share or "") or "?"
+    queue = one_line(g.queue)
     failed = any(o.status_after == "FAILED" for o in g.observations)
     severity: Severity = "critical" if failed else "warning"
     if verdict.kind == "JOB_STUCK":
@@ -396,21 +402,22 @@ def build_alert(g: Group, ctx: Context) -> Alert:
     elif verdict.cause == "QUOTA_REDUCTION":
         change = verdict.change
         assert change is not None
-        who = f" by {change.by}" if change.by else ""
+        who = f" by {one_line(change.by)}" if change.by else ""
         summary = f"{n} {noun} of {share} preempted: quota lowered{who}"
         detail = (
-            f"Quota share {share} of {g.queue} had its capacity lowered at {change.at}{who} "
-            f"(change {change.id}); usage above the new limit was preempted: {names}{more}."
+            f"Quota share {share} of {queue} had its capacity lowered at {one_line(change.at)}"
+            f"{who} (change {one_line(change.id)}); usage above the new limit was preempted: "
+            f"{names}{more}."
         )
         steps = [
             "Raise the share's limit again if these jobs must run now",
-            f"quotactl history {g.queue} shows the change",
+            f"quotactl history {queue} shows the change",
         ]
     elif verdict.cause == "CAPACITY_RECLAIM":
-        owner = f" by {verdict.reclaimed_by}" if verdict.reclaimed_by else ""
+        owner = f" by {one_line(verdict.reclaimed_by)}" if verdict.reclaimed_by else ""
         summary = f"{n} {noun} of {share} preempted: borrowed capacity reclaimed{owner}"
         detail = (
-            f"Quota share {share} of {g.queue} was running on capacity borrowed from another "
+            f"Quota share {share} of {queue} was running on capacity borrowed from another "
             f"share; the owner{owner} needed it back: {names}{more}. "
             "Cross-share preemption is always on for borrowed capacity."
         )
@@ -422,16 +429,16 @@ def build_alert(g: Group, ctx: Context) -> Alert:
     elif verdict.cause == "IN_SHARE_PRIORITY":
         summary = f"{n} {noun} of {share} preempted by a higher-priority job of the same share"
         detail = (
-            f"Quota share {share} of {g.queue} has in-share preemption on; a higher-priority "
+            f"Quota share {share} of {queue} has in-share preemption on; a higher-priority "
             f"job took the capacity of: {names}{more}."
         )
         steps = [
             "Raise the jobs' schedulingPriority, or set inSharePreemption: DISABLED",
         ]
     else:
-        raw = g.observations[0].reason or "no reason given"
+        raw = one_line(g.observations[0].reason, None) or "no reason given"
         summary = f"{n} {noun} of {share} preempted (cause unknown)"
-        detail = f"Batch preempted {names}{more} in {g.queue}. Batch's reason: {raw}"
+        detail = f"Batch preempted {names}{more} in {queue}. Batch's reason: {raw}"
         steps = ["Check recent changes (quotactl history) and the queue snapshot"]
     if failed and verdict.kind == "PREEMPTION":
         steps.insert(
@@ -451,7 +458,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
         detail=detail,
         nextSteps=steps,
         occurredAt=min(o.occurred_at for o in g.observations).isoformat().replace("+00:00", "Z"),
-        dedupKey=f"{g.queue}:{share}:{verdict.cause or verdict.kind}:{digest}",
+        dedupKey=f"{g.queue}:{g.share or '?'}:{verdict.cause or verdict.kind}:{digest}",
     )
 
 
@@ -471,9 +478,9 @@ def _alert_job(o: Observation) -> AlertJob:
 
 def _stuck_text(g: Group, ctx: Context) -> tuple[str, str, list[str]]:
     obs = g.observations[0]
-    share = g.share or "?"
+    share = one_line(g.share or "") or "?"
     n = len(g.observations)
-    need = ", ".join(f"{q:g} x {u}" for u, q in obs.usage.items()) or "its instances"
+    need = ", ".join(f"{q:g} x {one_line(u)}" for u, q in obs.usage.items()) or "its instances"
     limits = ""
     if ctx.document is not None:
         caps = [c for c in share_capacities(ctx.document) if c.share == g.share]
@@ -494,5 +501,5 @@ def _stuck_text(g: Group, ctx: Context) -> tuple[str, str, list[str]]:
     steps.append("Add a jobStateTimeLimitActions TERMINATE rule so such jobs do not wait forever")
     summary = f"{n} job(s) of {share} can never run: {why}"
     detail = f"The job needs {need}. " + (f"Share {share}: {limits}. " if limits else "")
-    detail += f"Batch's reason: {obs.reason}"
+    detail += f"Batch's reason: {one_line(obs.reason, None)}"
     return summary, detail, steps

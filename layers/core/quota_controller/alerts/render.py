@@ -3,20 +3,53 @@
 - `default` and `email`: readable text;
 - `sqs` and `lambda`: the alert JSON (schemaVersion "1"), for automation;
 - `https`: an Amazon Q Developer in chat applications custom notification (Slack, Teams).
-User-controlled strings (job, share and queue names) are escaped for Slack mrkdwn so that a job
-name cannot inject links or mentions.
+User-controlled strings (job, share and queue names, Batch's reasons, who made a change) are
+escaped for Slack mrkdwn so that a job name cannot inject links or mentions, and flattened to one
+printable line in the text so that it cannot add lines (a forged "Next steps:") or hide and
+reorder characters. The JSON bodies carry them unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
-from quota_controller.alerts.model import Alert
+from quota_controller.alerts.model import Alert, AlertJob
 
 _ICON = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
 # SNS caps a message at 256 KB; keep bodies well below it even for large groups.
 _MAX_JOBS_LISTED = 50
+# One user string in the text: Batch names take at most 128 characters, free text more.
+NAME_MAX = 200
+# Zero-width (non-)joiners are format characters that emoji and some scripts need.
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def _shown(char: str) -> str:
+    """The character, or its escaped code point if it is invisible or acts on the text around
+    it: C0/C1 controls (DEL too), bidi overrides and isolates, lone surrogates."""
+    if unicodedata.category(char) in ("Cc", "Cf", "Cs") and char not in _JOINERS:
+        return char.encode("unicode_escape").decode("ascii")
+    return char
+
+
+def one_line(text: str, limit: int | None = NAME_MAX) -> str:
+    """`text` as one printable line: each run of whitespace (line breaks, tabs) becomes one
+    space, control and bidi characters show as their code point (`\\u202e`), other Unicode
+    stays as it is. Longer than `limit`: cut, ending with an ellipsis (never inside an escape).
+    """
+    pieces = [_shown(c) for c in " ".join(text.split())]
+    if limit is None or sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    kept: list[str] = []
+    size = 0
+    for piece in pieces:
+        if size + len(piece) > limit - 1:
+            break
+        kept.append(piece)
+        size += len(piece)
+    return "".join(kept).rstrip() + "\u2026"
 
 
 def subject(alert: Alert) -> str:
@@ -27,40 +60,41 @@ def subject(alert: Alert) -> str:
 
 
 def text_body(alert: Alert) -> str:
-    """The readable text for e-mail and the default body."""
-    lines = [alert.summary, ""]
+    """The readable text for e-mail and the default body; each user string on its own line."""
+    lines = [one_line(alert.summary, None), ""]
     if alert.detail:
-        lines += [alert.detail, ""]
-    lines.append(f"Job queue: {alert.jobQueue}")
+        # The detail's own line breaks are ours (one problem per line); names in it are not.
+        lines += [one_line(line, None) for line in alert.detail.split("\n")] + [""]
+    lines.append(f"Job queue: {one_line(alert.jobQueue)}")
     if alert.quotaShareName:
-        lines.append(f"Quota share: {alert.quotaShareName}")
+        lines.append(f"Quota share: {one_line(alert.quotaShareName)}")
     if alert.cause:
         lines.append(f"Cause: {alert.cause}")
     if alert.change:
         change = alert.change
-        lines.append(
-            f"Change: {change.id} at {change.at}" + (f" by {change.by}" if change.by else "")
-        )
+        by = f" by {one_line(change.by)}" if change.by else ""
+        lines.append(f"Change: {one_line(change.id)} at {one_line(change.at)}{by}")
     if alert.jobs:
         lines += ["", f"Jobs ({len(alert.jobs)}):"]
         for job in alert.jobs[:_MAX_JOBS_LISTED]:
-            usage = ", ".join(f"{u.quantity:g} x {u.capacityUnit}" for u in job.capacityUsage)
-            moved = (
-                f" {job.statusBefore} -> {job.statusAfter}"
-                if job.statusBefore and job.statusAfter
-                else (f" {job.statusBefore}" if job.statusBefore else "")
-            )
-            lines.append(
-                f"  - {job.jobName or job.jobId} ({job.jobId}){moved}"
-                + (f" [{usage}]" if usage else "")
-            )
+            lines.append(_job_line(job))
         if len(alert.jobs) > _MAX_JOBS_LISTED:
             lines.append(f"  ... and {len(alert.jobs) - _MAX_JOBS_LISTED} more")
     if alert.nextSteps:
         lines += ["", "Next steps:"]
-        lines += [f"  {i}. {step}" for i, step in enumerate(alert.nextSteps, 1)]
-    lines += ["", f"Occurred at {alert.occurredAt} (kind {alert.kind}, key {alert.dedupKey})"]
+        lines += [f"  {i}. {one_line(step, None)}" for i, step in enumerate(alert.nextSteps, 1)]
+    when, key = one_line(alert.occurredAt), one_line(alert.dedupKey, None)
+    lines += ["", f"Occurred at {when} (kind {alert.kind}, key {key})"]
     return "\n".join(lines)
+
+
+def _job_line(job: AlertJob) -> str:
+    job_id = one_line(job.jobId)
+    before, after = (one_line(s) if s else "" for s in (job.statusBefore, job.statusAfter))
+    moved = f" {before} -> {after}" if before and after else (f" {before}" if before else "")
+    usage = ", ".join(f"{u.quantity:g} x {one_line(u.capacityUnit)}" for u in job.capacityUsage)
+    name = one_line(job.jobName or "") or job_id
+    return f"  - {name} ({job_id}){moved}" + (f" [{usage}]" if usage else "")
 
 
 def mrkdwn_escape(text: str) -> str:
@@ -74,7 +108,7 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
     """An Amazon Q Developer in chat applications custom notification for this alert."""
     description = mrkdwn_escape(alert.detail or alert.summary)
     if alert.jobs:
-        names = ", ".join(mrkdwn_escape(j.jobName or j.jobId) for j in alert.jobs[:10])
+        names = ", ".join(mrkdwn_escape(one_line(j.jobName or j.jobId)) for j in alert.jobs[:10])
         more = f" and {len(alert.jobs) - 10} more" if len(alert.jobs) > 10 else ""
         description += f"\nJobs: {names}{more}"
     thread = f"{alert.jobQueue}/{alert.quotaShareName or '-'}"
@@ -92,7 +126,7 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
             "title": mrkdwn_escape(f"{_ICON[alert.severity]} {alert.summary}"),
             "description": description,
             "nextSteps": [mrkdwn_escape(s) for s in alert.nextSteps],
-            "keywords": [mrkdwn_escape(k) for k in keywords],
+            "keywords": [mrkdwn_escape(one_line(k)) for k in keywords],
         },
         "metadata": {
             "threadId": thread,

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from quota_controller.alerts.model import Alert, AlertJob
-from quota_controller.alerts.render import mrkdwn_escape
+from quota_controller.alerts.render import mrkdwn_escape, one_line
 
 # Slack's limits: header text, section text, one section field, the fallback we choose to send.
 HEADER_MAX = 150
@@ -38,8 +38,9 @@ def slack_escape(text: str) -> str:
 
 
 def _code(text: str) -> str:
-    """An identifier in a code span; a backtick or line break cannot end the span early."""
-    flat = " ".join(text.split()).replace("`", "\u02cb")
+    """An identifier in a code span, on one line (see `one_line`); a backtick or line break cannot
+    end the span early."""
+    flat = one_line(text, None).replace("`", "\u02cb")
     return f"`{slack_escape(flat)}`" if flat else "-"
 
 
