@@ -19,7 +19,7 @@ def record(logger: str, msg: str, *args: object) -> logging.LogRecord:
 @pytest.fixture
 def botocore_loggers(monkeypatch: pytest.MonkeyPatch) -> None:
     """botocore's loggers as a fresh process has them, restored afterwards."""
-    for name in ("botocore.parsers", "botocore.endpoint"):
+    for name in ("botocore.parsers", "botocore.endpoint", "botocore.auth"):
         monkeypatch.setattr(logging.getLogger(name), "filters", [])
 
 
@@ -35,6 +35,14 @@ def botocore_loggers(monkeypatch: pytest.MonkeyPatch) -> None:
             ("op", {"body": SECRET}),
             False,
         ),
+        (
+            "botocore.endpoint",
+            "Sending http request: %s",
+            ("<AWSPreparedRequest headers={'X-Amz-Security-Token': b'" + SECRET + "'}>",),
+            False,
+        ),
+        ("botocore.auth", "CanonicalRequest:\n%s", ("x-amz-security-token:" + SECRET,), False),
+        ("botocore.auth", "Calculating signature using v4 auth.", (), True),
         ("botocore.endpoint", "Setting %s timeout as %s", ("batch", (5, 20)), True),
         ("botocore.hooks", "Event %s: calling handler %s", ("before-call", "h"), True),
     ],

@@ -14,30 +14,35 @@ import logging
 
 from pydantic import ValidationError
 
-# botocore's DEBUG lines that quote a body (the messages are botocore's own).
+# botocore's DEBUG lines that quote a body or a credential (the messages are botocore's own).
 _BODY_LINES = {
-    "botocore.endpoint": "Making request for",  # the request dict: url, headers and body
-    "botocore.parsers": "Response body",
+    # the request dict (url, headers, body), then the prepared request (headers: the session
+    # token of the function's role)
+    "botocore.endpoint": ("Making request for", "Sending http request"),
+    "botocore.parsers": ("Response body",),
+    # the canonical request signs the x-amz-security-token header with its value
+    "botocore.auth": ("CanonicalRequest",),
 }
 
 
 class _NoBodies(logging.Filter):
-    """Drops the lines of one botocore logger that start with `prefix`."""
+    """Drops the lines of one botocore logger that start with one of `prefixes`."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefixes: tuple[str, ...]):
         super().__init__()
-        self.prefix = prefix
+        self.prefixes = prefixes
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefix)
+        return not str(record.msg).startswith(self.prefixes)
 
 
 def hide_bodies() -> None:
-    """Keep request and response bodies out of botocore's DEBUG log (idempotent)."""
-    for name, prefix in _BODY_LINES.items():
+    """Keep request and response bodies and credentials out of botocore's DEBUG log
+    (idempotent)."""
+    for name, prefixes in _BODY_LINES.items():
         logger = logging.getLogger(name)
         if not any(isinstance(f, _NoBodies) for f in logger.filters):
-            logger.addFilter(_NoBodies(prefix))
+            logger.addFilter(_NoBodies(prefixes))
 
 
 def loggable(exc: Exception, limit: int = 500) -> str:
