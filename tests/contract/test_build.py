@@ -166,7 +166,8 @@ origins = {{
 }}
 print(json.dumps({{"outside": outside, "origins": origins, "result": result,
                   "callable": callable(app.lambda_handler),
-                  "xray": "aws_xray_sdk" in sys.modules}}))
+                  "xray": "aws_xray_sdk" in sys.modules,
+                  "parser": "aws_lambda_powertools.utilities.parser.models" in sys.modules}}))
 """
 
 # Offline invocations that touch no AWS API: records that fail to parse.
@@ -251,6 +252,12 @@ def test_built_handlers_run_offline() -> None:
         "batchItemFailures": [{"itemIdentifier": "3c1a2b4d-0000-4000-8000-000000000001"}]
     }
     assert run_built("Alert")["result"] == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+
+
+def test_the_reconcile_handler_skips_powertools_parser_models() -> None:
+    # Powertools' batch utility builds its parser models (pydantic, unused here, about 25 ms of
+    # cold start) only when pydantic is loaded first: the handler imports it before pydantic.
+    assert run_built("Reconcile")["parser"] is False
 
 
 def test_built_handlers_run_with_tracing_on_without_the_xray_sdk() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
+from quota_controller.batch_reader import call, error_message, is_retryable
 from quota_controller.impact import ACTIVE_STATUSES, ActiveJob
 from quota_controller.observed import (
     ObservedEnvironment,
@@ -26,28 +27,6 @@ from quota_controller.observed import (
 )
 from quota_controller.planner import Action, Scope
 from quota_controller.ports import ActionFailed, RetryableError
-
-_RETRYABLE_CODES = frozenset(
-    {
-        "TooManyRequestsException",
-        "ThrottlingException",
-        "Throttling",
-        "ServerException",
-        "ServiceUnavailable",
-        "InternalFailure",
-        "RequestTimeout",
-    }
-)
-
-
-def _is_retryable(err: ClientError) -> bool:
-    code = err.response.get("Error", {}).get("Code", "")
-    status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    return code in _RETRYABLE_CODES or status == 429 or status >= 500
-
-
-def _message(err: ClientError) -> str:
-    return str(err.response.get("Error", {}).get("Message") or err)
 
 
 class BotoBatchGateway:
@@ -63,15 +42,7 @@ class BotoBatchGateway:
         return self._scope
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
-        try:
-            result: dict[str, Any] = getattr(self._client, operation)(**params)
-            return result
-        except ClientError as err:
-            if _is_retryable(err):
-                raise RetryableError(f"{operation}: {_message(err)}") from err
-            raise
-        except BotoCoreError as err:  # connection errors, timeouts after retries
-            raise RetryableError(f"{operation}: {err}") from err
+        return call(self._client, operation, **params)
 
     def observe(
         self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
@@ -125,8 +96,8 @@ class BotoBatchGateway:
         try:
             yield from pages
         except ClientError as err:
-            if _is_retryable(err):
-                raise RetryableError(_message(err)) from err
+            if is_retryable(err):
+                raise RetryableError(error_message(err)) from err
             raise
         except BotoCoreError as err:
             raise RetryableError(str(err)) from err
@@ -172,7 +143,7 @@ class BotoBatchGateway:
         try:
             self._call(xform_name(action.operation), **action.params)
         except ClientError as err:
-            message = _message(err)
+            message = error_message(err)
             if action.operation.startswith("Create") and "already exist" in message.lower():
                 return
             raise ActionFailed(action, message) from err
@@ -186,28 +157,3 @@ def _pick_policy(
         if name and name in by_name:
             return ObservedPolicy.model_validate(by_name[name])
     return ObservedPolicy.model_validate(policies[0]) if policies else None
-
-
-class BotoAlertReader:
-    """What the alert pipeline reads from Batch: one job, one queue snapshot."""
-
-    def __init__(self, client: Any):
-        self._gateway = BotoBatchGateway(client, Scope("", ""))
-
-    def describe_job(self, job_id: str) -> dict[str, Any] | None:
-        """DescribeServiceJob; None when the job no longer exists."""
-        try:
-            return self._gateway._call("describe_service_job", jobId=job_id)
-        except ClientError as err:
-            if "does not exist" in _message(err).lower() or "not found" in _message(err).lower():
-                return None
-            raise
-
-    def snapshot(self, queue: str) -> dict[str, Any] | None:
-        """GetJobQueueSnapshot; None when the queue is gone."""
-        try:
-            return self._gateway._call("get_job_queue_snapshot", jobQueue=queue)
-        except ClientError as err:
-            if "does not exist" in _message(err).lower():
-                return None
-            raise

@@ -118,7 +118,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
 
 def requeuer() -> Any:
     """The requeue queue, as a Requeuer."""
-    from quota_controller.reconcile_events import SqsRequeuer
+    from quota_controller.requeue import SqsRequeuer
 
     s = settings()
     return SqsRequeuer(client("sqs"), s.REQUEUE_QUEUE_URL, clock(), s.REQUEUE_MAX_SQS_DELAY)
@@ -146,7 +146,7 @@ def alert_deps(context: Any) -> Any:
     )
 
     from quota_controller.alert_events import AlertDeps, IdempotencyClaims
-    from quota_controller.batch_gateway import BotoAlertReader
+    from quota_controller.batch_reader import BotoAlertReader
     from quota_controller.sns_notifier import SnsNotifier
 
     s = settings()
@@ -174,7 +174,7 @@ def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageRe
 
     if is_metrics_disabled():
         return UsageReport(disabled=True)
-    from quota_controller.batch_gateway import BotoAlertReader
+    from quota_controller.batch_reader import BotoAlertReader
 
     return publish_share_usage(
         queues,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from quota_controller.alerts.model import Alert
-from quota_controller.impact import ActiveJob
-from quota_controller.observed import ObservedState
-from quota_controller.planner import Action, Scope
+# Annotations only: what needs just the errors (Slack, alert) loads no planner or models.
+if TYPE_CHECKING:
+    from quota_controller.alerts.model import Alert
+    from quota_controller.impact import ActiveJob
+    from quota_controller.observed import ObservedState
+    from quota_controller.planner import Action, Scope
 
 
 class RetryableError(Exception):

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+# Imported before pydantic, the batch utility skips building its parser models (not used here).
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
     EventType,
@@ -24,16 +25,8 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from quota_controller.config.items import PARTITION_KEY, SORT_KEY, is_config_key
-from quota_controller.ports import Clock
 from quota_controller.reconcile import Deps, ReconcileResult, reconcile
-
-
-class Requeuer(Protocol):
-    """Asks for a later reconcile of a queue (the requeue SQS queue with a delay)."""
-
-    def requeue(self, queue: str, delay_seconds: int, reason: str) -> None:
-        """Send the queue's name back, visible after the delay."""
-        ...
+from quota_controller.requeue import Requeuer
 
 
 class MalformedRecord(ValueError):
@@ -145,31 +138,3 @@ def handle_event(
             context=context,
         )
     )
-
-
-class SqsRequeuer:
-    """Requeuer on a boto3 SQS client.
-
-    The message carries `notBefore`; SQS's DelaySeconds (at most 900, or `max_delay`) hides it
-    until then, and a message that still arrives early is sent back for the rest of the wait.
-    """
-
-    def __init__(self, client: Any, queue_url: str, clock: Clock, max_delay: int = 900):
-        self._client = client
-        self._url = queue_url
-        self._clock = clock
-        self._max_delay = max(0, min(900, max_delay))
-
-    def requeue(self, queue: str, delay_seconds: int, reason: str) -> None:
-        """Send the queue's name, due after `delay_seconds`."""
-        delay = max(0, delay_seconds)
-        body = {
-            "queue": queue,
-            "reason": reason,
-            "notBefore": self._clock.now().timestamp() + delay,
-        }
-        self._client.send_message(
-            QueueUrl=self._url,
-            MessageBody=json.dumps(body),
-            DelaySeconds=min(self._max_delay, delay),
-        )
