@@ -30,7 +30,7 @@ demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
 
 test: $(STAMP) lint typecheck template-check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
