@@ -15,13 +15,10 @@ OFFLINE := -u AWS_PROFILE -u AWS_SESSION_TOKEN AWS_ACCESS_KEY_ID=offline \
 	AWS_EC2_METADATA_DISABLED=true SAM_CLI_TELEMETRY=0
 BUILD := .aws-sam/build
 BUILT := $(BUILD)/.precompiled
-# The layer's compiled wheels (pydantic_core, PyYAML) for this machine, same versions as the
+# The layer's compiled wheels (pydantic_core, PyYAML, wrapt) for this machine, same versions as the
 # arm64 ones in the build: the import test and the cold-start bench load them instead.
 HOST_NATIVE := .aws-sam/host-native
 HOST_STAMP := $(HOST_NATIVE)/.installed
-# The X-Ray SDK Powertools Tracer needs, only to measure what tracing costs (make bench).
-XRAY_SDK := .aws-sam/xray-sdk
-XRAY_STAMP := $(XRAY_SDK)/.installed
 BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv
@@ -46,7 +43,7 @@ template-check: $(STAMP) $(SAM_STAMP) build
 	env $(OFFLINE) $(SAM) validate
 	env $(OFFLINE) $(SAM) validate --lint
 
-bench: $(STAMP) build $(XRAY_STAMP)
+bench: $(STAMP) build
 	$(PY) -m bench
 
 venv: $(STAMP)
@@ -70,11 +67,6 @@ $(HOST_STAMP): $(BUILT)
 	  $(BUILD)/CoreLayer/python > $(HOST_NATIVE)/requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
 	  --target $(HOST_NATIVE) -r $(HOST_NATIVE)/requirements.txt
-	@touch $@
-
-$(XRAY_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-	  --target $(XRAY_SDK) aws-xray-sdk==2.15.0 wrapt==2.5.2
 	@touch $@
 
 # (Re)build the virtualenv when the project's requirements change.

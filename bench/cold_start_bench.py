@@ -9,14 +9,14 @@ only imports boto3 from the same layer. The ratio of the medians (same run, inte
 time of the process) is
 `cold_start.<handler>.import_ratio`.
 
-The layer in .aws-sam/build is for arm64; this machine is x86, so the layer's compiled
-packages (pydantic_core, PyYAML's _yaml) are taken from .aws-sam/host-native (same versions,
-this machine's wheels). Everything else - the handler, quota_controller, boto3, Powertools,
-pydantic - is the build output itself.
+The layer in .aws-sam/build is for arm64; this machine is x86, so the layer's compiled packages
+(pydantic_core, PyYAML's _yaml, wrapt's _wrappers) are taken from .aws-sam/host-native (same
+versions, this machine's wheels). Everything else - the handler, quota_controller, boto3,
+Powertools, pydantic - is the build output itself.
 
 Measured twice: with the bytecode `make build` ships (unchecked-hash .pyc), and from source
 only (what a plain `sam build` ships: no .pyc, and Lambda cannot write them). Also: the cost of
-Powertools Tracer (the X-Ray SDK from .aws-sam/xray-sdk) on top of boto3, and the zipped size
+Powertools Tracer (the layer's X-Ray SDK) on top of boto3, and the zipped size
 of each function with its layer (what `sam deploy` uploads; Lambda allows 50 MB zipped for a
 direct upload and 250 MB unzipped for a function and its layers).
 """
@@ -38,7 +38,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / ".aws-sam" / "build"
 HOST_NATIVE = ROOT / ".aws-sam" / "host-native"
-XRAY_SDK = ROOT / ".aws-sam" / "xray-sdk"
 EVENTS = ROOT / "events"
 LAYER = "CoreLayer"
 
@@ -78,6 +77,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "botocore.config",
         "quota_controller.batch_gateway",
         "quota_controller.config_store",
+        "quota_controller.log_safety",
         "quota_controller.settings",
         "quota_controller.sns_notifier",
     ),
@@ -86,6 +86,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "aws_lambda_powertools.metrics.functions",
         "quota_controller.batch_reader",
         "quota_controller.config_store",
+        "quota_controller.log_safety",
         "quota_controller.requeue",
         "quota_controller.settings",
         "quota_controller.usage_metrics",
@@ -96,11 +97,13 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.alert_events",
         "quota_controller.batch_reader",
         "quota_controller.config_store",
+        "quota_controller.log_safety",
         "quota_controller.settings",
         "quota_controller.sns_notifier",
     ),
     "slack_notify": (
         "aws_lambda_powertools.utilities.parameters",
+        "quota_controller.log_safety",
         "quota_controller.settings",
         "quota_controller.slack_webhook",
     ),
@@ -256,7 +259,7 @@ def package_sizes() -> dict[str, float]:
 
 def tracer_codes() -> dict[str, str]:
     """boto3 alone, and boto3 plus an enabled Powertools Tracer (X-Ray SDK import + patch)."""
-    paths = [XRAY_SDK, HOST_NATIVE, BUILD / LAYER / "python"]
+    paths = [HOST_NATIVE, BUILD / LAYER / "python"]
     return {
         "boto3": _code(paths, "import boto3\n"),
         "tracer": _code(
@@ -286,11 +289,10 @@ def run(repeats: int = 7) -> dict[str, float]:
         results[f"cold_start.{handler}.import_ms_no_bytecode"] = round(
             source_only[handler] * 1000, 1
         )
-    if XRAY_SDK.exists():
-        env = {**ENV, "LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "false"}
-        traced = _medians(tracer_codes(), repeats, env)
-        results["cold_start.tracer.added_ms"] = round((traced["tracer"] - traced["boto3"]) * 1000)
-        results["cold_start.tracer.boto3_ratio"] = round(traced["tracer"] / traced["boto3"], 2)
+    env = {**ENV, "LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "false"}
+    traced = _medians(tracer_codes(), repeats, env)
+    results["cold_start.tracer.added_ms"] = round((traced["tracer"] - traced["boto3"]) * 1000)
+    results["cold_start.tracer.boto3_ratio"] = round(traced["tracer"] / traced["boto3"], 2)
     results.update(package_sizes())
     print("what dominates a handler's import (python -X importtime, self ms per package):")
     for handler in HANDLERS:

@@ -3,13 +3,12 @@ python3.13 on arm64, this repository's first-party code, aarch64 wheels, shipped
 every handler importable and runnable from the build output alone.
 
 What this proves and what it does not: the build runs offline (no AWS account, no Docker) and
-packages the right files for arm64. This machine is x86_64, so the layer's two compiled
-packages (pydantic_core, PyYAML's _yaml) cannot load here; the import test swaps in the same
-versions built for this machine (.aws-sam/host-native) and loads everything else - handlers,
-quota_controller, boto3, botocore, Powertools, pydantic - from the build output, with nothing
-else on sys.path. That the aarch64 binaries load on Graviton is only checked by their ELF
-header and wheel tags here; it is proven by the first deployed invocation.
-"""
+packages the right files for arm64. This machine is x86_64, so the layer's compiled packages
+(pydantic_core, PyYAML's _yaml, wrapt's _wrappers) cannot load here; the import test swaps in
+the same versions built for this machine (.aws-sam/host-native) and loads everything else -
+handlers, quota_controller, boto3, botocore, Powertools, pydantic - from the build output, with
+nothing else on sys.path. That the aarch64 binaries load on Graviton is only checked by their
+ELF header and wheel tags here; it is proven by the first deployed invocation."""
 
 from __future__ import annotations
 
@@ -125,7 +124,8 @@ def test_the_host_stand_ins_are_the_same_versions_as_the_layers_compiled_package
         if ".so," in (d / "RECORD").read_text()
     }
     host = {d.name.removesuffix(".dist-info") for d in HOST_NATIVE.glob("*.dist-info")}
-    assert native == host == {n for n in native if n.split("-")[0] in ("pydantic_core", "pyyaml")}
+    compiled = ("pydantic_core", "pyyaml", "wrapt")
+    assert native == host == {n for n in native if n.split("-")[0] in compiled}
 
 
 def test_every_module_ships_with_bytecode_of_its_current_source() -> None:
@@ -260,12 +260,29 @@ def test_the_reconcile_handler_skips_powertools_parser_models() -> None:
     assert run_built("Reconcile")["parser"] is False
 
 
-def test_built_handlers_run_with_tracing_on_without_the_xray_sdk() -> None:
-    # EnableTracing=true sets POWERTOOLS_TRACE_DISABLED=false; the layer has no X-Ray SDK, so
-    # the handler runs untraced (Lambda's own segments only) instead of failing.
-    report = run_built("Reconcile", POWERTOOLS_TRACE_DISABLED="false")
-    assert report["result"]["batchItemFailures"]
-    assert report["xray"] is False
+def test_the_xray_sdk_is_loaded_only_when_tracing_is_on() -> None:
+    # EnableTracing=true sets POWERTOOLS_TRACE_DISABLED=false: Powertools Tracer, with the
+    # X-Ray SDK from the layer. Off (the default), the SDK is never imported (cold start).
+    traced = run_built("Reconcile", POWERTOOLS_TRACE_DISABLED="false")
+    assert traced["result"]["batchItemFailures"]
+    assert traced["xray"] is True
+    assert run_built("Reconcile")["xray"] is False
+
+
+def test_the_layer_is_pinned_to_the_versions_the_tests_run_with() -> None:
+    def pins(path: Path) -> dict[str, str]:
+        out = {}
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                req = Requirement(line)
+                (spec,) = req.specifier
+                assert spec.operator == "==", f"{path.name}: {line} is not an exact pin"
+                out[req.name.lower().replace("_", "-")] = spec.version
+        return out
+
+    layer = pins(ROOT / "layers" / "core" / "requirements.txt")
+    tested = pins(ROOT / "constraints.txt")
+    assert {name: tested.get(name) for name in layer} == layer
 
 
 def test_the_package_fits_lambdas_limits() -> None:
