@@ -978,6 +978,44 @@ def test_a_share_stuck_in_a_transitional_status_is_waited_for_not_fought(
     assert_contract(stack, watch, config_items(stack))
 
 
+# -- a resource Batch reports INVALID ------------------------------------------------------------
+
+INVALID_REASON = "CLIENT_ERROR - the service environment is not usable"
+
+
+@pytest.mark.parametrize(
+    ("resource", "share", "what"),
+    [
+        (QUEUE, None, "job queue"),
+        (f"{QUEUE}-env", None, "service environment"),
+        ("team-b", "team-b", "quota share team-b"),
+    ],
+)
+def test_a_resource_that_turns_invalid_is_alerted_once_and_converges_when_it_clears(
+    stack: LocalStack, resource: str, share: str | None, what: str
+) -> None:
+    watch = Watch(stack)
+    config = config_items(stack)
+    stack.emulator.set_resource_status(resource, "INVALID", INVALID_REASON)
+    stack.advance(2 * stack.shape.resync_seconds)
+
+    view = stack.status(QUEUE)
+    healthy = (view["shares"][share] if share else view)["conditions"]["Healthy"]
+    assert healthy["status"] == "False", healthy
+    if what == "job queue":
+        assert INVALID_REASON in healthy["message"]
+    if what == "service environment":
+        assert healthy["reason"] == "ServiceEnvironmentNotValid"
+    alerts = watch.alerts("RECONCILE_FAILED")
+    assert [(a["severity"], a.get("quotaShareName")) for a in alerts] == [("critical", share)]
+    assert f"{what} of {QUEUE} INVALID" in alerts[0]["summary"]
+    assert watch.writes() == {}, "nothing in the document changed: nothing to write"
+
+    stack.emulator.set_resource_status(resource, "VALID")
+    assert_contract(stack, watch, config)
+    assert len(watch.alerts()) == 1, "alerted once, not by every resync"
+
+
 # -- SNS publish failures ----------------------------------------------------------------------
 
 

@@ -309,6 +309,7 @@ class _Run:
                     dedupKey=f"{self.queue}:failed:{_digest([failure])}",
                 )
             )
+        self._alert_invalid_resources(desired, observed)
         converged = not the_plan.actions and not the_plan.waits and not failure
         if failure:
             result.outcome = "failed"
@@ -339,7 +340,6 @@ class _Run:
         gen = generation(queue_item)
         queue_held = [g for g in held if g.action.share is None]
         queue_waits = [w for w in the_plan.waits if not w.startswith("quota share")]
-        healthy_queue = observed.queue is not None and observed.queue.status == "VALID"
         applied_ok = (
             not failure and not queue_waits and not [a for a in the_plan.actions if a.share is None]
         )
@@ -351,12 +351,7 @@ class _Run:
                 "Failed" if failure else ("Waiting" if queue_waits else "Applied"),
                 failure or "; ".join(queue_waits),
             ),
-            Condition(
-                "Healthy",
-                healthy_queue,
-                "JobQueueValid" if healthy_queue else "JobQueueNotValid",
-                (observed.queue.statusReason or "") if observed.queue else "job queue not found",
-            ),
+            _queue_health(desired, observed),
             Condition(
                 "Blocked",
                 bool(queue_held),
@@ -571,6 +566,46 @@ class _Run:
             )
         self.result.errors.extend(m for ms in by_share.values() for m in ms)
 
+    def _alert_invalid_resources(self, desired: Desired, observed: ObservedState) -> None:
+        """One alert per resource Batch reports INVALID (jobs it holds are not scheduled); the
+        status says it too (Healthy False). Raised again by every run while it lasts, so it is
+        alerted once, and again if it comes back after a fix."""
+        invalid: list[tuple[str, str | None, str]] = []
+        if observed.queue is not None and observed.queue.status == "INVALID":
+            invalid.append(("job queue", None, observed.queue.statusReason or ""))
+        settings = desired.settings
+        env = observed.environments.get(settings.service_environment_name) if settings else None
+        if env is not None and env.status == "INVALID":
+            invalid.append(("service environment", None, ""))
+        for name in sorted(desired.shares):
+            share = observed.shares.get(name)
+            if share is not None and share.status == "INVALID":
+                invalid.append((f"quota share {name}", name, ""))
+        for what, share_name, reason in invalid:
+            self._publish(
+                Alert(
+                    kind="RECONCILE_FAILED",
+                    severity="critical",
+                    jobQueue=self.queue,
+                    quotaShareName=share_name,
+                    summary=f"AWS Batch reports the {what} of {self.queue} INVALID"
+                    + (f": {reason}" if reason else ""),
+                    detail=(
+                        f"The {what} is INVALID in AWS Batch"
+                        + (f" ({reason})" if reason else "")
+                        + ". Jobs it holds are not scheduled until it is VALID again."
+                    ),
+                    nextSteps=[
+                        "Check the resource in the AWS Batch console (statusReason of the job "
+                        "queue); quotactl status shows what the controller sees",
+                        "The controller re-applies the document at every resync; this alert "
+                        "is not repeated while the resource stays INVALID",
+                    ],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:{share_name or '-'}:invalid:{what}",
+                )
+            )
+
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
         """Publish PREEMPTION_RISK alerts; returns the shares (None: the environment) whose
         alert could not be published."""
@@ -665,6 +700,24 @@ def _managed(
             {n for n in old_envs if n and n != environment and alive_env(n)}
         ),
     }
+
+
+def _queue_health(desired: Desired, observed: ObservedState) -> Condition:
+    """Healthy: the job queue is VALID and so is the service environment it runs on."""
+    queue = observed.queue
+    if queue is None or queue.status != "VALID":
+        message = (queue.statusReason or "") if queue else "job queue not found"
+        return Condition("Healthy", False, "JobQueueNotValid", message)
+    settings = desired.settings
+    env = observed.environments.get(settings.service_environment_name) if settings else None
+    if env is not None and env.status == "INVALID":
+        return Condition(
+            "Healthy",
+            False,
+            "ServiceEnvironmentNotValid",
+            f"service environment {env.serviceEnvironmentName} is INVALID",
+        )
+    return Condition("Healthy", True, "JobQueueValid", queue.statusReason or "")
 
 
 def _torn_down(observed: ObservedState, the_plan: Plan) -> bool:

@@ -231,6 +231,7 @@ class JobQueue:
     job_state_time_limit_actions: list[dict[str, Any]] | None
     tags: dict[str, str] = field(default_factory=dict)
     policy_kind: str | None = None  # "QUOTA_SHARE" | "FAIRSHARE" | None (FIFO)
+    status_reason: str | None = None  # set by set_resource_status; VALID queues say "healthy"
 
     @property
     def is_quota_managed(self) -> bool:
@@ -1047,7 +1048,9 @@ class BatchQuotaEmulator:
             "jobQueueType": SAGEMAKER_TRAINING,
             "tags": dict(queue.tags),
         }
-        if queue.status == "VALID":
+        if queue.status_reason is not None:
+            detail["statusReason"] = queue.status_reason
+        elif queue.status == "VALID":
             detail["statusReason"] = HEALTHY_QUEUE_REASON
         if queue.scheduling_policy_arn:
             detail["schedulingPolicyArn"] = queue.scheduling_policy_arn
@@ -1182,7 +1185,7 @@ class BatchQuotaEmulator:
             queue.service_environment_order = order
         if checked_actions is not None:
             queue.job_state_time_limit_actions = checked_actions
-        queue.status = "UPDATING"
+        queue.status, queue.status_reason = "UPDATING", None
         self._schedule(self._finish_transition(self.job_queues, queue.arn, queue))
         return {"jobQueueName": queue.name, "jobQueueArn": queue.arn}
 
@@ -1854,6 +1857,25 @@ class BatchQuotaEmulator:
                     job.attempts[-1]["statusReason"] = reason
         if previous != status:
             self._notify(job, previous)
+
+    def set_resource_status(self, identifier: str, status: str, reason: str | None = None) -> None:
+        """Set the status of a job queue, service environment or quota share (by name or ARN;
+        a share by ARN or by its unique name), as Batch reports a resource that turned INVALID
+        or went back to VALID: a test's lever, not a Batch operation. `reason` is the job
+        queue's statusReason (the other two have none)."""
+        with self._lock:
+            queue = self.find_job_queue(identifier)
+            if queue is not None:
+                queue.status, queue.status_reason = status, reason
+                return
+            env = self.find_service_environment(identifier)
+            shares = [s for s in self.quota_shares.values() if identifier in (s.arn, s.name)]
+            if env is not None:
+                env.status = status
+            elif len(shares) == 1:
+                shares[0].status = status
+            else:
+                raise _client_error(f"no single resource named {identifier}")
 
     def set_job_status(self, job_id: str, status: str, reason: str | None = None) -> None:
         """Move a job to `status` (a scheduler's or a test's lever; not a Batch operation)."""
