@@ -106,6 +106,11 @@ def _add_operator_commands(sub: Any) -> None:
 
     p = command("status", "conditions of a queue (or every queue) and its shares")
     p.add_argument("queue", nargs="?", metavar="QUEUE")
+    p.add_argument(
+        "--conditions",
+        action="store_true",
+        help="one row per condition, with its reason and message (default: one row per resource)",
+    )
 
     p = command("history", "a queue's change records, newest first")
     p.add_argument("queue", metavar="QUEUE")

@@ -32,7 +32,7 @@ from quota_controller.impact import ActiveJob, GuardedAction, Risk
 from quota_controller.planner import Plan, plan
 from quota_controller.ports import Clock
 from quota_controller.reconcile import Deps, ReconcileResult, reconcile
-from quota_controller.status import QUEUE_STATUS, STATUS_PREFIX
+from quota_controller.status import CONDITION_TYPES, QUEUE_STATUS, STATUS_PREFIX
 from quota_controller.status_view import status_view
 from quotactl import aws, render
 from quotactl.documents import load_and_validate
@@ -427,7 +427,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     for n, view in enumerate(views):
         if n:
             print(file=out)
-        _print_status(view, out)
+        _print_status(view, out, conditions=args.conditions)
     return EXIT_OK
 
 
@@ -435,7 +435,7 @@ def _exists(view: Mapping[str, Any]) -> bool:
     return bool(view["configured"] or view["conditions"] or view["shares"])
 
 
-def _print_status(view: Mapping[str, Any], out: TextIO) -> None:
+def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = False) -> None:
     queue = view["jobQueue"]
     if not view["configured"]:
         config = "no config (being torn down)"
@@ -448,13 +448,22 @@ def _print_status(view: Mapping[str, Any], out: TextIO) -> None:
     print(f"job queue {queue}: {config}", file=out)
     if view.get("lastAppliedAt"):
         print(f"  last applied: {view['lastAppliedAt']}", file=out)
-    rows = [_condition_row("queue", view["current"], c) for c in view["conditions"].values()]
+    resources = [("queue", view)] if view["conditions"] else []
     for name, share in view["shares"].items():
-        where = f"share {name}" + ("" if share["configured"] else " (removed)")
-        conds = share["conditions"].values() or [{}]
-        rows += [_condition_row(where, share["current"], c) for c in conds]
-    if rows:
+        resources.append((f"share {name}" + ("" if share["configured"] else " (removed)"), share))
+    if conditions:
+        rows = [
+            _condition_row(where, item["current"], c)
+            for where, item in resources
+            for c in item["conditions"].values() or [{}]
+        ]
         columns = ["resource", "current", "type", "status", "reason", "message"]
+    else:
+        rows = [
+            _resource_row(where, item["current"], item["conditions"]) for where, item in resources
+        ]
+        columns = ["resource", "current", *(c.lower() for c in CONDITION_TYPES), "message"]
+    if rows:
         render.table(rows, columns, out)
     _print_list("Waiting for:", view.get("waitingFor") or [], out)
     held = view.get("heldChange")
@@ -471,6 +480,27 @@ def _print_status(view: Mapping[str, Any], out: TextIO) -> None:
     if view.get("lastError"):
         print(f"Last error: {view['lastError']}", file=out)
     _print_list("Config errors:", view.get("errors") or [], out)
+
+
+def _resource_row(
+    where: str, current: bool, conds: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One resource on one line: each condition's status, and what is wrong, if anything (the
+    reason and message of each condition that is not as it should be, without repeats)."""
+    row: dict[str, Any] = {"resource": where, "current": current}
+    problems: list[str] = []
+    for kind in CONDITION_TYPES:
+        cond = conds.get(kind) or {}
+        row[kind.lower()] = cond.get("status")
+        good = "False" if kind == "Blocked" else "True"
+        if cond and cond.get("status") != good:
+            text = cond.get("message") or ""
+            entry = f"{cond.get('reason')}: {text}" if text else str(cond.get("reason"))
+            if text and any(text in p for p in problems):
+                continue  # Applied and Blocked often give the same message
+            problems.append(entry)
+    row["message"] = "; ".join(problems) or None
+    return row
 
 
 def _condition_row(where: str, current: bool, cond: Mapping[str, Any]) -> dict[str, Any]:

@@ -314,7 +314,26 @@ def test_status_as_a_table_and_as_data(
     assert quotactl(converged, "status", QUEUE) == 0
     out = capsys.readouterr().out
     assert f"job queue {QUEUE}: configured, status current" in out
-    assert "share team-b  yes      Applied  True" in out
+    lines = out.splitlines()
+    assert lines[2].split() == [
+        "RESOURCE",
+        "CURRENT",
+        "VALID",
+        "APPLIED",
+        "HEALTHY",
+        "BLOCKED",
+        "MESSAGE",
+    ]
+    # One row per resource, all well: nothing in MESSAGE.
+    assert [line.split() for line in lines[3:7]] == [
+        [*where, "yes", "True", "True", "True", "False", "-"]
+        for where in (["queue"], ["share", "team-a"], ["share", "team-b"], ["share", "team-c"])
+    ]
+
+    assert quotactl(converged, "status", QUEUE, "--conditions") == 0
+    out = capsys.readouterr().out
+    assert "share team-b  yes      Applied  True    Applied" in out
+    assert len([line for line in out.splitlines() if line.startswith("share team-b")]) == 4
 
     assert quotactl(converged, "status", QUEUE, "-o", "json") == 0
     view = json.loads(capsys.readouterr().out)
@@ -435,7 +454,12 @@ def test_approve_then_reconcile_applies_a_blocked_change(
     capsys.readouterr()
 
     assert quotactl(busy, "status", QUEUE) == 0
-    assert f"quotactl approve {QUEUE} {held['id']}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"quotactl approve {QUEUE} {held['id']}" in out
+    row = next(line for line in out.splitlines() if line.startswith("share team-b"))
+    # Applied False and Blocked True, with the reason once (both conditions give it).
+    assert row.split()[3:7] == ["True", "False", "True", "True"]
+    assert row.count(f"approve change {held['id']}") == 1, row
 
     assert quotactl(busy, "approve", QUEUE, held["id"], "--by", "carol") == 0
     assert f"Approved change {held['id']}" in capsys.readouterr().out
