@@ -277,3 +277,33 @@ def test_a_raw_table_edit_is_rejected_and_batch_keeps_the_layout(
         assert case.message in rejected[0]["detail"]
     finally:
         restore(stack, items)
+
+
+def test_a_new_queue_whose_only_item_has_a_mistyped_sort_key_is_rejected_by_the_resync(
+    shared: LocalStack,
+) -> None:
+    """The stream's filter drops the item (its sort key is not config), so the resync must find
+    the queue: it lists every partition holding an item the controller did not write."""
+    stack, queue = shared, "ml-typo"
+    layout, calls, alerts = batch_layout(stack), stack.batch_calls(), len(stack.alerts())
+    raw = parse_text(GOOD.read_text(encoding="utf-8")).data
+    item = {"queue": queue, "item": "queue", **{k: v for k, v in raw.items() if k != "quotaShares"}}
+    try:
+        stack.put_item(item)
+        stack.run_until_idle()
+        stack.resync()
+        stack.run_until_idle()
+
+        valid_cond = stack.status(queue)["conditions"]["Valid"]
+        assert valid_cond["status"] == "False"
+        assert "item 'queue'" in valid_cond["message"]
+        rejected = [a for a in stack.alerts()[alerts:] if a["jobQueue"] == queue]
+        assert [a["kind"] for a in rejected] == ["CONFIG_REJECTED"]
+        assert batch_writes(calls, stack.batch_calls()) == {}, "a write reached Batch"
+        assert batch_layout(stack) == layout
+    finally:
+        stack.delete_item(queue, "queue")
+        stack.resync()
+        stack.run_until_idle()
+    # Removed again, the queue's status goes too (nothing of it was ever in Batch).
+    assert stack.status(queue)["conditions"] == {}

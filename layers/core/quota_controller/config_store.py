@@ -8,6 +8,8 @@ criteria and the handler both check the sort key.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -22,9 +24,9 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from quota_controller.config.items import PARTITION_KEY, SORT_KEY, plain
+from quota_controller.config.items import CONTROLLER_PREFIXES, PARTITION_KEY, SORT_KEY, plain
 from quota_controller.ports import RetryableError
-from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM
+from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM, QUEUE_STATUS
 
 _RETRYABLE = frozenset(
     {
@@ -165,12 +167,17 @@ class DynamoConfigStore:
             self._guard("release lease", err)
 
     def list_queues(self) -> list[str]:
-        """Queues with a QUEUE item or a queue status item (a removed queue still tears down)."""
+        """Queues with any item the controller did not write (a QUEUE item, share items, or an
+        item with a mistyped sort key, which the reconcile then rejects) or a queue status item
+        (a removed queue still tears down). Change records and leases alone do not count."""
         queues: set[str] = set()
         kwargs: dict[str, Any] = {
             "ProjectionExpression": "#q",
             "ExpressionAttributeNames": {"#q": PARTITION_KEY},
-            "FilterExpression": Attr(SORT_KEY).is_in(["QUEUE", "STATUS#QUEUE"]),
+            "FilterExpression": Attr(SORT_KEY).eq(QUEUE_STATUS)
+            | ~functools.reduce(
+                operator.or_, (Attr(SORT_KEY).begins_with(p) for p in CONTROLLER_PREFIXES)
+            ),
         }
         try:
             while True:
