@@ -152,7 +152,10 @@ def connect(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T
     environ = os.environ if env is None else env
     if getattr(args, "local", False):
         return _local_target(args)
-    session = _session(getattr(args, "profile", None), getattr(args, "region", None))
+    # AWS_REGION as the AWS CLI reads it (before AWS_DEFAULT_REGION); boto3 alone reads only
+    # AWS_DEFAULT_REGION and the profile.
+    wanted = getattr(args, "region", None) or environ.get("AWS_REGION") or None
+    session = _session(getattr(args, "profile", None), wanted)
     region = session.region_name
     if not region:
         raise UsageError("no AWS Region: pass --region, set AWS_REGION, or set one in the profile")

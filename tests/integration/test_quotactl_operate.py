@@ -513,6 +513,20 @@ def test_a_missing_table_is_one_clear_line(
     assert "Traceback" not in err
 
 
+def test_the_region_comes_from_aws_region_as_for_the_aws_cli(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")  # no profile Region
+    monkeypatch.setenv("AWS_REGION", converged.region)
+    assert main(["status", QUEUE, "--table", converged.table_name, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["configured"] is True
+
+    monkeypatch.delenv("AWS_REGION")
+    assert main(["status", QUEUE, "--table", converged.table_name]) == 2
+    assert "no AWS Region" in capsys.readouterr().err
+
+
 def test_no_table_at_all_is_a_usage_error(
     stack: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
