@@ -3,9 +3,10 @@
 - `StreamSource`: a DynamoDB stream mapping with filter criteria, batch size,
   ReportBatchItemFailures, a retry limit and an on-failure SQS destination (the record lands
   there with the payload Lambda sends: requestContext, DDBStreamBatchInfo).
-- `SqsSource`: an SQS mapping with ReportBatchItemFailures; failed messages become visible
-  again and moto's redrive policy moves them to the DLQ after maxReceiveCount. Requeue messages
-  carry `notBefore`; they are delivered once the (virtual) clock reaches it.
+- `SqsSource`: an SQS mapping with ReportBatchItemFailures; a failed message becomes visible
+  again once the (virtual) clock passes its receive time plus the queue's VisibilityTimeout,
+  and moto's redrive policy moves it to the DLQ when it is received after maxReceiveCount.
+  Requeue messages carry `notBefore`; they are delivered once the clock reaches it.
 """
 
 from __future__ import annotations
@@ -169,7 +170,14 @@ class StreamSource:
 
 
 class SqsSource:
-    """An SQS -> Lambda mapping, delivering each message once its `notBefore` is reached."""
+    """An SQS -> Lambda mapping on a virtual clock.
+
+    Every message is received from moto at once and held here, in flight for moto (moto's
+    visibility timeouts run on the wall clock); the mapping decides on the virtual clock when
+    each is due: at its `notBefore`, and after a failure at its receive time plus the queue's
+    VisibilityTimeout. Only then is it made visible in moto and received again, so moto counts
+    the receive and redrives the message to the DLQ after maxReceiveCount, as SQS does.
+    """
 
     def __init__(
         self,
@@ -191,7 +199,11 @@ class SqsSource:
         self._region = region
         self._now = now
         self._batch = batch_size
+        attributes = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])
+        self.visibility_timeout = float(attributes["Attributes"].get("VisibilityTimeout", 30))
         self._held: list[dict[str, Any]] = []
+        # MessageId -> when a failed message becomes visible again (virtual epoch seconds).
+        self._invisible_until: dict[str, float] = {}
         self.invocations = 0
 
     def _receive(self) -> None:
@@ -209,29 +221,63 @@ class SqsSource:
             self._held.extend(messages)
 
     @staticmethod
-    def _due_at(message: dict[str, Any]) -> float:
+    def _not_before(message: dict[str, Any]) -> float:
         try:
             body = json.loads(message["Body"])
             return float(body.get("notBefore", 0)) if isinstance(body, dict) else 0.0
         except (ValueError, TypeError):
             return 0.0
 
-    def next_due(self) -> float | None:
-        """When the earliest held message becomes due (epoch seconds), if any."""
+    def _due_at(self, message: dict[str, Any]) -> float:
+        hidden = self._invisible_until.get(message["MessageId"])
+        return self._not_before(message) if hidden is None else hidden
+
+    def _release_visible(self) -> None:
+        """Failed messages whose visibility timeout has passed: visible in moto again, then
+        received anew (or moved to the DLQ by moto's redrive)."""
+        now = self._now()
+        released = False
+        for message in list(self._held):
+            until = self._invisible_until.get(message["MessageId"])
+            if until is not None and until <= now + 1e-6:
+                del self._invisible_until[message["MessageId"]]
+                self._held.remove(message)
+                self._sqs.change_message_visibility(
+                    QueueUrl=self._url,
+                    ReceiptHandle=message["ReceiptHandle"],
+                    VisibilityTimeout=0,
+                )
+                released = True
+        if released:
+            self._receive()
+
+    def next_due(self, *, retries: bool = True) -> float | None:
+        """When the earliest held message becomes due (epoch seconds), if any; `retries=False`
+        leaves out failed messages waiting out their visibility timeout."""
         self._receive()
-        return min((self._due_at(m) for m in self._held), default=None)
+        return min(
+            (
+                self._due_at(m)
+                for m in self._held
+                if retries or m["MessageId"] not in self._invisible_until
+            ),
+            default=None,
+        )
+
+    def retrying(self) -> int:
+        """How many failed messages wait out their visibility timeout before coming back."""
+        return len(self._invisible_until)
 
     def poll(self) -> int:
         """Deliver due messages in batches; returns the number of invocations made."""
         self._receive()
         made = 0
         while True:
-            now = self._now()
-            due = [m for m in self._held if self._due_at(m) <= now + 1e-6][: self._batch]
+            self._release_visible()
+            received_at = self._now()
+            due = [m for m in self._held if self._due_at(m) <= received_at + 1e-6][: self._batch]
             if not due:
                 return made
-            for message in due:
-                self._held.remove(message)
             made += 1
             self.invocations += 1
             event = {"Records": [self._lambda_record(m) for m in due]}
@@ -243,13 +289,12 @@ class SqsSource:
                 failed = {m["MessageId"] for m in due}
             for message in due:
                 if message["MessageId"] in failed:
-                    # Visible again now; moto's redrive moves it to the DLQ after maxReceiveCount.
-                    self._sqs.change_message_visibility(
-                        QueueUrl=self._url,
-                        ReceiptHandle=message["ReceiptHandle"],
-                        VisibilityTimeout=0,
+                    # Not deleted: SQS shows it again one visibility timeout after the receive.
+                    self._invisible_until[message["MessageId"]] = (
+                        received_at + self.visibility_timeout
                     )
                 else:
+                    self._held.remove(message)
                     self._sqs.delete_message(
                         QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"]
                     )

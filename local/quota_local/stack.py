@@ -183,7 +183,10 @@ class LocalStack:
         else:
             self._mock = moto.mock_aws()
             self._mock.start()
-        emulator.configure(clock=self.clock.time, settle_seconds=self.settle_seconds)
+        # A slow Batch call (Fault delay_seconds) moves the virtual clock, not the wall clock.
+        emulator.configure(
+            clock=self.clock.time, settle_seconds=self.settle_seconds, sleep=self.clock.advance
+        )
         self._create_resources()
         if self.run_jobs:
             from quota_local.emulator.scheduler import attach_scheduler
@@ -212,7 +215,7 @@ class LocalStack:
         if self.scheduler is not None:
             self.scheduler.detach()
             self.scheduler = None
-        emulator.configure(clock=time.time, settle_seconds=0.0)
+        emulator.configure(clock=time.time, settle_seconds=0.0, sleep=time.sleep)
         if self._installed_emulator:
             emulator.uninstall()
             self._installed_emulator = False
@@ -270,12 +273,13 @@ class LocalStack:
         self.requeue_url = sqs.create_queue(
             QueueName=f"{self.prefix}-requeue",
             Attributes={
+                "VisibilityTimeout": str(self.shape.requeue_visibility_timeout),
                 "RedrivePolicy": json.dumps(
                     {
                         "deadLetterTargetArn": dlq_arn,
                         "maxReceiveCount": str(self.shape.requeue_max_receive),
                     }
-                )
+                ),
             },
         )["QueueUrl"]
         self.stream_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-config-stream-dlq")[
@@ -294,12 +298,13 @@ class LocalStack:
         self.alert_buffer_url = sqs.create_queue(
             QueueName=f"{self.prefix}-alert-buffer",
             Attributes={
+                "VisibilityTimeout": str(self.shape.alert_visibility_timeout),
                 "RedrivePolicy": json.dumps(
                     {
                         "deadLetterTargetArn": self._queue_arn(self.alert_dlq_url),
                         "maxReceiveCount": str(self.shape.alert_max_receive),
                     }
-                )
+                ),
             },
         )["QueueUrl"]
         self._create_rules()
@@ -488,7 +493,10 @@ class LocalStack:
         return str(self.batch.submit_service_job(**request)["jobId"])
 
     def run_until_idle(self, max_rounds: int = 200) -> int:
-        """Deliver stream records and due requeues until nothing is pending; returns invocations."""
+        """Deliver stream records and due SQS messages until nothing is due; returns invocations.
+
+        It does not move the clock (only slow Batch calls do): requeues not yet due, and failed
+        SQS messages inside their visibility timeout, wait for `advance`."""
         assert self.stream is not None
         assert self.requeue is not None
         assert self.alert_source is not None
@@ -516,13 +524,19 @@ class LocalStack:
         return None if due is None else float(due)
 
     def advance(self, seconds: float) -> None:
-        """Move the virtual clock; requeues, resyncs, Batch transitions and jobs fire when due."""
+        """Move the virtual clock; requeues, redeliveries of failed SQS messages, resyncs, Batch
+        transitions and jobs fire when due."""
         assert self.requeue is not None
+        assert self.alert_source is not None
         target = self.clock.time() + seconds
         self.run_until_idle()
         while True:
             due = [self._next_resync]
-            for candidate in (self.requeue.next_due(), self._next_batch_change()):
+            for candidate in (
+                self.requeue.next_due(),
+                self.alert_source.next_due(),
+                self._next_batch_change(),
+            ):
                 if candidate is not None:
                     due.append(max(candidate, self.clock.time()))
             step = min(due)

@@ -95,12 +95,19 @@ class StackShape:
     stream_max_retries: int
     requeue_batch_size: int
     requeue_max_receive: int
+    # Seconds a received message stays invisible (a failed one comes back after that).
+    requeue_visibility_timeout: int
     resync_seconds: int
     requeue_seconds: int
     # Event patterns of the rules that feed the alert buffer (intrinsics left unresolved).
     alert_rules: dict[str, Any]
     alert_batch_size: int
     alert_max_receive: int
+    alert_visibility_timeout: int
+
+
+# SQS's default when a queue sets no VisibilityTimeout.
+_SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
 
 
 def stack_shape(template: dict[str, Any]) -> StackShape:
@@ -112,7 +119,8 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
     stream = events["ConfigStream"]["Properties"]
     filters = stream.get("FilterCriteria", {}).get("Filters", [])
     requeue = events["Requeue"]["Properties"]
-    redrive = resources["RequeueQueue"]["Properties"]["RedrivePolicy"]
+    requeue_queue = resources["RequeueQueue"]["Properties"]
+    alert_buffer = resources["AlertBuffer"]["Properties"]
     return StackShape(
         table_key_schema=table["KeySchema"],
         table_attributes=table["AttributeDefinitions"],
@@ -121,7 +129,10 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
         stream_batch_size=int(stream.get("BatchSize", 100)),
         stream_max_retries=int(stream.get("MaximumRetryAttempts", -1)),
         requeue_batch_size=int(requeue.get("BatchSize", 10)),
-        requeue_max_receive=int(redrive["maxReceiveCount"]),
+        requeue_max_receive=int(requeue_queue["RedrivePolicy"]["maxReceiveCount"]),
+        requeue_visibility_timeout=int(
+            requeue_queue.get("VisibilityTimeout", _SQS_DEFAULT_VISIBILITY_TIMEOUT)
+        ),
         resync_seconds=rate_seconds(params["ResyncRate"]["Default"]),
         requeue_seconds=int(params["RequeueSeconds"]["Default"]),
         alert_rules={
@@ -138,7 +149,8 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
                 "BatchSize", 10
             )
         ),
-        alert_max_receive=int(
-            resources["AlertBuffer"]["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+        alert_max_receive=int(alert_buffer["RedrivePolicy"]["maxReceiveCount"]),
+        alert_visibility_timeout=int(
+            alert_buffer.get("VisibilityTimeout", _SQS_DEFAULT_VISIBILITY_TIMEOUT)
         ),
     )

@@ -106,9 +106,28 @@ def is_converged(stack: LocalStack, queue: str = QUEUE) -> bool:
     for share in view["shares"].values():
         if share["conditions"].get("Applied", {}).get("status") != "True":
             return False
-    # Nothing queued either: a replaced policy or environment may still be retiring.
+    # Nothing queued either: a replaced policy or environment may still be retiring. (A failed
+    # message waiting out its visibility timeout is a retry, not work left: `let_retries_run`.)
     assert stack.requeue is not None
-    return bool(view["current"]) and stack.requeue.next_due() is None
+    return bool(view["current"]) and stack.requeue.next_due(retries=False) is None
+
+
+def let_retries_run(stack: LocalStack) -> None:
+    """Advance until no failed SQS message waits out its visibility timeout. As on AWS, each
+    comes back one visibility timeout after its receive (the requeue queue's 720 s, the alert
+    buffer's 360 s) and goes through, or moves to its DLQ after maxReceiveCount receives."""
+    assert stack.requeue is not None
+    assert stack.alert_source is not None
+    sources = (stack.requeue, stack.alert_source)
+    shape = stack.shape
+    deadline = stack.clock.time() + max(
+        shape.requeue_max_receive * shape.requeue_visibility_timeout,
+        shape.alert_max_receive * shape.alert_visibility_timeout,
+    )
+    while any(source.retrying() for source in sources):
+        assert stack.clock.time() <= deadline, "a failed message neither went through nor died"
+        due = min(d for source in sources if (d := source.next_due()) is not None)
+        stack.advance(max(due - stack.clock.time(), 1.0))
 
 
 def settle(stack: LocalStack, seconds: float = 1200) -> None:
@@ -142,6 +161,7 @@ def stack(shared: LocalStack) -> Iterator[LocalStack]:
         for key in changes(shared):
             batch.delete_item(Key={"queue": QUEUE, "item": key})
     settle(shared)
+    let_retries_run(shared)
     for url in (shared.stream_dlq_url, shared.requeue_dlq_url, shared.alert_dlq_url):
         drain(shared, url)
     shared.alerts()
@@ -214,12 +234,16 @@ def assert_contract(
     queue: str = QUEUE,
     done: Callable[[], bool] | None = None,
 ) -> None:
-    """Converged within two resync periods, config kept, jobs running, alerts once."""
+    """Converged within two resync periods (and still once the failed messages' retries have
+    run), config kept, jobs running, alerts once."""
     waited, limit = 0.0, 2.0 * stack.shape.resync_seconds
     while not (is_converged(stack, queue) and (done is None or done())):
         assert waited < limit, f"not converged within two resync periods: {stack.status(queue)}"
         stack.advance(stack.shape.requeue_seconds)
         waited += stack.shape.requeue_seconds
+    let_retries_run(stack)
+    assert is_converged(stack, queue), f"a retry undid the convergence: {stack.status(queue)}"
+    assert done is None or done(), "a retry undid the change"
     assert config_items(stack, queue) == config_before, "a config item was changed or lost"
     for job in watch.jobs:
         assert stack.batch.describe_service_job(jobId=job)["status"] == "RUNNING", job
@@ -605,6 +629,7 @@ def test_batch_429_burst_then_5xx_on_the_alert_functions_calls_still_alert_once(
     faults = burst(stack, operation)
     stack.put_events(*events)
     stack.run_until_idle()
+    let_retries_run(stack)
 
     assert [f.fired for f in faults] == [f.times for f in faults]
     alerts = watch.alerts("PREEMPTION")
@@ -620,29 +645,33 @@ def test_batch_429_burst_then_5xx_on_the_alert_functions_calls_still_alert_once(
 def slow(
     stack: LocalStack, operation: str, seconds: float, during: Callable[[], None] | None = None
 ) -> Fault:
-    """Every `operation` call takes `seconds` of (virtual) time and then succeeds; `during`
-    runs once, inside the first slow call. The emulator has no latency knob: a Fault whose
-    `when` moves the clock and answers False is one."""
+    """Every `operation` call takes `seconds` of virtual time (the emulator's latency knob moves
+    the stack's clock) and then succeeds; `during` runs once, inside the first slow call."""
+    if during is None:
+        return stack.emulator.inject(emulator_module.slow(operation, seconds=seconds))
     ran: list[bool] = []
 
-    def take_time(_request: dict[str, Any]) -> bool:
-        stack.clock.advance(seconds)
-        if during is not None and not ran:
+    def first_call(_request: dict[str, Any]) -> bool:
+        if not ran:
             ran.append(True)
             during()
-        return False
+        return True
 
-    return stack.emulator.inject(Fault(frozenset({operation}), times=-1, when=take_time))
+    return stack.emulator.inject(
+        Fault(frozenset({operation}), code=None, times=-1, when=first_call, delay_seconds=seconds)
+    )
 
 
 def test_slow_batch_calls_a_minute_each_still_converge(stack: LocalStack) -> None:
     watch = Watch(stack)
+    started = stack.clock.time()
     slow(stack, "CreateQuotaShare", 60)
     slow(stack, "DescribeJobQueues", 20)
     _add_share(stack, watch)
     stack.run_until_idle()
     stack.emulator.clear_faults()
 
+    assert stack.clock.time() - started >= 60 + 20, "the calls took their time"
     assert_contract(stack, watch, config_items(stack))
     assert watch.calls("CreateQuotaShare") == 1
     assert watch.alerts() == []
@@ -1048,6 +1077,7 @@ def test_sns_down_while_config_is_rejected_status_says_so_and_the_alert_comes_on
     finally:
         topic_up(stack, sns)
     stack.advance(2 * stack.shape.resync_seconds)
+    let_retries_run(stack)
 
     assert len(watch.alerts("CONFIG_REJECTED")) == 1
     stack.put_item({**config_items(stack)["QUEUE"], "reductionPolicy": "warn"})
@@ -1067,6 +1097,7 @@ def test_sns_down_while_a_reduction_is_applied_the_risk_alert_is_not_lost(
     finally:
         topic_up(stack, sns)
     stack.advance(2 * stack.shape.resync_seconds)
+    let_retries_run(stack)
 
     _limit("team-b", 3)(stack, watch)
     risk = watch.alerts("PREEMPTION_RISK")
@@ -1109,6 +1140,7 @@ def test_events_for_a_job_that_no_longer_exists_alert_once_from_the_event(
     ghost["jobId"] = "job-that-is-gone"
     stack.put_events(*preemption_events(stack, ghost))
     stack.run_until_idle()
+    let_retries_run(stack)
 
     alerts = watch.alerts("PREEMPTION")
     assert len(alerts) == 1
@@ -1133,6 +1165,7 @@ def test_a_change_made_by_a_numeric_author_still_attributes_the_preemption(
     victim = stack.batch.describe_service_job(jobId=watch.jobs[0])
     stack.put_events(*preemption_events(stack, victim))
     stack.run_until_idle()
+    let_retries_run(stack)
 
     alerts = watch.alerts("PREEMPTION")
     assert stack.dead_letters()["alert"] == []

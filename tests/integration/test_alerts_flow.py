@@ -120,6 +120,19 @@ def preemption_alerts(stack: LocalStack) -> list[dict[str, Any]]:
     return [a for a in stack.alerts() if a["kind"] == "PREEMPTION"]
 
 
+def topic_back(stack: LocalStack, sns: Any) -> None:
+    """Recreate the deleted alerts topic with its SQS subscription (what `alerts()` reads)."""
+    sns.create_topic(Name=stack.topic_arn.rsplit(":", 1)[-1])
+    arn = stack.sqs.get_queue_attributes(QueueUrl=stack.alerts_url, AttributeNames=["QueueArn"])
+    sns.subscribe(TopicArn=stack.topic_arn, Protocol="sqs", Endpoint=arn["Attributes"]["QueueArn"])
+
+
+def past_the_redrive(stack: LocalStack) -> None:
+    """As long as SQS takes to give up on a failing message: received maxReceiveCount times,
+    one visibility timeout (the alert buffer's 360 s) apart, then moved to the DLQ."""
+    stack.advance(stack.shape.alert_max_receive * stack.shape.alert_visibility_timeout)
+
+
 def test_a_reclaim_of_borrowed_capacity_gives_one_alert_with_every_body(stack: LocalStack) -> None:
     job = running(stack, "team-a", count=2, name="borrower")
     running(stack, "team-c", name="owner-job")
@@ -271,6 +284,8 @@ def test_a_malformed_event_goes_to_the_dlq_and_the_rest_still_alerts(stack: Loca
     stack.run_until_idle()
 
     assert len(preemption_alerts(stack)) == 1
+    past_the_redrive(stack)
+    assert len(preemption_alerts(stack)) == 1
     dead = stack.dead_letters()["alert"]
     assert len(dead) == 1
     assert dead[0]["detail"] == {"status": "RUNNING"}
@@ -282,20 +297,35 @@ def test_a_failing_publish_is_retried_then_lands_in_the_dlq_not_lost(stack: Loca
     sns.delete_topic(TopicArn=stack.topic_arn)
     stack.put_events(*preemption(stack, job))
     stack.run_until_idle()
+    past_the_redrive(stack)
 
     assert len(stack.dead_letters()["alert"]) == 3
     # Nothing was claimed for good: once the topic is back, a redrive alerts exactly once.
-    sns.create_topic(Name=stack.topic_arn.rsplit(":", 1)[-1])
-    sns.subscribe(
-        TopicArn=stack.topic_arn,
-        Protocol="sqs",
-        Endpoint=stack.sqs.get_queue_attributes(
-            QueueUrl=stack.alerts_url, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"],
-    )
+    topic_back(stack, sns)
     stack.put_events(*preemption(stack, job))
     stack.run_until_idle()
     assert len(preemption_alerts(stack)) == 1
+
+
+def test_a_failed_alert_batch_comes_back_after_the_buffers_visibility_timeout(
+    stack: LocalStack,
+) -> None:
+    assert stack.alert_source is not None
+    job = running(stack, "team-a", count=2)
+    sns = stack.client("sns")
+    sns.delete_topic(TopicArn=stack.topic_arn)
+    stack.put_events(*preemption(stack, job))
+    stack.run_until_idle()
+    tries = stack.alert_source.invocations
+    topic_back(stack, sns)
+
+    stack.advance(stack.shape.alert_visibility_timeout - 1)
+    assert stack.alert_source.invocations == tries, "invisible until the visibility timeout"
+    assert preemption_alerts(stack) == []
+    stack.advance(1)
+    assert stack.alert_source.invocations > tries
+    assert len(preemption_alerts(stack)) == 1
+    assert stack.dead_letters()["alert"] == []
 
 
 def test_a_burst_becomes_a_few_grouped_messages(stack: LocalStack) -> None:
@@ -338,6 +368,7 @@ def test_every_alert_sample_through_the_rules_and_the_real_handler(
     path = Path(__file__).resolve().parents[2] / "events" / "alert" / name
     stack.put_events(json.loads(path.read_text()))
     stack.run_until_idle()
+    past_the_redrive(stack)
 
     kinds, dead = SAMPLES[name]
     assert [a["kind"] for a in stack.alerts()] == kinds

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from quota_local.emulator.core import BatchQuotaEmulator, EmulatorError, configure
+from quota_local.emulator.core import (
+    BatchQuotaEmulator,
+    EmulatorError,
+    Fault,
+    configure,
+    throttling,
+)
+from quota_local.emulator.core import slow as slow_calls
 
 INSTANCE = "ml.g5.xlarge"
 
@@ -115,7 +122,7 @@ def slow(clock: FakeClock) -> BatchQuotaEmulator:
 @pytest.fixture
 def shared_settings() -> Iterator[None]:
     yield
-    configure(clock=time.time, settle_seconds=0.0)
+    configure(clock=time.time, settle_seconds=0.0, sleep=time.sleep)
 
 
 def message_of(call: Any) -> str:
@@ -186,6 +193,58 @@ def test_shared_settings_reach_emulators_without_their_own(shared_settings: None
     assert emu.describe_service_environments({})["serviceEnvironments"][0]["status"] == "CREATING"
     clock.advance(5)
     assert emu.describe_service_environments({})["serviceEnvironments"][0]["status"] == "VALID"
+
+
+def test_a_slow_call_takes_its_delay_on_the_clock_then_succeeds(clock: FakeClock) -> None:
+    emu = BatchQuotaEmulator(
+        "111122223333", "eu-west-1", clock=clock, settle_seconds=60.0, sleep=clock.advance
+    )
+    fault = emu.inject(slow_calls("CreateServiceEnvironment", seconds=30))
+    start = clock()
+
+    Stack(emu).env()
+    emu.list_scheduling_policies({})
+
+    assert clock() - start == 30, "only the matching operation is slow"
+    assert fault.fired == 1
+    assert [c.error_code for c in emu.calls] == [None, None]
+    # Served at the end of the delay: CREATING until 30 s + settle_seconds after the call began.
+    clock.advance(59.9)
+    assert emu.describe_service_environments({})["serviceEnvironments"][0]["status"] == "CREATING"
+    clock.advance(0.1)
+    assert emu.describe_service_environments({})["serviceEnvironments"][0]["status"] == "VALID"
+
+
+def test_faults_apply_in_order_delays_add_up_and_the_first_error_ends_the_check(
+    clock: FakeClock,
+) -> None:
+    emu = BatchQuotaEmulator("111122223333", "eu-west-1", clock=clock, sleep=clock.advance)
+    first = emu.inject(slow_calls("ListSchedulingPolicies", seconds=2))
+    timeout = emu.inject(Fault(frozenset({"ListSchedulingPolicies"}), delay_seconds=3))
+    later = emu.inject(slow_calls("ListSchedulingPolicies", seconds=100))
+    start = clock()
+
+    with pytest.raises(EmulatorError) as info:
+        emu.list_scheduling_policies({})
+    emu.list_scheduling_policies({})
+
+    assert info.value.code == "TooManyRequestsException"
+    assert (first.fired, timeout.fired, later.fired) == (2, 1, 1)
+    assert clock() - start == 2 + 3 + 2 + 100
+
+
+def test_shared_sleep_reaches_emulators_without_their_own(shared_settings: None) -> None:
+    clock = FakeClock()
+    configure(clock=clock, sleep=clock.advance)
+    emu = BatchQuotaEmulator("111122223333", "eu-west-1")
+    emu.inject(throttling("ListSchedulingPolicies"))
+    emu.inject(slow_calls(seconds=7))
+
+    with pytest.raises(EmulatorError):
+        emu.list_scheduling_policies({})
+    emu.list_scheduling_policies({})
+
+    assert clock() == FakeClock().now + 7, "a failing fault first: the slow one only on the retry"
 
 
 def test_updates_and_deletes_are_refused_mid_transition(slow: BatchQuotaEmulator) -> None:

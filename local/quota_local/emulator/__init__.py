@@ -18,6 +18,7 @@ from quota_local.emulator.core import (
     configure,
     current_settings,
     server_error,
+    slow,
     throttling,
 )
 from quota_local.emulator.scheduler import Scheduler, attach_scheduler
@@ -43,6 +44,7 @@ __all__ = [
     "install",
     "is_installed",
     "server_error",
+    "slow",
     "throttling",
     "uninstall",
 ]

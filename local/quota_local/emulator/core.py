@@ -36,6 +36,8 @@ from typing import Any, Protocol, TypeVar
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
 
 Clock = Callable[[], float]
+# Lets `seconds` pass on the clock: time.sleep for the wall clock, a virtual clock's advance.
+Sleep = Callable[[float], None]
 Request = dict[str, Any]
 Response = dict[str, Any]
 
@@ -95,20 +97,24 @@ class EmulatorError(Exception):
 
 @dataclass
 class Fault:
-    """An injected failure: the next `times` calls of the operations fail with `code`.
+    """An injected fault: the next `times` calls of the operations (`times` -1: every call)
+    take `delay_seconds` of the emulator's clock, then fail with `code`, or succeed when `code`
+    is None.
 
     `operations` None means every operation. Used to prove the controller under throttling
-    (429 TooManyRequestsException) and server errors (500 ServerException).
+    (429 TooManyRequestsException), server errors (500 ServerException) and slow calls.
     """
 
     operations: frozenset[str] | None = None
-    code: str = "TooManyRequestsException"
+    code: str | None = "TooManyRequestsException"
     status: int = 429
     message: str = "Too Many Requests"
     times: int = 1
     fired: int = 0
-    # Only requests for which this returns True fail (e.g. those naming one job queue).
+    # Only requests for which this returns True are affected (e.g. those naming one job queue).
     when: Callable[[Request], bool] | None = None
+    # Latency: the call lets this much time pass (the configured `sleep`) before it is served.
+    delay_seconds: float = 0.0
 
     def matches(self, operation: str, request: Request) -> bool:
         """True when this fault still has failures left for this call."""
@@ -121,6 +127,13 @@ class Fault:
 def throttling(*operations: str, times: int = 1) -> Fault:
     """A burst of 429 TooManyRequestsException, as Batch throttles."""
     return Fault(frozenset(operations) or None, times=times)
+
+
+def slow(*operations: str, seconds: float, times: int = -1) -> Fault:
+    """Calls that take `seconds` of the emulator's clock, then succeed (every call by default)."""
+    if seconds < 0:
+        raise ValueError("seconds must be >= 0")
+    return Fault(frozenset(operations) or None, code=None, times=times, delay_seconds=seconds)
 
 
 def server_error(*operations: str, times: int = 1) -> Fault:
@@ -144,15 +157,19 @@ class EmulatorSettings:
 
     clock: Clock = time.time
     settle_seconds: float = 0.0
+    # How a slow call (Fault.delay_seconds) lets time pass; with a virtual clock, its advance.
+    sleep: Sleep = time.sleep
 
 
 _SETTINGS = EmulatorSettings()
 
 
-def configure(clock: Clock | None = None, settle_seconds: float | None = None) -> None:
-    """Set the clock and settle time of all emulators; None leaves a setting unchanged.
+def configure(
+    clock: Clock | None = None, settle_seconds: float | None = None, sleep: Sleep | None = None
+) -> None:
+    """Set the clock, settle time and sleep of all emulators; None leaves a setting unchanged.
 
-    Restore the defaults with `configure(clock=time.time, settle_seconds=0.0)`.
+    Restore the defaults with `configure(clock=time.time, settle_seconds=0.0, sleep=time.sleep)`.
     """
     if settle_seconds is not None:
         if settle_seconds < 0:
@@ -160,11 +177,15 @@ def configure(clock: Clock | None = None, settle_seconds: float | None = None) -
         _SETTINGS.settle_seconds = float(settle_seconds)
     if clock is not None:
         _SETTINGS.clock = clock
+    if sleep is not None:
+        _SETTINGS.sleep = sleep
 
 
 def current_settings() -> EmulatorSettings:
     """A copy of the shared settings."""
-    return EmulatorSettings(clock=_SETTINGS.clock, settle_seconds=_SETTINGS.settle_seconds)
+    return EmulatorSettings(
+        clock=_SETTINGS.clock, settle_seconds=_SETTINGS.settle_seconds, sleep=_SETTINGS.sleep
+    )
 
 
 class ExternalJobQueues(Protocol):
@@ -296,10 +317,16 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
         def wrapper(self: BatchQuotaEmulator, request: Request | None = None) -> Response:
             req = dict(request or {})
             with self._lock:
+                delay, error = self._match_faults(name, req)
+            if delay > 0:
+                # Outside the lock: a slow call holds up no other call.
+                self.sleep(delay)
+            with self._lock:
                 self._run_tick_hooks()
                 self._advance()
                 try:
-                    self._raise_fault(name, req)
+                    if error is not None:
+                        raise error
                     result = fn(self, req)
                 except EmulatorError as err:
                     self.record_call(name, req, err.code)
@@ -419,6 +446,7 @@ class BatchQuotaEmulator:
         *,
         clock: Clock | None = None,
         settle_seconds: float | None = None,
+        sleep: Sleep | None = None,
         external_job_queues: ExternalJobQueues | None = None,
     ) -> None:
         self.account_id = account_id
@@ -426,6 +454,7 @@ class BatchQuotaEmulator:
         self.partition = _partition(region)
         self._clock = clock
         self._settle_seconds = settle_seconds
+        self._sleep = sleep
         self.external_job_queues = external_job_queues
         self.scheduling_policies: dict[str, SchedulingPolicy] = {}
         self.service_environments: dict[str, ServiceEnvironment] = {}
@@ -473,6 +502,11 @@ class BatchQuotaEmulator:
     def lock(self) -> threading.RLock:
         """The lock every operation holds (re-entrant)."""
         return self._lock
+
+    @property
+    def sleep(self) -> Sleep:
+        """How a slow call lets time pass (per-instance, else the shared one from `configure`)."""
+        return self._sleep or _SETTINGS.sleep
 
     @property
     def settle_seconds(self) -> float:
@@ -541,11 +575,17 @@ class BatchQuotaEmulator:
         with self._lock:
             self.faults.clear()
 
-    def _raise_fault(self, operation: str, request: Request) -> None:
+    def _match_faults(self, operation: str, request: Request) -> tuple[float, EmulatorError | None]:
+        """The faults of this call, in injection order: the delay they add up to, and the error
+        of the first failing one (the faults after it are not consulted)."""
+        delay = 0.0
         for fault in self.faults:
             if fault.matches(operation, request):
                 fault.fired += 1
-                raise EmulatorError(fault.message, code=fault.code, status=fault.status)
+                delay += max(0.0, fault.delay_seconds)
+                if fault.code is not None:
+                    return delay, EmulatorError(fault.message, code=fault.code, status=fault.status)
+        return delay, None
 
     def add_mutation_hook(self, hook: MutationHook) -> None:
         """Run `hook(emulator, operation)` after every successful mutating operation."""
