@@ -182,9 +182,15 @@ def run_demo(*, out: TextIO | None) -> DemoResult:
         say.step("Per share: quota, usage, lent and borrowed capacity")
         result.shares = _share_table(stack)
         columns = ("share", "strategy", "quota", "usage", "borrowed", "lent")
-        say.say("   " + "  ".join(f"{c.upper():<16}" for c in columns))
-        for row in result.shares:
-            say.say("   " + "  ".join(f"{row[c]!s:<16}" for c in columns))
+        cells = [[c.upper() for c in columns]] + [
+            [f"{row[c]:g}" if isinstance(row[c], float) else str(row[c]) for c in columns]
+            for row in result.shares
+        ]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+        for line in cells:
+            say.say(
+                "   " + "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
+            )
         say.say()
         say.say(
             "Done. Everything above ran locally: the real handlers on moto and the Batch "
