@@ -220,6 +220,26 @@ def test_a_queue_wide_invalid_edit_makes_no_batch_call_at_all(converged: LocalSt
     assert env["serviceEnvironments"][0]["capacityLimits"][0]["capacityUnit"] == "ml.g5.xlarge"
 
 
+def test_a_queue_wide_rejection_does_not_make_a_standing_share_problem_news_again(
+    converged: LocalStack,
+) -> None:
+    bad = share_item(converged, "team-a")
+    bad["capacityLimits"] = [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 0}]
+    converged.put_item(bad)
+    converged.advance(120)
+    queue_item = converged.table.get_item(Key={"queue": QUEUE, "item": "QUEUE"})["Item"]
+    broken = {**queue_item, "reductionPolicy": "sometimes"}
+    converged.put_item(broken)
+    converged.advance(120)
+    converged.put_item(queue_item)
+    converged.advance(120)
+
+    rejected = [a for a in converged.alerts() if a["kind"] == "CONFIG_REJECTED"]
+    # team-a's problem once, the queue's once: fixing the queue item does not re-announce
+    # team-a's problem, which stood all along.
+    assert [a["quotaShareName"] for a in rejected] == ["team-a", None]
+
+
 def test_drift_is_repaired_by_the_resync(converged: LocalStack) -> None:
     arn = batch_share(converged, "team-b")["quotaShareArn"]
     converged.batch.update_quota_share(
@@ -462,3 +482,24 @@ def test_renaming_the_environment_and_policy_replaces_and_retires_the_old_ones(
     arns = [p["arn"] for p in batch.list_scheduling_policies()["schedulingPolicies"]]
     assert [a.rsplit("/", 1)[-1] for a in arns] == ["pol-2"]
     assert len(batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]) == 3
+
+
+def test_a_teardown_that_keeps_an_untagged_environment_still_ends(converged: LocalStack) -> None:
+    """The owner tag taken off the environment keeps it (the controller never deletes what is
+    not tagged as its own); the rest is torn down, and then the queue's status is gone too."""
+    from quota_controller.planner import OWNER_TAG
+
+    batch = converged.batch
+    env = batch.describe_service_environments(serviceEnvironments=["ml-training-env"])
+    batch.untag_resource(
+        resourceArn=env["serviceEnvironments"][0]["serviceEnvironmentArn"], tagKeys=[OWNER_TAG]
+    )
+    for key in ("SHARE#team-a", "SHARE#team-b", "SHARE#team-c", "QUEUE"):
+        converged.delete_item(QUEUE, key)
+    converged.advance(900)
+
+    envs = batch.describe_service_environments(serviceEnvironments=["ml-training-env"])
+    assert [e["status"] for e in envs["serviceEnvironments"]] == ["VALID"]
+    assert batch.list_scheduling_policies()["schedulingPolicies"] == []
+    view = converged.status(QUEUE)
+    assert (view["conditions"], view["shares"], view["waitingFor"]) == ({}, {}, [])

@@ -432,3 +432,50 @@ def test_reason_text_is_kept_when_nothing_explains_it() -> None:
         "UNKNOWN",
         True,
     )
+
+
+class FlakyClaims(FakeClaims):
+    """The idempotency table; `confirm` fails (throttled) `confirm_failures` times, `claim`
+    fails for keys in `failing_claims`."""
+
+    def __init__(self, confirm_failures: int = 0, failing_claims: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.confirm_failures = confirm_failures
+        self.failing_claims = set(failing_claims)
+
+    def claim(self, key: str) -> bool:
+        if key in self.failing_claims:
+            raise RetryableError("claim: ThrottlingException")
+        return super().claim(key)
+
+    def confirm(self, key: str) -> None:
+        if self.confirm_failures > 0:
+            self.confirm_failures -= 1
+            raise RetryableError("confirm: ThrottlingException")
+        super().confirm(key)
+
+
+def test_a_confirm_that_fails_after_the_publish_does_not_alert_twice() -> None:
+    d = deps(jobs(J))
+    d.claims = FlakyClaims(confirm_failures=1)
+    events = preemption(J)
+
+    with pytest.raises(RetryableError):
+        handle(*events, using=d)
+    # The whole batch comes back (the function failed): the alert went out already.
+    handle(*events, using=d)
+
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+
+def test_a_claim_that_fails_midway_leaves_no_key_claimed() -> None:
+    failed_key = f"{KEY}:failed"
+    d = deps(jobs(J))
+    d.claims = FlakyClaims(failing_claims={failed_key})
+    events = preemption(J, "FAILED")
+    assert isinstance(d.claims, FlakyClaims)
+
+    with pytest.raises(RetryableError):
+        handle(*events, using=d)
+
+    assert (published(d), claims(d)) == ([], {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
-from quota_controller.alerts.render import NAME_MAX, one_line, text_body
+from quota_controller.alerts.render import NAME_MAX, chat_notification, one_line, text_body
 
 ELLIPSIS = "\u2026"
 
@@ -136,3 +136,19 @@ def test_the_json_keeps_the_user_strings_as_they_are() -> None:
 
     assert Alert.model_validate_json(alert.model_dump_json()) == alert
     assert alert.jobs[0].jobName == HOSTILE
+
+
+def test_the_chat_notification_flattens_every_user_string_too() -> None:
+    # Reconcile builds its alerts itself: a share or queue name from a sort key reaches the
+    # summary, the detail and the next steps unflattened.
+    note = chat_notification(hostile_alert())
+    content = note["content"]
+    single = [content["title"], *content["nextSteps"], *content["keywords"]]
+    single.append(note["metadata"]["summary"])
+
+    assert all("\n" not in text and text.isprintable() for text in single), single
+    assert content["description"].split("\n")[:2] == [
+        "first problem: rtl\\u202eevil\\x1b[2J tab",
+        "second problem",
+    ]
+    assert all(line.isprintable() for line in content["description"].split("\n"))

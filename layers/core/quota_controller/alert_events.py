@@ -165,17 +165,19 @@ def handle_alert_batch(
         by_key.setdefault(entry[0].dedup_key, []).append(entry)
     claimed: list[tuple[Observation, Verdict, Context]] = []
     new_keys: dict[str, list[str]] = {}
-    settled: set[str] = set()  # keys whose claims are confirmed or released
+    settled: set[str] = set()  # keys whose alert was published, or whose claims were released
     sources: dict[str, list[str]] = {}
     try:
         for key, entries in by_key.items():
             obs = merge([e[0] for e in entries])
             ctx = entries[0][1]
-            fresh = [k for k in obs.claim_keys if deps.claims.claim(k)]
+            # Held in new_keys as it grows: a claim that fails midway leaves none taken.
+            fresh = new_keys.setdefault(key, [])
+            fresh.extend(k for k in obs.claim_keys if deps.claims.claim(k))
             outcome.duplicates += len(entries) - (1 if fresh else 0)
             if not fresh:
+                del new_keys[key]
                 continue
-            new_keys[key] = fresh
             sources[key] = [e[2] for e in entries]
             claimed.append((obs, classify(obs, ctx), ctx))
 
@@ -194,10 +196,12 @@ def handle_alert_batch(
                     failed.update(sources.get(key, []))
                 outcome.failed.append(alert.dedupKey)
                 continue
+            # Published: never released from here on, even if a confirm fails (the retry then
+            # finds the key claimed instead of alerting again).
+            settled.update(keys)
             for key in keys:
                 for claim in new_keys[key]:
                     deps.claims.confirm(claim)
-                settled.add(key)
             outcome.published.append(alert)
     except BaseException:
         # Whatever broke (a bug, a timeout), nothing unpublished stays claimed: the retry of

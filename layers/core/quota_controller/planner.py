@@ -551,8 +551,10 @@ def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
 
 def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
     """Remove everything of a queue whose config is gone: shares, queue, policy, environment."""
-    for name in sorted(observed.shares):
-        _remove_share(observed.shares[name], desired.force, out)
+    # Batch may still list a deleted share for a while: it is gone, nothing to remove or wait for.
+    shares = {n: s for n, s in observed.shares.items() if s.status != "DELETED"}
+    for name in sorted(shares):
+        _remove_share(shares[name], desired.force, out)
     queue = observed.queue
     if queue is not None and queue.status != "DELETED":
         if queue.tags.get(OWNER_TAG) != desired.queue:
@@ -561,7 +563,7 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                 f"(tag {OWNER_TAG}); it is left in place"
             )
             return
-        if observed.shares:
+        if shares:
             out.waits.append(f"job queue {queue.jobQueueName} waits for its shares to be deleted")
             return
         if queue.transitional:

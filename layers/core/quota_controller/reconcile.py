@@ -8,6 +8,7 @@ the second time.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,10 +25,11 @@ from quota_controller.config.items import (
     share_key,
     validate_items,
 )
+from quota_controller.config.model import OWNER_TAG
 from quota_controller.config.validation import ValidationReport
 from quota_controller.desired import desired_state, guard_plan, names_to_observe
 from quota_controller.impact import ActiveJob, GuardedAction
-from quota_controller.observed import ObservedState
+from quota_controller.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.planner import Action, Desired, Plan, plan
 from quota_controller.ports import (
     ActionFailed,
@@ -122,7 +124,8 @@ class _Run:
         # Alerts already sent for problems that still stand (so repeated reconciles stay
         # quiet), and the keys of what this run found: only those are remembered, so a problem
         # that is fixed and later comes back is alerted again.
-        self.alerted = frozenset((self.queue_status or {}).get("alerted", []))
+        self.alerted_order: list[str] = list((self.queue_status or {}).get("alerted", []))
+        self.alerted = frozenset(self.alerted_order)
         self.raised: list[str] = []
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
@@ -133,8 +136,11 @@ class _Run:
     def run_and_report(self) -> ReconcileResult:
         try:
             result = self.run()
-        except RetryableError:
-            self._remember_alerts()
+        except Exception:
+            # Whatever cut the run short, the alerts it published are not sent again by the
+            # retry (a failure to remember them must not hide the original error).
+            with contextlib.suppress(Exception):
+                self._remember_alerts()
             raise
         if self.unsent:
             raise RetryableError("; ".join(self.unsent))
@@ -254,6 +260,12 @@ class _Run:
             ],
         )
         queue_status["errors"] = messages[:50]
+        # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
+        # share, a held change) still stand as far as it knows, so their keys are kept.
+        queue_status["alerted"] = [
+            *[k for k in self.alerted_order if k not in self.raised],
+            *self.raised,
+        ][-_ALERT_MEMORY:]
         self._write([queue_status], [])
         self.result.outcome = "rejected"
         self.result.errors = messages
@@ -411,7 +423,7 @@ class _Run:
                 and key[len(STATUS_PREFIX + "SHARE#") :] not in names
             ):
                 deletes.append(key)
-        if desired.settings is None and _torn_down(observed, the_plan):
+        if desired.settings is None and _torn_down(self.queue, observed, the_plan):
             # Torn down: nothing is left to describe (and the resync stops listing the queue).
             deletes = list(self.status)
             items = []
@@ -720,20 +732,25 @@ def _queue_health(desired: Desired, observed: ObservedState) -> Condition:
     return Condition("Healthy", True, "JobQueueValid", queue.statusReason or "")
 
 
-def _torn_down(observed: ObservedState, the_plan: Plan) -> bool:
+def _torn_down(queue: str, observed: ObservedState, the_plan: Plan) -> bool:
     """Nothing of a removed queue is left in Batch: no request to make, nothing to wait for,
-    and every resource gone or DELETED (Batch lists deleted resources for a while)."""
+    and every resource gone or DELETED (Batch lists deleted resources for a while). A policy
+    or environment not tagged as this queue's is left in place by the teardown: it does not
+    count."""
 
     def gone(resource: Any) -> bool:
         return resource is None or resource.status == "DELETED"
+
+    def ours(resource: ObservedPolicy | ObservedEnvironment) -> bool:
+        return resource.tags.get(OWNER_TAG) == queue
 
     return (
         not the_plan.actions
         and not the_plan.waits
         and gone(observed.queue)
         and all(gone(s) for s in observed.shares.values())
-        and all(gone(e) for e in observed.environments.values())
-        and not observed.policies
+        and all(gone(e) or not ours(e) for e in observed.environments.values())
+        and not any(ours(p) for p in observed.policies.values())
     )
 
 

@@ -106,7 +106,9 @@ def mrkdwn_escape(text: str) -> str:
 
 def chat_notification(alert: Alert) -> dict[str, Any]:
     """An Amazon Q Developer in chat applications custom notification for this alert."""
-    description = mrkdwn_escape(alert.detail or alert.summary)
+    # As in the e-mail text: the detail's own line breaks stay, every line is flattened.
+    detail = "\n".join(one_line(line, None) for line in (alert.detail or alert.summary).split("\n"))
+    description = mrkdwn_escape(detail)
     if alert.jobs:
         names = ", ".join(mrkdwn_escape(one_line(j.jobName or j.jobId)) for j in alert.jobs[:10])
         more = f" and {len(alert.jobs) - 10} more" if len(alert.jobs) > 10 else ""
@@ -123,14 +125,14 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
         "id": alert.dedupKey,
         "content": {
             "textType": "client-markdown",
-            "title": mrkdwn_escape(f"{_ICON[alert.severity]} {alert.summary}"),
+            "title": mrkdwn_escape(f"{_ICON[alert.severity]} {one_line(alert.summary, None)}"),
             "description": description,
-            "nextSteps": [mrkdwn_escape(s) for s in alert.nextSteps],
+            "nextSteps": [mrkdwn_escape(one_line(s, None)) for s in alert.nextSteps],
             "keywords": [mrkdwn_escape(one_line(k)) for k in keywords],
         },
         "metadata": {
             "threadId": thread,
-            "summary": mrkdwn_escape(alert.summary),
+            "summary": mrkdwn_escape(one_line(alert.summary, None)),
             "eventType": alert.kind,
             "additionalContext": {"severity": alert.severity, "cause": alert.cause or ""},
         },
