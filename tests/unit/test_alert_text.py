@@ -6,6 +6,7 @@ import pytest
 
 from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
 from quota_controller.alerts.render import NAME_MAX, chat_notification, one_line, text_body
+from quota_controller.alerts.slack import slack_message
 
 ELLIPSIS = "\u2026"
 
@@ -152,3 +153,19 @@ def test_the_chat_notification_flattens_every_user_string_too() -> None:
         "second problem",
     ]
     assert all(line.isprintable() for line in content["description"].split("\n"))
+
+
+def test_the_slack_webhook_message_flattens_every_user_string_too() -> None:
+    message = slack_message(hostile_alert())
+
+    def shown(text: str) -> str:  # the zero-width spaces are slack_escape's own (links, @)
+        return text.replace("\u200b", "")
+
+    header = shown(message["blocks"][0]["text"]["text"])
+    detail = shown(message["blocks"][1]["text"]["text"])
+    steps = [b for b in message["blocks"] if "*Next steps*" in b.get("text", {}).get("text", "")]
+
+    assert header.isprintable(), header  # no line break either
+    assert detail.split("\n")[:2] == ["first problem: rtl\\u202eevil\\x1b[2J tab", "second problem"]
+    assert all(line.isprintable() for line in shown(steps[0]["text"]["text"]).split("\n"))
+    assert all(line.isprintable() for line in shown(message["text"]).split("\n"))

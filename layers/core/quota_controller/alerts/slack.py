@@ -87,27 +87,34 @@ def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(text, SECTION_MAX)}}
 
 
+def _lines(text: str) -> str:
+    """Text whose own line breaks stay, each line flattened (as in the e-mail)."""
+    return "\n".join(one_line(line, None) for line in text.split("\n"))
+
+
 def fallback_text(alert: Alert) -> str:
     """The top-level `text`: what notifications and clients without Block Kit show."""
     where = f"queue {alert.jobQueue}" + (
         f", share {alert.quotaShareName}" if alert.quotaShareName else ""
     )
     jobs = f", {len(alert.jobs)} job(s)" if alert.jobs else ""
-    text = f"{_LABEL[alert.severity]} {alert.summary} ({where}{jobs})"
+    text = (
+        f"{_LABEL[alert.severity]} {one_line(alert.summary, None)} ({one_line(where, None)}{jobs})"
+    )
     if alert.detail:
-        text += f"\n{alert.detail}"
+        text += f"\n{_lines(alert.detail)}"
     return _cut(slack_escape(text), FALLBACK_MAX)
 
 
 def slack_message(alert: Alert) -> dict[str, Any]:
     """The webhook payload: header, detail, fields, jobs, change, next steps, context, `text`."""
-    header = f"{_EMOJI[alert.severity]} {slack_escape(alert.summary)}"
+    header = f"{_EMOJI[alert.severity]} {slack_escape(one_line(alert.summary, None))}"
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
             "text": {"type": "plain_text", "text": _cut(header, HEADER_MAX), "emoji": True},
         },
-        _section(slack_escape(alert.detail or alert.summary)),
+        _section(slack_escape(_lines(alert.detail or alert.summary))),
         {
             "type": "section",
             "fields": [
@@ -130,7 +137,10 @@ def slack_message(alert: Alert) -> dict[str, Any]:
             text += f" by {_code(change.by)}"
         blocks.append(_section(text))
     if alert.nextSteps:
-        steps = [f"{i}. {slack_escape(step)}" for i, step in enumerate(alert.nextSteps, 1)]
+        steps = [
+            f"{i}. {slack_escape(one_line(step, None))}"
+            for i, step in enumerate(alert.nextSteps, 1)
+        ]
         blocks.append(_section("*Next steps*\n" + "\n".join(steps)))
     context = f"Occurred at {slack_escape(alert.occurredAt)} \u00b7 key {_code(alert.dedupKey)}"
     blocks.append(
