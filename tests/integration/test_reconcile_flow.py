@@ -3,6 +3,7 @@ reconcile handler -> AWS Batch (the emulator), with status, change records and a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -503,3 +504,26 @@ def test_a_teardown_that_keeps_an_untagged_environment_still_ends(converged: Loc
     assert batch.list_scheduling_policies()["schedulingPolicies"] == []
     view = converged.status(QUEUE)
     assert (view["conditions"], view["shares"], view["waitingFor"]) == ({}, {}, [])
+
+
+def test_the_resync_publishes_share_usage_against_the_quota_batch_enforces(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = converged.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 2, name="borrower")
+    converged.emulator.set_job_status(job, "RUNNING")
+    # A bad edit of team-b's item: the reconciler rejects it, Batch keeps enforcing 1.
+    bad = share_item(converged, "team-b")
+    bad["capacityLimits"] = [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": "three"}]
+    converged.put_item(bad)
+    converged.run_until_idle()
+    capsys.readouterr()
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+
+    converged.resync()
+
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    lines = [m for m in emitted if "QuotaShare" in m]
+    usage = {m["QuotaShare"]: (m["ShareQuota"], m["ShareUsage"]) for m in lines}
+    # Published although team-b's item is invalid right now: the quota is what Batch enforces.
+    assert usage == {"team-a": (1, 2.0), "team-b": (1, 0.0), "team-c": (1, 0.0)}
+    assert all(m["InstanceType"] == "ml.g5.xlarge" and m["JobQueue"] == QUEUE for m in lines)

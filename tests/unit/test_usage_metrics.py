@@ -1,4 +1,5 @@
-"""Share usage against quota as EMF: (document, snapshot) -> metrics, and the resync's service."""
+"""Share usage against quota as EMF: (Batch's shares, snapshot) -> metrics, and the resync's
+service."""
 
 from __future__ import annotations
 
@@ -7,11 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from builders import DocBuilder, ShareBuilder, g5, guide_layout
 
-from quota_controller.config.items import document_to_items
-from quota_controller.config.model import QuotaDocument
-from quota_controller.config.validation import validate_document
 from quota_controller.usage_metrics import publish_share_usage, share_usage_metrics
 
 NOW = datetime(2026, 3, 16, 20, 0, tzinfo=UTC)
@@ -47,10 +44,18 @@ class SnapshotBuilder:
         return {"frontOfQueue": {"jobs": []}, "queueUtilization": utilization}
 
 
-def document(builder: DocBuilder) -> QuotaDocument:
-    report = validate_document(builder.build())
-    assert report.document is not None, report.errors
-    return report.document
+def shares(*entries: tuple[str, dict[str, int]], status: str = "VALID") -> list[dict[str, Any]]:
+    """ListQuotaShares entries: (name, {instance type: maxCapacity})."""
+    return [
+        {
+            "quotaShareName": name,
+            "capacityLimits": [{"capacityUnit": u, "maxCapacity": m} for u, m in limits.items()],
+            "resourceSharingConfiguration": {"strategy": "LEND_AND_BORROW", "borrowLimit": 100},
+            "state": "ENABLED",
+            "status": status,
+        }
+        for name, limits in entries
+    ]
 
 
 def values(metrics: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, float]]:
@@ -64,9 +69,10 @@ def values(metrics: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, flo
 
 
 G5 = "ml.g5.xlarge"
+GUIDE = shares(("team-a", {G5: 1}), ("team-b", {G5: 1}), ("team-c", {G5: 1}))
 CASES = [
     pytest.param(
-        guide_layout(),
+        GUIDE,
         SnapshotBuilder().uses("team-a", ml_g5_xlarge=2).uses("team-b", ml_g5_xlarge=1),
         {
             ("team-a", G5): {"ShareQuota": 1, "ShareUsage": 2.0},
@@ -76,7 +82,7 @@ CASES = [
         id="borrowing share above its quota, idle share at zero",
     ),
     pytest.param(
-        guide_layout(),
+        GUIDE,
         SnapshotBuilder(quota_managed=False),
         {
             ("team-a", G5): {"ShareQuota": 1},
@@ -86,18 +92,16 @@ CASES = [
         id="no share utilization yet: quota only",
     ),
     pytest.param(
-        DocBuilder().env(**g5(4)).share("team-a", **g5(2)),
+        shares(("team-a", {G5: 2})) + shares(("retired", {G5: 3}), status="DELETED"),
         SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).uses("retired", ml_g5_xlarge=3),
         {
             ("team-a", G5): {"ShareQuota": 2, "ShareUsage": 1.0},
             ("retired", G5): {"ShareUsage": 3.0},
         },
-        id="a share Batch still has but the document dropped: usage only",
+        id="a share Batch has deleted but whose jobs still run: usage only",
     ),
     pytest.param(
-        DocBuilder()
-        .env(**{G5: 4, P4: 2})
-        .add(ShareBuilder("team-a", {G5: 2, P4: 1}).strategy("LEND_AND_BORROW", 100)),
+        shares(("team-a", {G5: 2, P4: 1})),
         SnapshotBuilder().uses("team-a", ml_p4d_24xlarge=2),
         {
             ("team-a", G5): {"ShareQuota": 2, "ShareUsage": 0.0},
@@ -105,22 +109,36 @@ CASES = [
         },
         id="two instance types, one metric pair each",
     ),
+    pytest.param(
+        shares(("team-a", {G5: 1})),
+        SnapshotBuilder().uses("team-a", ml_g5_xlarge=1, ml_p4d_24xlarge=1),
+        {
+            ("team-a", G5): {"ShareQuota": 1, "ShareUsage": 1.0},
+            ("team-a", P4): {"ShareQuota": 0, "ShareUsage": 1.0},
+        },
+        id="usage of an instance type the share has no limit for: quota zero",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("doc", "snapshot", "expected"), CASES)
+@pytest.mark.parametrize(("listed", "snapshot", "expected"), CASES)
 def test_share_usage_metrics(
-    doc: DocBuilder, snapshot: SnapshotBuilder, expected: dict[tuple[str, str], Any]
+    listed: list[dict[str, Any]], snapshot: SnapshotBuilder, expected: dict[tuple[str, str], Any]
 ) -> None:
     metrics = share_usage_metrics(
-        document(doc), snapshot.build(), namespace="BatchQuotaController", timestamp_ms=NOW_MS
+        "ml-training",
+        listed,
+        snapshot.build(),
+        namespace="BatchQuotaController",
+        timestamp_ms=NOW_MS,
     )
     assert values(metrics) == expected
 
 
 def test_each_metric_is_an_emf_document_of_three_dimensions() -> None:
     (metric,) = share_usage_metrics(
-        document(DocBuilder("ml-training").env(**g5(2)).share("team-a", **g5(1))),
+        "ml-training",
+        shares(("team-a", {G5: 1})),
         SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).build(),
         namespace="BatchQuotaController",
         timestamp_ms=NOW_MS,
@@ -150,17 +168,20 @@ def test_each_metric_is_an_emf_document_of_three_dimensions() -> None:
 # -- the service the resync calls -----------------------------------------------------------------
 
 
-class FakeStore:
-    def __init__(self, partitions: dict[str, list[dict[str, Any]]]):
-        self.partitions = partitions
-
-    def load_partition(self, queue: str) -> list[dict[str, Any]]:
-        return self.partitions.get(queue, [])
-
-
 class FakeReader:
-    def __init__(self, snapshots: dict[str, dict[str, Any] | Exception | None]):
+    def __init__(
+        self,
+        listed: dict[str, list[dict[str, Any]] | Exception | None],
+        snapshots: dict[str, dict[str, Any] | Exception | None],
+    ):
+        self.listed = listed
         self.snapshots = snapshots
+
+    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
+        answer = self.listed[queue]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
 
     def snapshot(self, queue: str) -> dict[str, Any] | None:
         answer = self.snapshots[queue]
@@ -174,52 +195,36 @@ class FixedClock:
         return NOW
 
 
-def items(builder: DocBuilder) -> list[dict[str, Any]]:
-    return document_to_items(builder.build())
-
-
 def test_the_service_publishes_each_queue_and_reports_the_rest() -> None:
-    bad_share = DocBuilder("half-valid").env(**g5(2)).share("ok", **g5(1)).share("bad", **g5(0))
-    store = FakeStore(
-        {
-            "ml-training": items(guide_layout()),
-            "half-valid": items(bad_share),
-            "removed": [{"queue": "removed", "item": "STATUS#QUEUE"}],
-            "gone": items(DocBuilder("gone").env(**g5(1)).share("a", **g5(1))),
-            "broken": items(DocBuilder("broken").env(**g5(1)).share("a", **g5(1))),
-        }
-    )
     reader = FakeReader(
         {
-            "ml-training": SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).build(),
-            "half-valid": SnapshotBuilder().uses("bad", ml_g5_xlarge=1).build(),
+            "ml-training": GUIDE,
             "gone": None,
             "broken": RuntimeError("throttled"),
-        }
+            "late": shares(("a", {G5: 1})),
+        },
+        {
+            "ml-training": SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).build(),
+            "late": RuntimeError("throttled"),
+        },
     )
     lines: list[str] = []
 
     report = publish_share_usage(
-        ["ml-training", "half-valid", "removed", "gone", "broken"],
-        store,
+        ["ml-training", "gone", "broken", "late"],
         reader,
         lines.append,
         namespace="BatchQuotaController",
         clock=FixedClock(),
     )
 
-    assert report.published == {"ml-training": 3, "half-valid": 2}
-    assert report.skipped == {
-        "removed": "no valid queue config",
-        "gone": "job queue does not exist",
-    }
-    assert report.failed == {"broken": "RuntimeError: throttled"}
+    assert report.published == {"ml-training": 3}
+    assert report.skipped == {"gone": "job queue does not exist"}
+    assert report.failed == {"broken": "RuntimeError: throttled", "late": "RuntimeError: throttled"}
     emitted = [json.loads(line) for line in lines]
-    assert len(emitted) == 5
-    # The invalid share keeps its usage on the dashboard, without a quota the document rejects.
-    assert {
-        (m["JobQueue"], m["QuotaShare"]): "ShareQuota" in m
-        for m in emitted
-        if m["JobQueue"] == "half-valid"
-    } == {("half-valid", "ok"): True, ("half-valid", "bad"): False}
+    assert [(m["QuotaShare"], m["ShareQuota"], m["ShareUsage"]) for m in emitted] == [
+        ("team-a", 1, 1.0),
+        ("team-b", 1, 0.0),
+        ("team-c", 1, 0.0),
+    ]
     assert all(m["_aws"]["Timestamp"] == NOW_MS for m in emitted)

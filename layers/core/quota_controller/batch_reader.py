@@ -52,7 +52,8 @@ def call(client: Any, operation: str, **params: Any) -> dict[str, Any]:
 
 
 class BotoAlertReader:
-    """What the alert pipeline reads from Batch: one job, one queue snapshot."""
+    """What the alert pipeline and the usage metrics read from Batch: one job, a queue's
+    snapshot, a queue's quota shares."""
 
     def __init__(self, client: Any):
         self._client = client
@@ -64,6 +65,22 @@ class BotoAlertReader:
         except ClientError as err:
             message = error_message(err).lower()
             if "does not exist" in message or "not found" in message:
+                return None
+            raise
+
+    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
+        """ListQuotaShares (every page); None when the queue does not exist."""
+        shares: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"jobQueue": queue}
+        try:
+            while True:
+                page = call(self._client, "list_quota_shares", **params)
+                shares.extend(page.get("quotaShares", []))
+                if not page.get("nextToken"):
+                    return shares
+                params["nextToken"] = page["nextToken"]
+        except ClientError as err:
+            if "does not exist" in error_message(err).lower():
                 return None
             raise
 

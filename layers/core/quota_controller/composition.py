@@ -166,7 +166,8 @@ def alert_deps(context: Any) -> Any:
 
 
 def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageReport:
-    """ShareUsage and ShareQuota of every managed queue, from GetJobQueueSnapshot, as EMF lines
+    """ShareUsage and ShareQuota of every managed queue, from GetJobQueueSnapshot and
+    ListQuotaShares, as EMF lines
     on stdout. Nothing is read when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
@@ -178,7 +179,6 @@ def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageRe
 
     return publish_share_usage(
         queues,
-        config_store(),
         BotoAlertReader(batch_client()),
         functools.partial(print, flush=True),
         namespace=namespace or "BatchQuotaController",

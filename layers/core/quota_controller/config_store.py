@@ -24,9 +24,9 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from quota_controller.config.items import CONTROLLER_PREFIXES, PARTITION_KEY, SORT_KEY, plain
 from quota_controller.ports import RetryableError
 from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM, QUEUE_STATUS
+from quota_controller.table_keys import CONTROLLER_PREFIXES, PARTITION_KEY, SORT_KEY, plain
 
 _RETRYABLE = frozenset(
     {

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from quota_controller.config.items import QUEUE_ITEM, SHARE_PREFIX, SORT_KEY, plain
 from quota_controller.status import QUEUE_STATUS, STATUS_PREFIX, generation
+from quota_controller.table_keys import QUEUE_ITEM, SHARE_PREFIX, SORT_KEY, plain
 
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 

@@ -5,26 +5,28 @@ type with dimensions JobQueue, QuotaShare and InstanceType:
 
 - `ShareUsage`: instances the share's SCHEDULED, STARTING and RUNNING jobs use, from
   GetJobQueueSnapshot (`queueUtilization.quotaShareUtilization.topCapacityUtilization`);
-- `ShareQuota`: the share's `maxCapacity` for that instance type in the quota document.
+- `ShareQuota`: the share's `maxCapacity` for that instance type as Batch enforces it
+  (ListQuotaShares): the document's once applied; the previous limit while a reduction is held
+  (`reductionPolicy` block or drain), because that is what Batch schedules and preempts by.
 
 Usage above quota is borrowed capacity (reclaimable by its owner). A share the snapshot does not
 list uses nothing: the snapshot lists the usage of every share that has any (the emulator does
 so; AWS documents no truncation of "top" below the 20 shares a queue can have). A share of the
-snapshot that the document no longer has (being removed) gets `ShareUsage` only.
+snapshot that Batch no longer lists (just deleted) gets `ShareUsage` only. The document is not
+read: the metrics go on while a config is invalid (Batch keeps running its last applied state),
+and the resync loads no document model (see `make bench`, cold_start).
 
-`share_usage_metrics` is pure; `publish_share_usage` reads through the ports it is given.
+`share_usage_metrics` is pure; `publish_share_usage` reads through the reader it is given.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from quota_controller.config.items import SORT_KEY, is_config_key, validate_items
-from quota_controller.config.model import QuotaDocument
-from quota_controller.ports import Clock, ConfigStore
+from quota_controller.ports import Clock
 
 DIMENSIONS: tuple[str, ...] = ("JobQueue", "QuotaShare", "InstanceType")
 USAGE = "ShareUsage"
@@ -70,41 +72,61 @@ def emf_document(
     }
 
 
+def quota_by_share(shares: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Each listed share's limits (instance type -> maxCapacity); deleted shares left out."""
+    out: dict[str, dict[str, float]] = {}
+    for share in shares:
+        name = share.get("quotaShareName")
+        if not name or share.get("status") == "DELETED":
+            continue
+        limits = out.setdefault(str(name), {})
+        for limit in share.get("capacityLimits") or []:
+            unit = limit.get("capacityUnit")
+            if unit:
+                limits[str(unit)] = float(limit.get("maxCapacity") or 0)
+    return out
+
+
 def share_usage_metrics(
-    document: QuotaDocument,
+    queue: str,
+    shares: Sequence[Mapping[str, Any]],
     snapshot: Mapping[str, Any],
     *,
     namespace: str,
     timestamp_ms: int,
 ) -> list[dict[str, Any]]:
-    """EMF documents of ShareUsage and ShareQuota per share and instance type of one queue."""
+    """EMF documents of ShareUsage and ShareQuota per share and instance type of one queue, from
+    its ListQuotaShares entries and its GetJobQueueSnapshot."""
     usage = usage_by_share(snapshot)
-    queue = document.queue_name
+    quotas = quota_by_share(shares)
     out: list[dict[str, Any]] = []
 
     def add(share: str, unit: str, values: dict[str, float]) -> None:
         dims = dict(zip(DIMENSIONS, (queue, share, unit), strict=True))
         out.append(emf_document(namespace, timestamp_ms, dims, values))
 
-    for share in sorted(document.quotaShares, key=lambda s: s.quotaShareName):
-        used = (usage or {}).get(share.quotaShareName, {})
-        units = sorted({c.capacityUnit for c in share.capacityLimits} | set(used))
-        for unit in units:
-            values: dict[str, float] = {QUOTA: share.limit_for(unit)}
+    for name in sorted(quotas):
+        used = (usage or {}).get(name, {})
+        for unit in sorted(set(quotas[name]) | set(used)):
+            values: dict[str, float] = {QUOTA: quotas[name].get(unit, 0.0)}
             if usage is not None:
                 values[USAGE] = used.get(unit, 0.0)
-            add(share.quotaShareName, unit, values)
-    for name in sorted(set(usage or {}) - {s.quotaShareName for s in document.quotaShares}):
+            add(name, unit, values)
+    for name in sorted(set(usage or {}) - set(quotas)):
         for unit, quantity in sorted((usage or {})[name].items()):
             add(name, unit, {USAGE: quantity})
     return out
 
 
-class SnapshotReader(Protocol):
-    """GetJobQueueSnapshot."""
+class UsageReader(Protocol):
+    """GetJobQueueSnapshot and ListQuotaShares."""
 
     def snapshot(self, queue: str) -> dict[str, Any] | None:
         """The queue's snapshot, None when the queue does not exist."""
+        ...
+
+    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
+        """The queue's quota shares as Batch lists them, None when the queue does not exist."""
         ...
 
 
@@ -120,14 +142,13 @@ class UsageReport:
 
 def publish_share_usage(
     queues: Iterable[str],
-    store: ConfigStore,
-    reader: SnapshotReader,
+    reader: UsageReader,
     emit: Callable[[str], None],
     *,
     namespace: str,
     clock: Clock,
 ) -> UsageReport:
-    """Read each queue's document and snapshot and emit its usage metrics (one JSON line each).
+    """Read each queue's shares and snapshot and emit its usage metrics (one JSON line each).
 
     Best effort per queue: metrics must never stop the resync, so a queue whose reads fail is
     reported in `failed` (the resync counts it in `ShareUsageFailed`) and the others go on.
@@ -136,32 +157,18 @@ def publish_share_usage(
     timestamp_ms = int(clock.now().timestamp() * 1000)
     for queue in queues:
         try:
-            document = _document(queue, store)
-            if document is None:
-                report.skipped[queue] = "no valid queue config"
-                continue
-            snapshot = reader.snapshot(queue)
-            if snapshot is None:
-                report.skipped[queue] = "job queue does not exist"
-                continue
+            shares = reader.quota_shares(queue)
+            snapshot = reader.snapshot(queue) if shares is not None else None
         except Exception as err:  # best effort, see the docstring
             report.failed[queue] = f"{type(err).__name__}: {err}"
             continue
+        if shares is None or snapshot is None:
+            report.skipped[queue] = "job queue does not exist"
+            continue
         documents = share_usage_metrics(
-            document, snapshot, namespace=namespace, timestamp_ms=timestamp_ms
+            queue, shares, snapshot, namespace=namespace, timestamp_ms=timestamp_ms
         )
         for doc in documents:
             emit(json.dumps(doc, separators=(",", ":")))
         report.published[queue] = len(documents)
     return report
-
-
-def _document(queue: str, store: ConfigStore) -> QuotaDocument | None:
-    """The queue's document with its valid shares; None without valid queue settings."""
-    config = [i for i in store.load_partition(queue) if is_config_key(i.get(SORT_KEY))]
-    if not any(i.get(SORT_KEY) == "QUEUE" for i in config):
-        return None
-    _, report = validate_items(queue, config)
-    if report.settings is None:
-        return None
-    return QuotaDocument(**dict(report.settings), quotaShares=report.shares)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from quota_controller.config.model import TOP_LEVEL_FIELDS
@@ -22,32 +21,37 @@ from quota_controller.config.validation import (
     format_path,
     validate_document,
 )
+from quota_controller.table_keys import (
+    BOOKKEEPING_FIELDS,
+    CONTROLLER_PREFIXES,
+    PARTITION_KEY,
+    QUEUE_ITEM,
+    SHARE_PREFIX,
+    SORT_KEY,
+    is_config_key,
+    is_controller_key,
+    plain,
+    share_key,
+)
 
-PARTITION_KEY = "queue"
-SORT_KEY = "item"
-QUEUE_ITEM = "QUEUE"
-SHARE_PREFIX = "SHARE#"
-CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#", "LOCK#")
-# Attributes the controller and quotactl keep on config items; not part of the document.
-BOOKKEEPING_FIELDS: tuple[str, ...] = ("updatedBy", "updatedAt")
+__all__ = [
+    "BOOKKEEPING_FIELDS",
+    "CONTROLLER_PREFIXES",
+    "PARTITION_KEY",
+    "QUEUE_ITEM",
+    "SHARE_PREFIX",
+    "SORT_KEY",
+    "AssembledDocument",
+    "document_to_items",
+    "is_config_key",
+    "is_controller_key",
+    "items_to_document",
+    "plain",
+    "share_key",
+    "validate_items",
+]
+
 _QUEUE_ITEM_FIELDS = tuple(f for f in TOP_LEVEL_FIELDS if f != "quotaShares")
-
-
-def share_key(name: str) -> str:
-    """The sort key of a share item."""
-    return SHARE_PREFIX + name
-
-
-def is_config_key(sort_key: object) -> bool:
-    """True for the sort keys of config items (the ones that should trigger a reconcile)."""
-    return isinstance(sort_key, str) and (
-        sort_key == QUEUE_ITEM or sort_key.startswith(SHARE_PREFIX)
-    )
-
-
-def is_controller_key(sort_key: object) -> bool:
-    """True for the sort keys the controller writes (status, change records, the lease)."""
-    return isinstance(sort_key, str) and sort_key.startswith(CONTROLLER_PREFIXES)
 
 
 def document_to_items(
@@ -181,19 +185,6 @@ def items_to_document(queue: str, items: Iterable[Mapping[str, Any]]) -> Assembl
     raw["quotaShares"] = raw_shares
     result.raw = raw
     return result
-
-
-def plain(value: Any) -> Any:
-    """DynamoDB values as plain Python: Decimal -> int (or float), sets -> sorted lists."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    if isinstance(value, set | frozenset):
-        return sorted(plain(v) for v in value)
-    return value
 
 
 def validate_items(

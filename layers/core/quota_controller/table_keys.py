@@ -1,0 +1,53 @@
+"""The config table's key layout and value conversion, without the document model.
+
+Key schema: partition key `queue` (the job queue name), sort key `item`: `QUEUE` for the queue
+item, `SHARE#<quotaShareName>` for a share; sort keys starting with a controller prefix
+(`STATUS#`, `CHANGE#`, `LOCK#`) belong to the controller. `quota_controller.config.items`
+builds documents from these items; modules that only read or write items (the table adapter,
+status) import this one, so the functions that never validate a document (resync) do not load
+the document model (see `make bench`, cold_start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+PARTITION_KEY = "queue"
+SORT_KEY = "item"
+QUEUE_ITEM = "QUEUE"
+SHARE_PREFIX = "SHARE#"
+CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#", "LOCK#")
+# Attributes the controller and quotactl keep on config items; not part of the document.
+BOOKKEEPING_FIELDS: tuple[str, ...] = ("updatedBy", "updatedAt")
+
+
+def share_key(name: str) -> str:
+    """The sort key of a share item."""
+    return SHARE_PREFIX + name
+
+
+def is_config_key(sort_key: object) -> bool:
+    """True for the sort keys of config items (the ones that should trigger a reconcile)."""
+    return isinstance(sort_key, str) and (
+        sort_key == QUEUE_ITEM or sort_key.startswith(SHARE_PREFIX)
+    )
+
+
+def is_controller_key(sort_key: object) -> bool:
+    """True for the sort keys the controller writes (status, change records, the lease)."""
+    return isinstance(sort_key, str) and sort_key.startswith(CONTROLLER_PREFIXES)
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB values as plain Python: Decimal -> int (or float), sets -> sorted lists."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(plain(v) for v in value)
+    return value
