@@ -65,9 +65,8 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
     "slack_notify": (
         "SlackNotify",
         "",  # no sample folder: an SNS event around an alert (below)
-        "from aws_lambda_powertools.utilities.data_classes import SNSEvent\n"
         "from quota_controller.alerts.model import Alert\n"
-        "assert [Alert.model_validate_json(r.sns.message) for r in SNSEvent(event).records]\n",
+        "assert [Alert.model_validate_json(r['Sns']['Message']) for r in event['Records']]\n",
     ),
 }
 

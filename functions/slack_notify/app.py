@@ -4,7 +4,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.data_classes import SNSEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
@@ -20,7 +19,9 @@ metrics = Metrics()
 @composition.traced
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (SNS; the `lambda` body is the alert JSON). Raising makes Lambda retry."""
-    alerts = [Alert.model_validate_json(r.sns.message) for r in SNSEvent(event).records]
+    # The SNS envelope is read by hand: Powertools' data classes package (SNSEvent) would add
+    # ~20 ms to every cold start for this one lookup (make bench, cold_start).
+    alerts = [Alert.model_validate_json(r["Sns"]["Message"]) for r in event["Records"]]
     # SNS invokes with one record: one alert, so one queue, share and key per invocation.
     logger.append_keys(
         jobQueue=",".join(a.jobQueue for a in alerts),
