@@ -496,7 +496,7 @@ def _resource_row(
         if cond and cond.get("status") != good:
             text = cond.get("message") or ""
             entry = f"{cond.get('reason')}: {text}" if text else str(cond.get("reason"))
-            if text and any(text in p for p in problems):
+            if entry in problems or (text and any(text in p for p in problems)):
                 continue  # Applied and Blocked often give the same message
             problems.append(entry)
     row["message"] = "; ".join(problems) or None

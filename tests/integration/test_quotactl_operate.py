@@ -609,3 +609,19 @@ def test_an_approval_survives_an_apply_of_a_file_without_it(tmp_path: Path) -> N
     )
     assert withdrawn.puts[0]["item"] == "QUEUE"
     assert "approvedChange" not in withdrawn.puts[0]
+
+
+def test_status_row_names_each_problem_once(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A new queue whose only item has a mistyped sort key: rejected before anything was applied,
+    # so Applied and Healthy both stay Unknown (no message): said once, not once per condition.
+    stack.put_item({"queue": "ml-typo", "item": "SHARE-team-a", "capacityLimits": []})
+    stack.advance(2 * stack.shape.resync_seconds)
+
+    assert quotactl(stack, "status", "ml-typo") == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("queue"))
+    message = row.split(None, 6)[6]
+    assert message.startswith("ConfigInvalid: item 'SHARE-team-a'")
+    parts = message.split("; ")
+    assert len(parts) == len(set(parts)), message

@@ -527,3 +527,21 @@ def test_the_resync_publishes_share_usage_against_the_quota_batch_enforces(
     # Published although team-b's item is invalid right now: the quota is what Batch enforces.
     assert usage == {"team-a": (1, 2.0), "team-b": (1, 0.0), "team-c": (1, 0.0)}
     assert all(m["InstanceType"] == "ml.g5.xlarge" and m["JobQueue"] == QUEUE for m in lines)
+
+
+def test_a_share_batch_reports_invalid_is_alerted_even_while_its_item_is_invalid(
+    converged: LocalStack,
+) -> None:
+    # team-a's item has a typo (the share is frozen at its last applied settings), and Batch
+    # reports the share INVALID: its jobs are not scheduled, which is news of its own.
+    bad = share_item(converged, "team-a")
+    bad["capacityLimits"] = [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 0}]
+    converged.put_item(bad)
+    converged.advance(120)
+    converged.emulator.set_resource_status("team-a", "INVALID")
+    run_reconcile(converged)
+
+    healthy = converged.status(QUEUE)["shares"]["team-a"]["conditions"]["Healthy"]
+    assert healthy["status"] == "False"
+    failed = [a for a in converged.alerts() if a["kind"] == "RECONCILE_FAILED"]
+    assert [(a["severity"], a["quotaShareName"]) for a in failed] == [("critical", "team-a")]

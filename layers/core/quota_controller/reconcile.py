@@ -589,7 +589,8 @@ class _Run:
         env = observed.environments.get(settings.service_environment_name) if settings else None
         if env is not None and env.status == "INVALID":
             invalid.append(("service environment", None, ""))
-        for name in sorted(desired.shares):
+        # A frozen share (its item invalid) is still the queue's share in Batch: it counts too.
+        for name in sorted({*desired.shares, *desired.frozen_shares}):
             share = observed.shares.get(name)
             if share is not None and share.status == "INVALID":
                 invalid.append((f"quota share {name}", name, ""))
