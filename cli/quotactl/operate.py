@@ -437,7 +437,10 @@ def _exists(view: Mapping[str, Any]) -> bool:
 
 def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = False) -> None:
     queue = view["jobQueue"]
-    if not view["configured"]:
+    if not view["configured"] and view.get("configItems"):
+        items = ", ".join(view["configItems"])
+        config = f"no QUEUE item, so its config ({items}) is rejected; nothing is applied"
+    elif not view["configured"]:
         config = "no config (being torn down)"
     elif not view["conditions"]:
         config = "configured, not reconciled yet"

@@ -357,6 +357,20 @@ def test_status_shows_a_config_not_yet_reconciled(
     assert view["shares"]["team-b"]["current"] is False
 
 
+def test_status_says_a_queue_whose_items_are_all_gone_is_being_torn_down(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for key in config_keys(converged):
+        converged.delete_item(QUEUE, key)
+    converged.run_until_idle()  # the teardown starts: shares are disabled first
+    capsys.readouterr()
+
+    assert quotactl(converged, "status", QUEUE) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"job queue {QUEUE}: no config (being torn down)"
+    )
+
+
 def test_status_of_an_unknown_queue_fails(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -620,7 +634,13 @@ def test_status_row_names_each_problem_once(
     stack.advance(2 * stack.shape.resync_seconds)
 
     assert quotactl(stack, "status", "ml-typo") == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("queue"))
+    out = capsys.readouterr().out
+    # Rejected config, not a teardown: the header says which items and why.
+    assert out.splitlines()[0] == (
+        "job queue ml-typo: no QUEUE item, so its config (SHARE-team-a) is rejected; "
+        "nothing is applied"
+    )
+    row = next(line for line in out.splitlines() if line.startswith("queue"))
     message = row.split(None, 6)[6]
     assert message.startswith("ConfigInvalid: item 'SHARE-team-a'")
     parts = message.split("; ")

@@ -6,7 +6,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from quota_controller.status import QUEUE_STATUS, STATUS_PREFIX, generation
-from quota_controller.table_keys import QUEUE_ITEM, SHARE_PREFIX, SORT_KEY, plain
+from quota_controller.table_keys import (
+    QUEUE_ITEM,
+    SHARE_PREFIX,
+    SORT_KEY,
+    is_controller_key,
+    plain,
+)
 
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 
@@ -23,6 +29,9 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
     view: dict[str, Any] = {
         "jobQueue": queue,
         "configured": queue_config is not None,
+        # Every item the controller did not write: without a QUEUE item, these are rejected
+        # config (share items, a mistyped sort key), not a queue being torn down.
+        "configItems": sorted(k for k in by_key if not is_controller_key(k)),
         "current": queue_status is not None
         and queue_status.get("observedGeneration") == generation(queue_config),
         "conditions": _conditions(queue_status),
