@@ -1069,20 +1069,6 @@ SHARES_WAIT = f"job queue {QUEUE} waits for its shares to be deleted"
             id="then-queue-disabled",
         ),
         pytest.param(
-            converged(guide()).edit_share(state="DISABLED", status="DELETED"),
-            [("UpdateJobQueue", {"jobQueue": queue_arn(), "state": "DISABLED"})],
-            [f"job queue {QUEUE} to be disabled"],
-            id="deleted-shares-still-listed-are-gone",
-        ),
-        pytest.param(
-            converged(guide())
-            .edit_share("team-a", "team-b", state="DISABLED", status="DELETED")
-            .edit_share("team-c", state="DISABLED"),
-            [("DeleteQuotaShare", {"quotaShareArn": share_arn("team-c")})],
-            [SHARES_WAIT],
-            id="only-shares-not-deleted-are-deleted",
-        ),
-        pytest.param(
             converged(guide()).drop_share().edit_queue(state="DISABLED"),
             [("DeleteJobQueue", {"jobQueue": queue_arn()})],
             [f"job queue {QUEUE} to be deleted"],

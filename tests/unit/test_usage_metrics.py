@@ -92,13 +92,13 @@ CASES = [
         id="no share utilization yet: quota only",
     ),
     pytest.param(
-        shares(("team-a", {G5: 2})) + shares(("retired", {G5: 3}), status="DELETED"),
+        shares(("team-a", {G5: 2})),
         SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).uses("retired", ml_g5_xlarge=3),
         {
             ("team-a", G5): {"ShareQuota": 2, "ShareUsage": 1.0},
             ("retired", G5): {"ShareUsage": 3.0},
         },
-        id="a share Batch has deleted but whose jobs still run: usage only",
+        id="a share Batch no longer lists but whose jobs still run: usage only",
     ),
     pytest.param(
         shares(("team-a", {G5: 2, P4: 1})),

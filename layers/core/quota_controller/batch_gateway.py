@@ -81,10 +81,7 @@ class BotoBatchGateway:
             for page in self._pages(pages):
                 for share in page.get("quotaShares", []):
                     parsed_share = ObservedShare.model_validate(share)
-                    known = shares.get(parsed_share.quotaShareName)
-                    # A deleted share listed next to its re-created namesake: the live one wins.
-                    if known is None or known.status == "DELETED":
-                        shares[parsed_share.quotaShareName] = parsed_share
+                    shares[parsed_share.quotaShareName] = parsed_share
         return ObservedState(
             policy=observed_policy,
             policies={

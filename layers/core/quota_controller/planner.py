@@ -365,13 +365,14 @@ def _shares(
     for name in sorted(observed.shares):
         if name in desired.shares or name in desired.frozen_shares:
             continue
-        if observed.shares[name].status != "DELETED":  # nothing left to remove
-            _remove_share(observed.shares[name], desired.force, out)
-    free = MAX_QUOTA_SHARES - sum(1 for s in observed.shares.values() if s.status != "DELETED")
+        _remove_share(observed.shares[name], desired.force, out)
+    # A share being deleted still holds its slot (quota shares have no DELETED status: a deleted
+    # share leaves ListQuotaShares).
+    free = MAX_QUOTA_SHARES - len(observed.shares)
     for name in sorted(desired.shares):
         spec = desired.shares[name]
         current = observed.shares.get(name)
-        if current is None or current.status == "DELETED":
+        if current is None:
             if not queue_ready:
                 out.waits.append(f"quota share {name} waits for job queue {desired.queue}")
             elif free <= 0:
@@ -551,10 +552,8 @@ def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
 
 def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
     """Remove everything of a queue whose config is gone: shares, queue, policy, environment."""
-    # Batch may still list a deleted share for a while: it is gone, nothing to remove or wait for.
-    shares = {n: s for n, s in observed.shares.items() if s.status != "DELETED"}
-    for name in sorted(shares):
-        _remove_share(shares[name], desired.force, out)
+    for name in sorted(observed.shares):
+        _remove_share(observed.shares[name], desired.force, out)
     queue = observed.queue
     if queue is not None and queue.status != "DELETED":
         if queue.tags.get(OWNER_TAG) != desired.queue:
@@ -563,7 +562,7 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                 f"(tag {OWNER_TAG}); it is left in place"
             )
             return
-        if shares:
+        if observed.shares:
             out.waits.append(f"job queue {queue.jobQueueName} waits for its shares to be deleted")
             return
         if queue.transitional:

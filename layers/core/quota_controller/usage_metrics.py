@@ -73,11 +73,12 @@ def emf_document(
 
 
 def quota_by_share(shares: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Each listed share's limits (instance type -> maxCapacity); deleted shares left out."""
+    """Each listed share's limits (instance type -> maxCapacity). A deleted share is not
+    listed (quota shares have no DELETED status); one being deleted still has its limits."""
     out: dict[str, dict[str, float]] = {}
     for share in shares:
         name = share.get("quotaShareName")
-        if not name or share.get("status") == "DELETED":
+        if not name:
             continue
         limits = out.setdefault(str(name), {})
         for limit in share.get("capacityLimits") or []:
