@@ -1016,7 +1016,7 @@ INVALID_REASON = "CLIENT_ERROR - the service environment is not usable"
     ("resource", "share", "what"),
     [
         (QUEUE, None, "job queue"),
-        (f"{QUEUE}-env", None, "service environment"),
+        (f"{QUEUE}-env", None, f"service environment {QUEUE}-env"),
         ("team-b", "team-b", "quota share team-b"),
     ],
 )
@@ -1033,7 +1033,7 @@ def test_a_resource_that_turns_invalid_is_alerted_once_and_converges_when_it_cle
     assert healthy["status"] == "False", healthy
     if what == "job queue":
         assert INVALID_REASON in healthy["message"]
-    if what == "service environment":
+    if what.startswith("service environment"):
         assert healthy["reason"] == "ServiceEnvironmentNotValid"
     alerts = watch.alerts("RECONCILE_FAILED")
     assert [(a["severity"], a.get("quotaShareName")) for a in alerts] == [("critical", share)]
@@ -1043,6 +1043,29 @@ def test_a_resource_that_turns_invalid_is_alerted_once_and_converges_when_it_cle
     stack.emulator.set_resource_status(resource, "VALID")
     assert_contract(stack, watch, config)
     assert len(watch.alerts()) == 1, "alerted once, not by every resync"
+
+
+def test_the_environment_a_queue_still_runs_on_is_watched_while_it_is_being_replaced(
+    stack: LocalStack,
+) -> None:
+    """The document names a new environment; until the queue is switched over, it runs on the
+    old one, and that one turning INVALID stops its jobs: it is reported, not just the new."""
+    watch = Watch(stack)
+    emulator_module.configure(settle_seconds=400)  # the new environment stays CREATING a while
+    edit(serviceEnvironment__serviceEnvironmentName="env-2")(stack, watch)
+    stack.run_until_idle()
+    stack.emulator.set_resource_status(f"{QUEUE}-env", "INVALID")
+    stack.advance(stack.shape.requeue_seconds)
+
+    view = stack.status(QUEUE)
+    assert view["conditions"]["Healthy"]["reason"] == "ServiceEnvironmentNotValid"
+    assert f"{QUEUE}-env" in view["conditions"]["Healthy"]["message"]
+    alerts = watch.alerts("RECONCILE_FAILED")
+    assert [a["summary"] for a in alerts] == [
+        f"AWS Batch reports the service environment {QUEUE}-env of {QUEUE} INVALID"
+    ]
+    emulator_module.configure(settle_seconds=SETTLE)
+    stack.emulator.set_resource_status(f"{QUEUE}-env", "VALID")
 
 
 # -- SNS publish failures ----------------------------------------------------------------------

@@ -585,10 +585,9 @@ class _Run:
         invalid: list[tuple[str, str | None, str]] = []
         if observed.queue is not None and observed.queue.status == "INVALID":
             invalid.append(("job queue", None, observed.queue.statusReason or ""))
-        settings = desired.settings
-        env = observed.environments.get(settings.service_environment_name) if settings else None
-        if env is not None and env.status == "INVALID":
-            invalid.append(("service environment", None, ""))
+        for env in _queue_environments(desired, observed):
+            if env.status == "INVALID":
+                invalid.append((f"service environment {env.serviceEnvironmentName}", None, ""))
         # A frozen share (its item invalid) is still the queue's share in Batch: it counts too.
         for name in sorted({*desired.shares, *desired.frozen_shares}):
             share = observed.shares.get(name)
@@ -721,16 +720,35 @@ def _queue_health(desired: Desired, observed: ObservedState) -> Condition:
     if queue is None or queue.status != "VALID":
         message = (queue.statusReason or "") if queue else "job queue not found"
         return Condition("Healthy", False, "JobQueueNotValid", message)
-    settings = desired.settings
-    env = observed.environments.get(settings.service_environment_name) if settings else None
-    if env is not None and env.status == "INVALID":
+    bad = [
+        e.serviceEnvironmentName
+        for e in _queue_environments(desired, observed)
+        if e.status == "INVALID"
+    ]
+    if bad:
         return Condition(
             "Healthy",
             False,
             "ServiceEnvironmentNotValid",
-            f"service environment {env.serviceEnvironmentName} is INVALID",
+            f"service environment {', '.join(bad)} is INVALID",
         )
     return Condition("Healthy", True, "JobQueueValid", queue.statusReason or "")
+
+
+def _queue_environments(desired: Desired, observed: ObservedState) -> list[ObservedEnvironment]:
+    """The environments the queue runs on (its serviceEnvironmentOrder, as Batch reports it)
+    and the one the document names, each once."""
+    found: dict[str, ObservedEnvironment] = {}
+    order = observed.queue.serviceEnvironmentOrder if observed.queue else []
+    for entry in order:
+        env = observed.environment_by_arn(entry.serviceEnvironment)
+        if env is not None:
+            found.setdefault(env.serviceEnvironmentName, env)
+    settings = desired.settings
+    named = observed.environments.get(settings.service_environment_name) if settings else None
+    if named is not None:
+        found.setdefault(named.serviceEnvironmentName, named)
+    return list(found.values())
 
 
 def _torn_down(queue: str, observed: ObservedState, the_plan: Plan) -> bool:
