@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
@@ -61,6 +62,75 @@ def ms(when: datetime) -> int:
 def stamp(when: datetime) -> str:
     """ISO 8601 with a Z, as EventBridge and the change records write times."""
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+CROSS = "Cross-share preemption triggered to reclaim borrowed capacity"
+
+
+def envelope(detail_type: str, arn: str, detail: dict[str, Any], time: str) -> dict[str, Any]:
+    """An EventBridge event of AWS Batch (what the bus carries), around `detail`."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": "aws.batch",
+        "account": ACCOUNT,
+        "time": time,
+        "region": REGION,
+        "resources": [arn],
+        "detail": detail,
+    }
+
+
+def preemption_events(
+    job: Mapping[str, Any],
+    now: datetime,
+    reason: str = CROSS,
+    status_after: str = "RUNNABLE",
+) -> list[dict[str, Any]]:
+    """The three events Batch emits for one preemption of a running job (its latest attempt),
+    as documented: Started, Completed and State Change, from its DescribeServiceJob answer."""
+    arn = job["jobArn"]
+    attempt = job["latestAttempt"]["serviceResourceId"]
+    time = now.isoformat().replace("+00:00", "Z")
+    at = ms(now)
+    summary = {
+        "preemptedAttemptCount": 1,
+        "recentPreemptedAttempts": [
+            {
+                "serviceResourceId": attempt,
+                "startedAt": at - 60_000,
+                "stoppedAt": at,
+                "statusReason": reason,
+            }
+        ],
+    }
+    state = {k: v for k, v in job.items() if k not in ("tags", "serviceRequestPayload")}
+    state.update(
+        status=status_after,
+        statusReason=reason,
+        preemptionSummary=summary,
+        latestAttempt={"serviceResourceId": attempt},
+    )
+    return [
+        envelope(
+            "Batch Service Job Preemption Started",
+            arn,
+            {
+                "statusReason": f"PREEMPTION_IN_PROGRESS: {reason}",
+                "preemptedJobArn": arn,
+                "status": "RUNNING",
+            },
+            time,
+        ),
+        envelope(
+            "Batch Service Job Preemption Completed",
+            arn,
+            {"preemptedJobArn": arn, "preemptionSummary": summary, "status": status_after},
+            time,
+        ),
+        envelope("Batch Service Job State Change", arn, state, time),
+    ]
 
 
 def job_arn(job: str) -> str:

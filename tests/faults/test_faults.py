@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from alert_builders import preemption_events
 from builders import guide_layout
 
 from quota_controller import composition
@@ -36,7 +37,6 @@ OTHER = "ml-faults"
 G5 = "ml.g5.xlarge"
 WRITES = ("Create", "Update", "Delete", "TagResource", "UntagResource")
 ACTIVE = ("SCHEDULED", "STARTING", "RUNNING")
-CROSS = "Cross-share preemption triggered to reclaim borrowed capacity"
 SETTLE = 5.0
 
 
@@ -554,78 +554,13 @@ def test_batch_429_burst_then_5xx_on_every_reconciler_call_converges(
 # -- Batch faults on the alert function's calls ------------------------------------------------
 
 
-def envelope(detail_type: str, arn: str, detail: dict[str, Any], time: str) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": detail_type,
-        "source": "aws.batch",
-        "account": "123456789012",
-        "time": time,
-        "region": "us-east-1",
-        "resources": [arn],
-        "detail": detail,
-    }
-
-
-def preemption_events(
-    stack: LocalStack,
-    job: Mapping[str, Any],
-    reason: str = CROSS,
-    status_after: str = "RUNNABLE",
-) -> list[dict[str, Any]]:
-    """Started, Completed and State Change of one preemption of `job` (its latest attempt)."""
-    arn = job["jobArn"]
-    attempt = job["latestAttempt"]["serviceResourceId"]
-    now = stack.clock.now()
-    stamp = now.isoformat().replace("+00:00", "Z")
-    ms = int(now.timestamp() * 1000)
-    summary = {
-        "preemptedAttemptCount": 1,
-        "recentPreemptedAttempts": [
-            {
-                "serviceResourceId": attempt,
-                "startedAt": ms - 60_000,
-                "stoppedAt": ms,
-                "statusReason": reason,
-            }
-        ],
-    }
-    state = {k: v for k, v in job.items() if k not in ("tags", "serviceRequestPayload")}
-    state.update(
-        status=status_after,
-        statusReason=reason,
-        preemptionSummary=summary,
-        latestAttempt={"serviceResourceId": attempt},
-    )
-    return [
-        envelope(
-            "Batch Service Job Preemption Started",
-            arn,
-            {
-                "statusReason": f"PREEMPTION_IN_PROGRESS: {reason}",
-                "preemptedJobArn": arn,
-                "status": "RUNNING",
-            },
-            stamp,
-        ),
-        envelope(
-            "Batch Service Job Preemption Completed",
-            arn,
-            {"preemptedJobArn": arn, "preemptionSummary": summary, "status": status_after},
-            stamp,
-        ),
-        envelope("Batch Service Job State Change", arn, state, stamp),
-    ]
-
-
 @pytest.mark.parametrize("operation", ["DescribeServiceJob", "GetJobQueueSnapshot"])
 def test_batch_429_burst_then_5xx_on_the_alert_functions_calls_still_alert_once(
     stack: LocalStack, operation: str
 ) -> None:
     watch = Watch(stack)
     job = watch.running("team-a", f"borrower-{operation}", count=2)
-    events = preemption_events(stack, stack.batch.describe_service_job(jobId=job))
+    events = preemption_events(stack.batch.describe_service_job(jobId=job), stack.clock.now())
     faults = burst(stack, operation)
     stack.put_events(*events)
     stack.run_until_idle()
@@ -1161,7 +1096,7 @@ def test_events_for_a_job_that_no_longer_exists_alert_once_from_the_event(
     job = stack.batch.describe_service_job(jobId=watch.running("team-a", "vanishing", count=2))
     ghost = json.loads(json.dumps(job).replace(job["jobId"], "job-that-is-gone"))
     ghost["jobId"] = "job-that-is-gone"
-    stack.put_events(*preemption_events(stack, ghost))
+    stack.put_events(*preemption_events(ghost, stack.clock.now()))
     stack.run_until_idle()
     let_retries_run(stack)
 
@@ -1186,7 +1121,7 @@ def test_a_change_made_by_a_numeric_author_still_attributes_the_preemption(
     stack.put_item(item)
     stack.advance(60)
     victim = stack.batch.describe_service_job(jobId=watch.jobs[0])
-    stack.put_events(*preemption_events(stack, victim))
+    stack.put_events(*preemption_events(victim, stack.clock.now()))
     stack.run_until_idle()
     let_retries_run(stack)
 

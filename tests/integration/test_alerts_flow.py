@@ -5,31 +5,16 @@ rules -> the alert buffer -> the real alert handler -> SNS, read through an SQS 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from alert_builders import CROSS, envelope, preemption_events
 from builders import guide_layout
 
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"
-CROSS = "Cross-share preemption triggered to reclaim borrowed capacity"
-
-
-def envelope(detail_type: str, arn: str, detail: dict[str, Any], time: str) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": detail_type,
-        "source": "aws.batch",
-        "account": "123456789012",
-        "time": time,
-        "region": "us-east-1",
-        "resources": [arn],
-        "detail": detail,
-    }
 
 
 def preemption(
@@ -37,48 +22,7 @@ def preemption(
 ) -> list[dict[str, Any]]:
     """The three events Batch emits for one preemption of a running job, as documented."""
     job = stack.batch.describe_service_job(jobId=job_id)
-    arn = job["jobArn"]
-    attempt = job["latestAttempt"]["serviceResourceId"]
-    now = stack.clock.now()
-    stamp = now.isoformat().replace("+00:00", "Z")
-    ms = int(now.timestamp() * 1000)
-    summary = {
-        "preemptedAttemptCount": 1,
-        "recentPreemptedAttempts": [
-            {
-                "serviceResourceId": attempt,
-                "startedAt": ms - 60_000,
-                "stoppedAt": ms,
-                "statusReason": reason,
-            }
-        ],
-    }
-    state = {k: v for k, v in job.items() if k not in ("tags", "serviceRequestPayload")}
-    state.update(
-        status=status_after,
-        statusReason=reason,
-        preemptionSummary=summary,
-        latestAttempt={"serviceResourceId": attempt},
-    )
-    return [
-        envelope(
-            "Batch Service Job Preemption Started",
-            arn,
-            {
-                "statusReason": f"PREEMPTION_IN_PROGRESS: {reason}",
-                "preemptedJobArn": arn,
-                "status": "RUNNING",
-            },
-            stamp,
-        ),
-        envelope(
-            "Batch Service Job Preemption Completed",
-            arn,
-            {"preemptedJobArn": arn, "preemptionSummary": summary, "status": status_after},
-            stamp,
-        ),
-        envelope("Batch Service Job State Change", arn, state, stamp),
-    ]
+    return preemption_events(job, stack.clock.now(), reason, status_after)
 
 
 def running(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
+from planner_builders import QUEUE, SCOPE
 
 from quota_controller.config.model import TIME_LIMIT_REASONS
 from quota_controller.observed import (
@@ -24,12 +25,8 @@ from quota_controller.observed import (
     ObservedShare,
     ObservedState,
 )
-from quota_controller.planner import OWNER_TAG, Scope
+from quota_controller.planner import OWNER_TAG
 
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
-SCOPE = Scope(ACCOUNT, REGION)
-QUEUE = "ml-training"
 POOL = (
     "ml.g5.xlarge",
     "ml.g5.2xlarge",

@@ -124,8 +124,7 @@ class _Run:
         # Alerts already sent for problems that still stand (so repeated reconciles stay
         # quiet), and the keys of what this run found: only those are remembered, so a problem
         # that is fixed and later comes back is alerted again.
-        self.alerted_order: list[str] = list((self.queue_status or {}).get("alerted", []))
-        self.alerted = frozenset(self.alerted_order)
+        self.alerted: list[str] = list((self.queue_status or {}).get("alerted", []))
         self.raised: list[str] = []
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
@@ -250,6 +249,9 @@ class _Run:
                 dedupKey=f"{self.queue}:rejected:{_digest(messages)}",
             )
         )
+        # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
+        # share, a held change) still stand as far as it knows, so their keys are kept.
+        self.raised[:0] = [k for k in self.alerted if k not in self.raised]
         queue_status = self._queue_status(
             gen,
             [
@@ -260,12 +262,6 @@ class _Run:
             ],
         )
         queue_status["errors"] = messages[:50]
-        # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
-        # share, a held change) still stand as far as it knows, so their keys are kept.
-        queue_status["alerted"] = [
-            *[k for k in self.alerted_order if k not in self.raised],
-            *self.raised,
-        ][-_ALERT_MEMORY:]
         self._write([queue_status], [])
         self.result.outcome = "rejected"
         self.result.errors = messages
