@@ -479,3 +479,16 @@ def test_a_claim_that_fails_midway_leaves_no_key_claimed() -> None:
         handle(*events, using=d)
 
     assert (published(d), claims(d)) == ([], {})
+
+
+def test_an_invalid_share_item_does_not_blind_the_attribution_of_the_others() -> None:
+    # team-b's item is broken; the reconciler keeps applying team-a and team-c, so the alert
+    # still knows team-c lends and names it as the share that took its capacity back.
+    snap = snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("job-c"))
+    d = deps(jobs(J), snapshots={QUEUE: snap})
+    assert isinstance(d.store, FakeStore)
+    (team_b,) = [i for i in d.store.items[QUEUE] if i["item"] == "SHARE#team-b"]
+    team_b["state"] = "PAUSED"
+    handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
+    (alert,) = published(d)
+    assert alert.summary == "1 job of team-a preempted: borrowed capacity reclaimed by team-c"

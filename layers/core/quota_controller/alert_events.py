@@ -30,7 +30,12 @@ from quota_controller.alerts.classify import (
 )
 from quota_controller.alerts.events import BatchEvent, JobDetail
 from quota_controller.alerts.model import Alert
-from quota_controller.config.items import SORT_KEY, is_config_key, validate_items
+from quota_controller.config.items import (
+    QUEUE_ITEM,
+    SORT_KEY,
+    is_controller_key,
+    validate_items,
+)
 from quota_controller.log_safety import loggable
 from quota_controller.ports import ConfigStore, Notifier, RetryableError
 
@@ -88,12 +93,19 @@ class _QueueContext:
     def __init__(self, queue: str, deps: AlertDeps):
         self.queue = queue
         items = deps.store.load_partition(queue)
-        config = [i for i in items if is_config_key(i.get(SORT_KEY))]
-        self.managed = any(i.get(SORT_KEY) == "QUEUE" for i in config)
+        # The reconciler's view of the config: every item the controller did not write.
+        config = [i for i in items if not is_controller_key(i.get(SORT_KEY, ""))]
+        self.managed = any(i.get(SORT_KEY) == QUEUE_ITEM for i in config)
         document = None
         if self.managed:
+            # One team's invalid share item must not blind the attribution for every other
+            # share: the reconciler keeps applying the valid ones, so they are what Batch
+            # enforces. An invalid share keeps its last applied state, which the table does
+            # not hold: its jobs are attributed from Batch's reason and the change records.
+            # When the whole queue is rejected (say, a stray sort key), nothing new is applied
+            # and the valid part written is the best guess at what Batch still runs.
             _, report = validate_items(queue, config)
-            document = report.document
+            document = report.valid_part
         self._deps = deps
         self._document = document
         self._snapshot: Mapping[str, Any] | None = None

@@ -92,6 +92,14 @@ class ValidationReport:
             return None
         return QuotaDocument(**dict(self.settings), quotaShares=list(self.shares))
 
+    @property
+    def valid_part(self) -> QuotaDocument | None:
+        """The queue settings with only the shares that passed validation (what the reconciler
+        applies while other shares are invalid), or None when the settings themselves are."""
+        if self.settings is None:
+            return None
+        return QuotaDocument(**dict(self.settings), quotaShares=list(self.shares))
+
 
 def format_path(path: Iterable[PathPart]) -> str:
     """`("quotaShares", 1, "state")` -> `quotaShares[1].state`."""
