@@ -88,6 +88,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.log_safety",
         "quota_controller.requeue",
         "quota_controller.settings",
+        "quota_controller.tag_drift",
         "quota_controller.usage_metrics",
     ),
     "alert": (

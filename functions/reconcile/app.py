@@ -27,6 +27,7 @@ def _observe(result: ReconcileResult) -> None:
     with logger.append_context_keys(jobQueue=result.queue):
         logger.info(
             "reconciled",
+            trigger=result.trigger,
             outcome=result.outcome,
             applied=[a.summary for a in result.applied],
             waits=result.waits,
@@ -35,6 +36,10 @@ def _observe(result: ReconcileResult) -> None:
         )
     metrics.add_metric(f"Reconcile_{result.outcome}", MetricUnit.Count, 1)
     metrics.add_metric("PlanActions", MetricUnit.Count, len(result.applied))
+    if result.trigger == "resync":
+        # Requests a resync had to make: drift behind the controller's back repaired (or a
+        # change whose stream record was lost).
+        metrics.add_metric("DriftRepaired", MetricUnit.Count, len(result.applied))
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,7 +1,9 @@
 """Resync function (schedule): send every managed queue to the requeue queue for a reconcile,
-and publish each queue's share usage against quota (the dashboard's usage graphs).
+naming the shares whose tags drifted, and publish each queue's share usage against quota (the
+dashboard's usage graphs).
 
-This repairs drift (a share edited in the console) and retries anything a stream record missed.
+This repairs drift (a share edited in the console, its tags included) and retries anything a
+stream record missed.
 """
 
 from typing import Any
@@ -21,13 +23,26 @@ metrics = Metrics()
 @composition.traced
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (EventBridge schedule)."""
-    queues = composition.config_store().list_queues()
+    view = composition.config_store().resync_view()
+    queues = view.queues
     logger.append_keys(jobQueues=queues)
+    drift = composition.find_share_tag_drift(view)
     requeuer = composition.requeuer()
     for queue in queues:
-        requeuer.requeue(queue, 0, "resync")
+        requeuer.requeue(queue, 0, "resync", drift.drifted.get(queue, ()))
     usage = composition.publish_share_usage(queues, metrics.namespace)
     metrics.add_metric("ResyncQueues", MetricUnit.Count, len(queues))
+    metrics.add_metric(
+        "ShareTagDrift", MetricUnit.Count, sum(len(s) for s in drift.drifted.values())
+    )
+    metrics.add_metric("ShareTagChecksFailed", MetricUnit.Count, len(drift.failed))
     metrics.add_metric("ShareUsageFailed", MetricUnit.Count, len(usage.failed))
-    logger.info("resync", usage=usage.published, skipped=usage.skipped, failed=usage.failed)
-    return {"queues": queues}
+    logger.info(
+        "resync",
+        usage=usage.published,
+        skipped=usage.skipped,
+        failed=usage.failed,
+        tagDrift=drift.drifted,
+        tagChecksFailed=drift.failed,
+    )
+    return {"queues": queues, "tagDrift": drift.drifted}

@@ -14,6 +14,7 @@ a virtual clock, so a test can move an hour ahead in milliseconds.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -431,7 +432,16 @@ class LocalStack:
             sys.modules[name] = module
             spec.loader.exec_module(module)
             self._modules[function] = module
-        return self._modules[function].lambda_handler
+        inner = self._modules[function].lambda_handler
+
+        @functools.wraps(inner)
+        def invoke(event: Any, context: Any) -> Any:
+            try:
+                return inner(event, context)
+            finally:
+                _drop_unpublished_metrics()
+
+        return invoke
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -663,3 +673,18 @@ class LocalStack:
             )
             out[name] = [json.loads(m["Body"]) for m in page.get("Messages", [])]
         return out
+
+
+def _drop_unpublished_metrics() -> None:
+    """Empty Powertools' metric set after an invocation when metrics are off (as locally).
+
+    Powertools clears its (process-wide) metric set only when it publishes; with
+    POWERTOOLS_METRICS_DISABLED it keeps every value, so a long-running local stack would grow
+    and a test that turns metrics on would see values of earlier invocations. A publish would
+    have emptied it, so this does what the publish would.
+    """
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+    if is_metrics_disabled():
+        Metrics().clear_metrics()

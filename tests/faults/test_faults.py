@@ -915,6 +915,62 @@ def test_drift_an_extra_share_with_a_running_job_is_disabled_not_terminated(
     assert batch_share(stack, "rogue") is None
 
 
+def share_tags(stack: LocalStack, name: str) -> dict[str, str]:
+    share = batch_share(stack, name)
+    assert share is not None
+    return dict(stack.batch.list_tags_for_resource(resourceArn=share["quotaShareArn"])["tags"])
+
+
+def test_drift_share_tags_edited_in_the_console_are_put_back_by_the_resync(
+    stack: LocalStack,
+) -> None:
+    # ListQuotaShares returns no tags: the resync reads them and names the drifted share.
+    watch = Watch(stack)
+    watch.running("team-a", "keeps-running-while-retagged")
+    config = config_items(stack)
+    applied = share_tags(stack, "team-b")
+    arn = batch_share(stack, "team-b")["quotaShareArn"]  # type: ignore[index]
+    stack.batch.untag_resource(resourceArn=arn, tagKeys=sorted(applied))
+    stack.batch.tag_resource(resourceArn=arn, tags={"cost-center": "someone-else"})
+    untouched = share_tags(stack, "team-a")
+    calls = len(stack.emulator.calls)
+    stack.advance(2 * stack.shape.resync_seconds)
+
+    assert_contract(stack, watch, config)
+    assert share_tags(stack, "team-b") == applied
+    assert share_tags(stack, "team-a") == untouched
+    retags = [
+        (c.operation, c.request.get("resourceArn"))
+        for c in stack.emulator.calls[calls:]
+        if c.operation in ("TagResource", "UntagResource")
+    ]
+    assert sorted(retags) == [("TagResource", arn), ("UntagResource", arn)]
+
+
+def test_share_tags_that_already_match_the_document_only_correct_the_status(
+    stack: LocalStack,
+) -> None:
+    # Status says other tags were applied than the share carries, and the share carries what
+    # the document asks for: nothing to put back, but status learns the truth, so the resync
+    # stops naming the share.
+    stack.table.update_item(
+        Key={"queue": QUEUE, "item": "STATUS#SHARE#team-b"},
+        UpdateExpression="SET appliedTags = :t",
+        ExpressionAttributeValues={":t": {"stale": "yes"}},
+    )
+    calls = len(stack.emulator.calls)
+    for _ in range(2):
+        stack.resync()
+        stack.run_until_idle()
+
+    operations = [c.operation for c in stack.emulator.calls[calls:]]
+    assert not [o for o in operations if o.startswith(WRITES)]
+    # Three shares read by each resync, team-b once more by the first reconcile only.
+    assert operations.count("ListTagsForResource") == 2 * 3 + 1
+    status = stack.table.get_item(Key={"queue": QUEUE, "item": "STATUS#SHARE#team-b"})["Item"]
+    assert status["appliedTags"] == share_tags(stack, "team-b")
+
+
 # -- a share stuck in CREATING / UPDATING ------------------------------------------------------
 
 

@@ -137,13 +137,14 @@ def test_nothing_is_attached_before_it_is_valid(stack: LocalStack) -> None:
 def test_a_converged_queue_reconciles_with_four_reads_and_no_write(converged: LocalStack) -> None:
     calls = run_reconcile(converged)
 
-    assert writes(calls) == {}
-    assert sum(calls.values()) <= 4
-    assert set(calls) <= {
-        "DescribeJobQueues",
-        "DescribeSchedulingPolicies",
-        "DescribeServiceEnvironments",
-        "ListQuotaShares",
+    # The resync itself reads each share's tags (ListQuotaShares returns none); the reconcile
+    # it sends makes four reads.
+    assert calls == {
+        "ListTagsForResource": 3,
+        "DescribeJobQueues": 1,
+        "DescribeSchedulingPolicies": 1,
+        "DescribeServiceEnvironments": 1,
+        "ListQuotaShares": 1,
     }
 
 
@@ -256,6 +257,24 @@ def test_drift_is_repaired_by_the_resync(converged: LocalStack) -> None:
         "strategy": "LEND_AND_BORROW",
         "borrowLimit": 100,
     }
+
+
+def test_what_the_resync_repairs_is_counted_as_drift_repaired(
+    converged: LocalStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    arn = batch_share(converged, "team-b")["quotaShareArn"]
+    converged.batch.update_quota_share(quotaShareArn=arn, state="DISABLED")
+    converged.run_until_idle()  # nothing in the config changed: no reconcile yet
+    converged.batch.tag_resource(resourceArn=arn, tags={"added": "in-the-console"})
+    capsys.readouterr()
+    converged.advance(converged.shape.resync_seconds + 60)
+
+    out = capsys.readouterr().out.splitlines()
+    emf = [json.loads(line) for line in out if line.startswith("{") and '"_aws"' in line]
+    assert [line["DriftRepaired"] for line in emf if "DriftRepaired" in line] == [[2.0]]
+    assert [line["ShareTagDrift"] for line in emf if "ShareTagDrift" in line] == [[1.0]]
+    assert batch_share(converged, "team-b")["state"] == "ENABLED"
 
 
 def test_removing_a_share_item_disables_it_then_deletes_it(converged: LocalStack) -> None:

@@ -138,6 +138,10 @@ class BotoBatchGateway:
             startedAt=summary.get("startedAt"),
         )
 
+    def share_tags(self, share_arn: str) -> dict[str, str]:
+        """ListTagsForResource of one quota share (ListQuotaShares returns no tags)."""
+        return dict(self._call("list_tags_for_resource", resourceArn=share_arn).get("tags") or {})
+
     def execute(self, action: Action) -> None:
         """Make the request; an "already exists" on a create counts as done."""
         try:

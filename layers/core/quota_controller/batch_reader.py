@@ -52,8 +52,8 @@ def call(client: Any, operation: str, **params: Any) -> dict[str, Any]:
 
 
 class BotoAlertReader:
-    """What the alert pipeline and the usage metrics read from Batch: one job, a queue's
-    snapshot, a queue's quota shares."""
+    """What the alert pipeline and the resync read from Batch: one job, a queue's snapshot, a
+    queue's quota shares, a share's tags."""
 
     def __init__(self, client: Any):
         self._client = client
@@ -83,6 +83,17 @@ class BotoAlertReader:
             if "does not exist" in error_message(err).lower():
                 return None
             raise
+
+    def share_tags(self, share_arn: str) -> dict[str, str] | None:
+        """ListTagsForResource of a quota share; None when the share no longer exists."""
+        try:
+            result = call(self._client, "list_tags_for_resource", resourceArn=share_arn)
+        except ClientError as err:
+            message = error_message(err).lower()
+            if "does not exist" in message or "not found" in message:
+                return None
+            raise
+        return {str(k): str(v) for k, v in (result.get("tags") or {}).items()}
 
     def snapshot(self, queue: str) -> dict[str, Any] | None:
         """GetJobQueueSnapshot; None when the queue is gone."""

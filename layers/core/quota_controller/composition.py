@@ -19,10 +19,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.config_store import DynamoConfigStore, ResyncView
     from quota_controller.ports import Clock
     from quota_controller.reconcile import Deps
     from quota_controller.settings import Settings
+    from quota_controller.tag_drift import TagDriftReport
     from quota_controller.usage_metrics import UsageReport
 
 
@@ -163,6 +164,15 @@ def alert_deps(context: Any) -> Any:
         notifier=SnsNotifier(client("sns"), s.ALERTS_TOPIC_ARN),
         claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
     )
+
+
+def find_share_tag_drift(view: ResyncView) -> TagDriftReport:
+    """Each managed share's tags in Batch against those its status says were applied."""
+    from quota_controller.batch_reader import BotoAlertReader
+    from quota_controller.tag_drift import find_tag_drift
+
+    reader = BotoAlertReader(batch_client())
+    return find_tag_drift(view.applied_share_tags, set(view.queues), reader.share_tags)
 
 
 def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageReport:

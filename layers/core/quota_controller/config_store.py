@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -25,8 +26,27 @@ from botocore.exceptions import (
 )
 
 from quota_controller.ports import RetryableError
-from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM, QUEUE_STATUS
+from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM, QUEUE_STATUS, share_status_key
 from quota_controller.table_keys import CONTROLLER_PREFIXES, PARTITION_KEY, SORT_KEY, plain
+
+
+@dataclass(frozen=True)
+class AppliedShareTags:
+    """A share's status: the tags the controller last applied to it, and its ARN."""
+
+    queue: str
+    share: str
+    arn: str
+    tags: dict[str, str]
+
+
+@dataclass
+class ResyncView:
+    """The queues to reconcile and the applied tags of their shares (`resync_view`)."""
+
+    queues: list[str] = field(default_factory=list)
+    applied_share_tags: list[AppliedShareTags] = field(default_factory=list)
+
 
 _RETRYABLE = frozenset(
     {
@@ -170,11 +190,19 @@ class DynamoConfigStore:
         """Queues with any item the controller did not write (a QUEUE item, share items, or an
         item with a mistyped sort key, which the reconcile then rejects) or a queue status item
         (a removed queue still tears down). Change records and leases alone do not count."""
+        return self.resync_view().queues
+
+    def resync_view(self) -> ResyncView:
+        """What the resync needs, in one scan: the queues to reconcile (see `list_queues`) and
+        the tags each share's status says were applied, with the share's ARN."""
+        view = ResyncView()
         queues: set[str] = set()
+        share_status = share_status_key("")
         kwargs: dict[str, Any] = {
-            "ProjectionExpression": "#q",
-            "ExpressionAttributeNames": {"#q": PARTITION_KEY},
+            "ProjectionExpression": "#q, #i, quotaShareArn, appliedTags",
+            "ExpressionAttributeNames": {"#q": PARTITION_KEY, "#i": SORT_KEY},
             "FilterExpression": Attr(SORT_KEY).eq(QUEUE_STATUS)
+            | Attr(SORT_KEY).begins_with(share_status)
             | ~functools.reduce(
                 operator.or_, (Attr(SORT_KEY).begins_with(p) for p in CONTROLLER_PREFIXES)
             ),
@@ -182,9 +210,22 @@ class DynamoConfigStore:
         try:
             while True:
                 page = self._table.scan(**kwargs)
-                queues.update(str(i[PARTITION_KEY]) for i in page.get("Items", []))
+                for item in page.get("Items", []):
+                    queue, key = str(item[PARTITION_KEY]), str(item.get(SORT_KEY, ""))
+                    if not key.startswith(share_status):
+                        queues.add(queue)
+                    elif item.get("quotaShareArn") and item.get("appliedTags") is not None:
+                        view.applied_share_tags.append(
+                            AppliedShareTags(
+                                queue,
+                                key[len(share_status) :],
+                                str(item["quotaShareArn"]),
+                                {str(k): str(v) for k, v in plain(item["appliedTags"]).items()},
+                            )
+                        )
                 if "LastEvaluatedKey" not in page:
-                    return sorted(queues)
+                    view.queues = sorted(queues)
+                    return view
                 kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         except (ClientError, BotoCoreError) as err:
             self._guard("list queues", err)

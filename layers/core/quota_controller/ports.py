@@ -80,6 +80,10 @@ class BatchGateway(Protocol):
         """SCHEDULED, STARTING and RUNNING jobs of each share."""
         ...
 
+    def share_tags(self, share_arn: str) -> dict[str, str]:
+        """The tags a quota share carries now (only read when the resync saw them drift)."""
+        ...
+
     def execute(self, action: Action) -> None:
         """Make one request; raises ActionFailed or RetryableError."""
         ...

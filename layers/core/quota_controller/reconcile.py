@@ -9,8 +9,9 @@ the second time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -89,24 +90,35 @@ class ReconcileResult:
     alerts: list[Alert] = field(default_factory=list)
     held_change: str | None = None
     requeue_after: int | None = None
+    # What sent it: "stream", or the requeue message's reason ("resync", "waiting", ...).
+    trigger: str = ""
 
 
-def reconcile(queue: str, deps: Deps) -> ReconcileResult:
-    """Converge one job queue; raises RetryableError when the caller should retry the record."""
+def reconcile(queue: str, deps: Deps, read_share_tags: Collection[str] = ()) -> ReconcileResult:
+    """Converge one job queue; raises RetryableError when the caller should retry the record.
+
+    `read_share_tags` names shares whose tags the resync saw drift from what was applied: their
+    tags are read from Batch (ListQuotaShares returns none) and put back to the document's.
+    """
     now = deps.clock.now()
     if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
         return ReconcileResult(queue, "locked", requeue_after=deps.settings.requeue_seconds)
     try:
-        return _Run(queue, deps, now).run_and_report()
+        return _Run(queue, deps, now, frozenset(read_share_tags)).run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)
 
 
 class _Run:
-    def __init__(self, queue: str, deps: Deps, now: datetime):
+    def __init__(
+        self, queue: str, deps: Deps, now: datetime, read_share_tags: frozenset[str] = frozenset()
+    ):
         self.queue = queue
         self.deps = deps
         self.now = now
+        self.read_share_tags = read_share_tags
+        # Tags read from Batch in this run, by share (what the share carried before the plan).
+        self.share_tags: dict[str, dict[str, str]] = {}
         self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.result = ReconcileResult(queue, "converged")
         items = deps.store.load_partition(queue)
@@ -156,6 +168,7 @@ class _Run:
         self._alert_invalid_shares(assembled, report)
         policies, environments = names_to_observe(desired)
         observed = self.deps.batch.observe(self.queue, policies, environments)
+        desired = self._with_share_tags_read(desired, observed)
         the_plan = plan(desired, observed, self.deps.batch.scope)
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
@@ -167,6 +180,21 @@ class _Run:
         failure = self._apply(decided, observed, unannounced)
         self._finish(desired, observed, report, the_plan, decided, failure)
         return self.result
+
+    def _with_share_tags_read(self, desired: Desired, observed: ObservedState) -> Desired:
+        """The desired state planned against the tags Batch shows for the shares the resync
+        flagged, instead of the tags status says were applied (a console edit is undone)."""
+        for name in sorted(self.read_share_tags):
+            share = observed.shares.get(name)
+            if share is None or share.transitional or name not in desired.shares:
+                continue
+            tags = self.deps.batch.share_tags(share.quotaShareArn)
+            self.share_tags[name] = {k: v for k, v in tags.items() if not k.startswith("aws:")}
+        if not self.share_tags:
+            return desired
+        return dataclasses.replace(
+            desired, applied_share_tags={**desired.applied_share_tags, **self.share_tags}
+        )
 
     def _apply(
         self, decided: list[GuardedAction], observed: ObservedState, unannounced: set[str | None]
@@ -499,6 +527,9 @@ class _Run:
             a.operation in ("CreateQuotaShare", "TagResource", "UntagResource") for a in applied_now
         ):
             item["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": self.queue}
+        elif name in self.share_tags:
+            # Read from Batch and nothing to put back: what the share carries is what applies.
+            item["appliedTags"] = self.share_tags[name]
         elif previous and previous.get("appliedTags") is not None:
             item["appliedTags"] = previous["appliedTags"]
         if applied_now:

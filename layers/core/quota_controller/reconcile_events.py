@@ -60,10 +60,12 @@ class RequeueMessage:
     queue: str
     not_before: float = 0.0
     reason: str = ""
+    read_share_tags: tuple[str, ...] = ()
 
 
 def parse_requeue(record: SQSRecord) -> RequeueMessage:
-    """The queue a requeue message names: {"queue": "<name>", "notBefore": <epoch>}."""
+    """The queue a requeue message names: {"queue": "<name>", "notBefore": <epoch>,
+    "reason": "...", "readShareTags": ["<share>", ...]}."""
     try:
         body = json.loads(record.body)
     except (TypeError, ValueError) as exc:
@@ -74,7 +76,14 @@ def parse_requeue(record: SQSRecord) -> RequeueMessage:
     not_before = body.get("notBefore", 0)
     if not isinstance(not_before, int | float):
         raise MalformedRecord(f"message {record.message_id} has a non-numeric notBefore")
-    return RequeueMessage(queue, float(not_before), str(body.get("reason", "")))
+    read_share_tags = body.get("readShareTags", [])
+    if not isinstance(read_share_tags, list) or not all(
+        isinstance(n, str) and n for n in read_share_tags
+    ):
+        raise MalformedRecord(f"message {record.message_id}: readShareTags is not a list of names")
+    return RequeueMessage(
+        queue, float(not_before), str(body.get("reason", "")), tuple(read_share_tags)
+    )
 
 
 def handle_event(
@@ -90,13 +99,18 @@ def handle_event(
     outcome = BatchOutcome()
     deps = deps_factory()
 
-    def run(queue: str | None) -> None:
+    tags_read: dict[str, set[str]] = {}
+
+    def run(queue: str | None, trigger: str, read_share_tags: tuple[str, ...] = ()) -> None:
         if queue is None:
             outcome.skipped += 1
             return
-        if queue in outcome.results:
+        unread = set(read_share_tags) - tags_read.get(queue, set())
+        if queue in outcome.results and not unread:
             return
-        result = reconcile(queue, deps)
+        tags_read.setdefault(queue, set()).update(unread)
+        result = reconcile(queue, deps, unread)
+        result.trigger = trigger
         outcome.results[queue] = result
         if on_result is not None:
             on_result(result)
@@ -104,7 +118,7 @@ def handle_event(
             requeuer.requeue(queue, result.requeue_after, result.outcome)
 
     def run_stream(record: DynamoDBRecord) -> None:
-        run(queue_of_stream_record(record))
+        run(queue_of_stream_record(record), "stream")
 
     if source == "aws:dynamodb":
         processor = BatchProcessor(
@@ -124,9 +138,9 @@ def handle_event(
         early = message.not_before - deps.clock.now().timestamp()
         if early > 1:
             # SQS delays at most 900 s: a longer wait comes back for the rest of it.
-            requeuer.requeue(message.queue, int(early), message.reason)
+            requeuer.requeue(message.queue, int(early), message.reason, message.read_share_tags)
             return
-        run(message.queue)
+        run(message.queue, message.reason or "requeue", message.read_share_tags)
 
     # A batch where every record failed is still a partial response: the source retries it.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

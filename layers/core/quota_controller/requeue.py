@@ -7,6 +7,7 @@ Powertools' batch utilities (see `make bench`, cold_start).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -16,15 +17,19 @@ if TYPE_CHECKING:
 class Requeuer(Protocol):
     """Asks for a later reconcile of a queue (the requeue SQS queue with a delay)."""
 
-    def requeue(self, queue: str, delay_seconds: int, reason: str) -> None:
-        """Send the queue's name back, visible after the delay."""
+    def requeue(
+        self, queue: str, delay_seconds: int, reason: str, read_share_tags: Sequence[str] = ()
+    ) -> None:
+        """Send the queue's name back, visible after the delay (with the shares whose tags the
+        reconcile should read from Batch)."""
         ...
 
 
 class SqsRequeuer:
     """Requeuer on a boto3 SQS client.
 
-    The message carries `notBefore`; SQS's DelaySeconds (at most 900, or `max_delay`) hides it
+    The message carries `notBefore` (and `readShareTags`, the shares whose tags the resync saw
+    drift); SQS's DelaySeconds (at most 900, or `max_delay`) hides it
     until then, and a message that still arrives early is sent back for the rest of the wait.
     """
 
@@ -34,14 +39,18 @@ class SqsRequeuer:
         self._clock = clock
         self._max_delay = max(0, min(900, max_delay))
 
-    def requeue(self, queue: str, delay_seconds: int, reason: str) -> None:
+    def requeue(
+        self, queue: str, delay_seconds: int, reason: str, read_share_tags: Sequence[str] = ()
+    ) -> None:
         """Send the queue's name, due after `delay_seconds`."""
         delay = max(0, delay_seconds)
-        body = {
+        body: dict[str, Any] = {
             "queue": queue,
             "reason": reason,
             "notBefore": self._clock.now().timestamp() + delay,
         }
+        if read_share_tags:
+            body["readShareTags"] = sorted(read_share_tags)
         self._client.send_message(
             QueueUrl=self._url,
             MessageBody=json.dumps(body),
