@@ -13,9 +13,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
+from quota_controller.tag_drift import TagDriftReport, rotated
 
 logger = Logger()
 metrics = Metrics()
+
+# Tag checks stop when less time than this is left: every queue's requeue and the usage metrics
+# still have to go out. The next resync starts its checks at another queue (`rotated`), so
+# every queue gets its turn.
+TAG_CHECK_RESERVE_MS = 20_000
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -26,9 +32,16 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     view = composition.config_store().resync_view()
     queues = view.queues
     logger.append_keys(jobQueues=queues)
-    drift = composition.find_share_tag_drift(view)
+    check_tags = composition.share_tag_checker(view)
+    drift = TagDriftReport()
     requeuer = composition.requeuer()
-    for queue in queues:
+    # Each queue is requeued right after its own check, so a slow check delays no other queue.
+    turn = int(composition.clock().now().timestamp() // 60)
+    for queue in rotated(queues, turn):
+        if context.get_remaining_time_in_millis() > TAG_CHECK_RESERVE_MS:
+            check_tags(queue, drift)
+        else:
+            drift.unchecked.append(queue)
         requeuer.requeue(queue, 0, "resync", drift.drifted.get(queue, ()))
     usage = composition.publish_share_usage(queues, metrics.namespace)
     metrics.add_metric("ResyncQueues", MetricUnit.Count, len(queues))
@@ -36,6 +49,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "ShareTagDrift", MetricUnit.Count, sum(len(s) for s in drift.drifted.values())
     )
     metrics.add_metric("ShareTagChecksFailed", MetricUnit.Count, len(drift.failed))
+    metrics.add_metric("ShareTagQueuesUnchecked", MetricUnit.Count, len(drift.unchecked))
     metrics.add_metric("ShareUsageFailed", MetricUnit.Count, len(usage.failed))
     logger.info(
         "resync",
@@ -44,5 +58,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         failed=usage.failed,
         tagDrift=drift.drifted,
         tagChecksFailed=drift.failed,
+        tagChecksSkipped=drift.unchecked,
     )
-    return {"queues": queues, "tagDrift": drift.drifted}
+    return {"queues": queues, "tagDrift": drift.drifted, "tagChecksSkipped": drift.unchecked}

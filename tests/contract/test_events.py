@@ -125,4 +125,4 @@ def test_samples_run_through_the_real_reconcile_handler(converged: LocalStack) -
 
 def test_schedule_sample_runs_the_resync(converged: LocalStack) -> None:
     result = converged.handler("resync")(load("resync/schedule.json"), FakeContext("resync"))
-    assert result == {"queues": ["ml-training"], "tagDrift": {}}
+    assert result == {"queues": ["ml-training"], "tagDrift": {}, "tagChecksSkipped": []}

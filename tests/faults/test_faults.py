@@ -971,6 +971,72 @@ def test_share_tags_that_already_match_the_document_only_correct_the_status(
     assert status["appliedTags"] == share_tags(stack, "team-b")
 
 
+def _retag_in_the_console(stack: LocalStack, share: str) -> str:
+    arn = batch_share(stack, share)["quotaShareArn"]  # type: ignore[index]
+    stack.batch.tag_resource(resourceArn=arn, tags={"added": "in-the-console"})
+    return str(arn)
+
+
+def test_share_tag_drift_found_while_the_queue_is_locked_is_carried_by_the_requeue(
+    stack: LocalStack,
+) -> None:
+    from quota_controller import composition
+
+    applied = share_tags(stack, "team-b")
+    _retag_in_the_console(stack, "team-b")
+    assert composition.config_store().acquire_lease(QUEUE, "other", stack.clock.now(), 120)
+    stack.resync()
+    stack.run_until_idle()
+    assert share_tags(stack, "team-b") != applied, "locked: nothing is written yet"
+    # The lease expires after 120 s; the requeued reconcile still knows which share to read,
+    # well before the next resync would find the drift again.
+    stack.advance(0.6 * stack.shape.resync_seconds)
+    assert share_tags(stack, "team-b") == applied
+
+
+def test_a_share_the_document_leaves_alone_is_not_retagged_and_stops_being_flagged(
+    stack: LocalStack,
+) -> None:
+    # team-b's item is invalid, so the controller leaves the share exactly as it is in Batch,
+    # its tags too; the tags read are recorded so the next resync does not flag it again.
+    stack.put_item({**config_items(stack)["SHARE#team-b"], "state": "PAUSED"})
+    stack.run_until_idle()
+    arn = _retag_in_the_console(stack, "team-b")
+    in_batch = share_tags(stack, "team-b")
+    resync = stack.handler("resync")
+    first = resync({"source": "aws.scheduler"}, FakeContext("resync"))
+    stack.run_until_idle()
+    second = resync({"source": "aws.scheduler"}, FakeContext("resync"))
+    stack.run_until_idle()
+
+    assert (first["tagDrift"], second["tagDrift"]) == ({QUEUE: ["team-b"]}, {})
+    assert share_tags(stack, "team-b") == in_batch
+    status = stack.table.get_item(Key={"queue": QUEUE, "item": "STATUS#SHARE#team-b"})["Item"]
+    assert (status["appliedTags"], status["quotaShareArn"]) == (in_batch, arn)
+
+
+class _LittleTimeLeft(FakeContext):
+    def get_remaining_time_in_millis(self) -> int:
+        return 10_000
+
+
+def test_a_resync_short_of_time_skips_tag_checks_but_requeues_every_queue(
+    stack: LocalStack,
+) -> None:
+    _retag_in_the_console(stack, "team-b")
+    calls = len(stack.emulator.calls)
+    result = stack.handler("resync")({"source": "aws.scheduler"}, _LittleTimeLeft("resync"))
+    stack.run_until_idle()
+
+    assert (result["tagDrift"], result["tagChecksSkipped"]) == ({}, [QUEUE])
+    operations = [c.operation for c in stack.emulator.calls[calls:]]
+    assert "ListTagsForResource" not in operations
+    assert "DescribeJobQueues" in operations, "the queue was requeued and reconciled"
+    stack.resync()  # the next one has time: the drift is found and repaired
+    stack.run_until_idle()
+    assert "added" not in share_tags(stack, "team-b")
+
+
 # -- a share stuck in CREATING / UPDATING ------------------------------------------------------
 
 

@@ -492,3 +492,36 @@ def test_an_invalid_share_item_does_not_blind_the_attribution_of_the_others() ->
     handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
     (alert,) = published(d)
     assert alert.summary == "1 job of team-a preempted: borrowed capacity reclaimed by team-c"
+
+
+def test_no_reclaimer_is_named_while_a_share_with_an_invalid_item_waits() -> None:
+    # team-b's item is broken and team-b has a job waiting: it may be the lender that took the
+    # capacity back, so naming team-c would be a guess.
+    snap = (
+        snapshot()
+        .usage("team-a", **g5(1))
+        .front("team-b", job_arn("job-b"))
+        .front("team-c", job_arn("job-c"))
+    )
+    d = deps(jobs(J), snapshots={QUEUE: snap})
+    assert isinstance(d.store, FakeStore)
+    (team_b,) = [i for i in d.store.items[QUEUE] if i["item"] == "SHARE#team-b"]
+    team_b["state"] = "PAUSED"
+    handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
+    (alert,) = published(d)
+    assert (alert.cause, alert.summary) == (
+        "CAPACITY_RECLAIM",
+        "1 job of team-a preempted: borrowed capacity reclaimed",
+    )
+
+
+def test_a_queue_rejected_as_a_whole_is_attributed_without_its_config() -> None:
+    # A stray sort key: the reconciler applies nothing, so the written limits may not be what
+    # Batch enforces; the borrowing that explained the preemption above is not claimed.
+    snap = snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("job-c"))
+    d = deps(jobs(J), snapshots={QUEUE: snap})
+    assert isinstance(d.store, FakeStore)
+    d.store.items[QUEUE].append({"queue": QUEUE, "item": "SHARE-team-d", "state": "ENABLED"})
+    handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
+    (alert,) = published(d)
+    assert alert.cause == "UNKNOWN"

@@ -102,10 +102,10 @@ class _QueueContext:
             # share: the reconciler keeps applying the valid ones, so they are what Batch
             # enforces. An invalid share keeps its last applied state, which the table does
             # not hold: its jobs are attributed from Batch's reason and the change records.
-            # When the whole queue is rejected (say, a stray sort key), nothing new is applied
-            # and the valid part written is the best guess at what Batch still runs.
+            # When the whole queue is rejected (say, a stray sort key), the reconciler applies
+            # nothing and what is written may not be what Batch runs: no config, no guess.
             _, report = validate_items(queue, config)
-            document = report.valid_part
+            document = None if report.queue_wide_errors else report.valid_part
         self._deps = deps
         self._document = document
         self._snapshot: Mapping[str, Any] | None = None

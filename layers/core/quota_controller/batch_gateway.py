@@ -10,6 +10,7 @@ resource both succeed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ from quota_controller.observed import (
 )
 from quota_controller.planner import Action, Scope
 from quota_controller.ports import ActionFailed, RetryableError
+
+_log = logging.getLogger(__name__)
 
 
 class BotoBatchGateway:
@@ -138,9 +141,15 @@ class BotoBatchGateway:
             startedAt=summary.get("startedAt"),
         )
 
-    def share_tags(self, share_arn: str) -> dict[str, str]:
-        """ListTagsForResource of one quota share (ListQuotaShares returns no tags)."""
-        return dict(self._call("list_tags_for_resource", resourceArn=share_arn).get("tags") or {})
+    def share_tags(self, share_arn: str) -> dict[str, str] | None:
+        """ListTagsForResource of one quota share (ListQuotaShares returns no tags); None when
+        the share is gone or the read is refused (logged): the reconcile goes on without."""
+        try:
+            result = self._call("list_tags_for_resource", resourceArn=share_arn)
+        except ClientError as err:
+            _log.warning("cannot read the tags of %s: %s", share_arn, error_message(err))
+            return None
+        return {str(k): str(v) for k, v in (result.get("tags") or {}).items()}
 
     def execute(self, action: Action) -> None:
         """Make the request; an "already exists" on a create counts as done."""

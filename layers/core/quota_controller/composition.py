@@ -166,13 +166,17 @@ def alert_deps(context: Any) -> Any:
     )
 
 
-def find_share_tag_drift(view: ResyncView) -> TagDriftReport:
-    """Each managed share's tags in Batch against those its status says were applied."""
+def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]:
+    """Checks one queue's shares: their tags in Batch against those status says were applied."""
     from quota_controller.batch_reader import BotoAlertReader
     from quota_controller.tag_drift import find_tag_drift
 
     reader = BotoAlertReader(batch_client())
-    return find_tag_drift(view.applied_share_tags, set(view.queues), reader.share_tags)
+
+    def check(queue: str, report: TagDriftReport) -> None:
+        find_tag_drift(view.applied_share_tags, {queue}, reader.share_tags, report)
+
+    return check
 
 
 def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageReport:

@@ -214,7 +214,8 @@ class DynamoConfigStore:
                     queue, key = str(item[PARTITION_KEY]), str(item.get(SORT_KEY, ""))
                     if not key.startswith(share_status):
                         queues.add(queue)
-                    elif item.get("quotaShareArn") and item.get("appliedTags") is not None:
+                    elif item.get("quotaShareArn") and isinstance(item.get("appliedTags"), dict):
+                        # (a status item edited by hand into another shape is not compared)
                         view.applied_share_tags.append(
                             AppliedShareTags(
                                 queue,

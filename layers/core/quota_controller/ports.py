@@ -80,8 +80,9 @@ class BatchGateway(Protocol):
         """SCHEDULED, STARTING and RUNNING jobs of each share."""
         ...
 
-    def share_tags(self, share_arn: str) -> dict[str, str]:
-        """The tags a quota share carries now (only read when the resync saw them drift)."""
+    def share_tags(self, share_arn: str) -> dict[str, str] | None:
+        """The tags a quota share carries now (only read when the resync saw them drift); None
+        when they cannot be read (the share is gone, or the read is refused)."""
         ...
 
     def execute(self, action: Action) -> None:

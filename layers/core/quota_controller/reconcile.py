@@ -92,6 +92,9 @@ class ReconcileResult:
     requeue_after: int | None = None
     # What sent it: "stream", or the requeue message's reason ("resync", "waiting", ...).
     trigger: str = ""
+    # Shares whose tags were to be read but could not be yet (locked, or the share is settling):
+    # the requeue carries them on.
+    tags_pending: list[str] = field(default_factory=list)
 
 
 def reconcile(queue: str, deps: Deps, read_share_tags: Collection[str] = ()) -> ReconcileResult:
@@ -102,7 +105,12 @@ def reconcile(queue: str, deps: Deps, read_share_tags: Collection[str] = ()) -> 
     """
     now = deps.clock.now()
     if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
-        return ReconcileResult(queue, "locked", requeue_after=deps.settings.requeue_seconds)
+        return ReconcileResult(
+            queue,
+            "locked",
+            requeue_after=deps.settings.requeue_seconds,
+            tags_pending=sorted(read_share_tags),
+        )
     try:
         return _Run(queue, deps, now, frozenset(read_share_tags)).run_and_report()
     finally:
@@ -183,12 +191,21 @@ class _Run:
 
     def _with_share_tags_read(self, desired: Desired, observed: ObservedState) -> Desired:
         """The desired state planned against the tags Batch shows for the shares the resync
-        flagged, instead of the tags status says were applied (a console edit is undone)."""
+        flagged, instead of the tags status says were applied (a console edit is undone).
+
+        Every flagged share's tags are recorded in its status, also those of a share the plan
+        leaves alone (invalid in the config, or removed and waiting to be idle), so the resync
+        stops flagging it; only shares the document keeps are retagged (the planner's rule)."""
         for name in sorted(self.read_share_tags):
             share = observed.shares.get(name)
-            if share is None or share.transitional or name not in desired.shares:
+            if share is None:
+                continue  # gone: the plan recreates it if the document keeps it
+            if share.transitional:
+                self.result.tags_pending.append(name)
                 continue
             tags = self.deps.batch.share_tags(share.quotaShareArn)
+            if tags is None:
+                continue  # deleted since, or the read was refused: status keeps its tags
             self.share_tags[name] = {k: v for k, v in tags.items() if not k.startswith("aws:")}
         if not self.share_tags:
             return desired

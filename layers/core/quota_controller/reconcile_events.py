@@ -115,7 +115,7 @@ def handle_event(
         if on_result is not None:
             on_result(result)
         if result.requeue_after is not None:
-            requeuer.requeue(queue, result.requeue_after, result.outcome)
+            requeuer.requeue(queue, result.requeue_after, result.outcome, result.tags_pending)
 
     def run_stream(record: DynamoDBRecord) -> None:
         run(queue_of_stream_record(record), "stream")

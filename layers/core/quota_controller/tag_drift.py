@@ -11,7 +11,7 @@ ignored on both sides.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,11 +25,22 @@ if TYPE_CHECKING:
 
 @dataclass
 class TagDriftReport:
-    """Which shares carry other tags than those applied, per queue, and what could not be read."""
+    """Which shares carry other tags than those applied, per queue, and what could not be read
+    (a share's read failed, or a queue left unchecked because the resync ran out of time)."""
 
     drifted: dict[str, list[str]] = field(default_factory=dict)
     checked: int = 0
     failed: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+
+
+def rotated(queues: Sequence[str], turn: int) -> list[str]:
+    """The queues starting at `turn` (mod their number): when a resync runs out of time for
+    tag checks, the next one starts elsewhere, so every queue gets its turn."""
+    if not queues:
+        return []
+    start = turn % len(queues)
+    return [*queues[start:], *queues[:start]]
 
 
 def _own(tags: dict[str, str]) -> dict[str, str]:
@@ -40,14 +51,16 @@ def find_tag_drift(
     applied: Iterable[AppliedShareTags],
     queues: Collection[str],
     read_tags: Callable[[str], dict[str, str] | None],
+    report: TagDriftReport | None = None,
 ) -> TagDriftReport:
-    """Compare each share's tags in Batch with the applied ones (shares of `queues` only).
+    """Compare each share's tags in Batch with the applied ones (shares of `queues` only),
+    adding to `report` when one is given.
 
     `read_tags(arn)` returns None for a share that no longer exists: the queue's reconcile
     recreates it anyway. A read that fails is reported and the others go on; the next resync
     reads it again.
     """
-    report = TagDriftReport()
+    report = report if report is not None else TagDriftReport()
     for record in applied:
         if record.queue not in queues:
             continue

@@ -337,9 +337,13 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
     usage = _usage_by_share(ctx)
     candidates: list[tuple[int, str]] = []
     for name, entries in fronts.items():
-        share = ctx.document.share(name)
-        if name == obs.share or share is None or not entries:
+        if name == obs.share or not entries:
             continue
+        share = ctx.document.share(name)
+        if share is None:
+            # A waiting share the config does not describe (its item is invalid): it may be
+            # the lender, and which one took the capacity back cannot be told.
+            return None
         if share.resourceSharingConfiguration.strategy not in ("LEND", "LEND_AND_BORROW"):
             continue
         used = usage.get(name, {})
