@@ -481,14 +481,19 @@ def test_a_claim_that_fails_midway_leaves_no_key_claimed() -> None:
     assert (published(d), claims(d)) == ([], {})
 
 
+def break_item(d: AlertDeps, key: str) -> None:
+    """Make one config item of the queue invalid (a state Batch does not know)."""
+    assert isinstance(d.store, FakeStore)
+    (item,) = [i for i in d.store.items[QUEUE] if i["item"] == key]
+    item["state"] = "PAUSED"
+
+
 def test_an_invalid_share_item_does_not_blind_the_attribution_of_the_others() -> None:
     # team-b's item is broken; the reconciler keeps applying team-a and team-c, so the alert
     # still knows team-c lends and names it as the share that took its capacity back.
     snap = snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("job-c"))
     d = deps(jobs(J), snapshots={QUEUE: snap})
-    assert isinstance(d.store, FakeStore)
-    (team_b,) = [i for i in d.store.items[QUEUE] if i["item"] == "SHARE#team-b"]
-    team_b["state"] = "PAUSED"
+    break_item(d, "SHARE#team-b")
     handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
     (alert,) = published(d)
     assert alert.summary == "1 job of team-a preempted: borrowed capacity reclaimed by team-c"
@@ -504,9 +509,7 @@ def test_no_reclaimer_is_named_while_a_share_with_an_invalid_item_waits() -> Non
         .front("team-c", job_arn("job-c"))
     )
     d = deps(jobs(J), snapshots={QUEUE: snap})
-    assert isinstance(d.store, FakeStore)
-    (team_b,) = [i for i in d.store.items[QUEUE] if i["item"] == "SHARE#team-b"]
-    team_b["state"] = "PAUSED"
+    break_item(d, "SHARE#team-b")
     handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
     (alert,) = published(d)
     assert (alert.cause, alert.summary) == (
