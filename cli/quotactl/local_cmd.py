@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -30,8 +31,64 @@ def read_state() -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("endpoint") else None
 
 
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
+    """Why `local up` must not start (an exit code, the reason printed), or None to go on:
+    nothing is started, and no state file written, for a reason found here."""
+    running = read_state()
+    if running is not None and _alive(running.get("pid")):
+        pid = running["pid"]
+        print(
+            f"quotactl local up: a local stack is already running (pid {pid}, "
+            f"{running['endpoint']}); stop it first (Ctrl-C in its shell, or `kill {pid}`), or "
+            f"give a second one its own state file with {STATE_ENV}=PATH",
+            file=err,
+        )
+        return 2
+    if port and _port_taken(port):
+        print(
+            f"quotactl local up: port {port} on 127.0.0.1 is in use; pick another --port, or "
+            "leave it out for a free one",
+            file=err,
+        )
+        return 2
+    if apply:
+        from quotactl.documents import load_and_validate
+        from quotactl.main import _print_result
+
+        result = load_and_validate(apply)
+        if not result.ok:
+            _print_result(result, quiet=False, out=err)
+            print("quotactl local up: --apply: fix the document; nothing was started", file=err)
+            return 1
+    return None
+
+
 def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int:
     """Start the local stack server and serve until interrupted."""
+    refused = refusal(port, apply, sys.stderr)
+    if refused is not None:
+        return refused
     from quota_local.stack import LocalStack
 
     path = state_path()
@@ -52,21 +109,23 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-        if apply:
-            stack.apply(apply, by="quotactl local up")
-        print(
-            f"local stack listening on {stack.endpoint_url} (table {stack.table_name}); "
-            f"state in {path}. Use `quotactl --local ...` in another shell. Ctrl-C stops it.",
-            file=out,
-            flush=True,
-        )
         try:
+            if apply:
+                stack.apply(apply, by="quotactl local up")
+            print(
+                f"local stack listening on {stack.endpoint_url} (table {stack.table_name}); "
+                f"state in {path}. In another shell, add --local to a command: "
+                "`quotactl status --local`. Ctrl-C stops it.",
+                file=out,
+                flush=True,
+            )
             stack.serve(
                 tick=min(1.0, 1.0 / speed) if speed > 1 else 1.0, stop=lambda: stopping, speed=speed
             )
         except KeyboardInterrupt:
             pass
         finally:
-            path.unlink(missing_ok=True)
+            if (read_state() or {}).get("pid") == os.getpid():
+                path.unlink(missing_ok=True)
     print("local stack stopped", file=sys.stderr)
     return 0

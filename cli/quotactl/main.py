@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--apply", metavar="FILE", help="apply this quota document at start")
     up.add_argument(
         "--speed",
-        type=float,
+        type=_speed,
         default=1.0,
         help="run the clock this many times faster than real time (default 1)",
     )
@@ -67,6 +67,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")
+
+
+def _speed(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number of times")
+    return number
 
 
 def _change_id(value: str) -> str:

@@ -32,8 +32,16 @@ def run_simulate(
     fmt: str,
     out: TextIO,
 ) -> int:
-    """Simulate; 0 on success, 1 for an invalid document or workload."""
+    """Simulate; 0 on success, 1 for an invalid document or workload or a plot that cannot be
+    written, 2 for a plot file of another kind than .html or .svg."""
     from quota_local.simulate import WorkloadError, read_workload, simulate
+
+    if plot and not plot.lower().endswith(PLOT_SUFFIXES):
+        print(
+            f"quotactl simulate: --plot {plot}: write an .html (every layout) or an .svg file",
+            file=sys.stderr,
+        )
+        return 2
 
     documents = []
     for path in [file, *([compare] if compare else [])]:
@@ -57,7 +65,13 @@ def run_simulate(
     results = [(path, simulate(doc, jobs)) for path, doc in documents]
     if plot:
         capacity = sum(c.maxCapacity for c in documents[0][1].serviceEnvironment.capacityLimits)
-        Path(plot).write_text(_plot(plot, results, capacity), encoding="utf-8")
+        try:
+            Path(plot).write_text(_plot(plot, results, capacity), encoding="utf-8")
+        except OSError as exc:
+            print(
+                f"quotactl simulate: --plot {plot}: cannot write: {exc.strerror}", file=sys.stderr
+            )
+            return 1
     if fmt != "table":
         data: dict[str, Any] = {"workload": workload, "jobs": len(jobs)}
         data["layouts"] = [{"file": path, **r.as_dict()} for path, r in results]
@@ -83,10 +97,13 @@ def run_simulate(
     return 0
 
 
+PLOT_SUFFIXES = (".html", ".htm", ".svg")
+
+
 def _plot(path: str, results: list[tuple[str, Any]], capacity: int) -> str:
     from quota_local.simulate import timeline_html, timeline_svg
 
-    if path.endswith(".svg"):
+    if path.lower().endswith(".svg"):
         label, result = results[0]
         return timeline_svg(result, f"Instances in use per share: {label}", capacity)
     return timeline_html(results, capacity)

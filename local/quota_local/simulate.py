@@ -157,10 +157,25 @@ class _Fields:
 
 
 def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list[str]:
-    """Jobs the document cannot even queue: unknown shares (a submit would be refused)."""
+    """Jobs the document cannot even queue: unknown shares (a submit would be refused); and
+    jobs asking for an instance type the environment has no capacity for (a typo, usually:
+    Batch queues them, and they never run)."""
     shares = {s.quotaShareName for s in document.quotaShares}
     unknown = sorted({j.share for j in jobs if j.share not in shares})
-    return [f"share {s!r} is not in the document (jobs for it are skipped)" for s in unknown]
+    out = [f"share {s!r} is not in the document (jobs for it are skipped)" for s in unknown]
+    units = {c.capacityUnit for c in document.serviceEnvironment.capacityLimits}
+    missing: dict[str, int] = {}
+    for job in jobs:
+        if job.share in shares and job.instance_type not in units:
+            missing[job.instance_type] = missing.get(job.instance_type, 0) + 1
+    out += [
+        (f"1 job asks for {unit!r}" if n == 1 else f"{n} jobs ask for {unit!r}")
+        + ", which serviceEnvironment.capacityLimits does not list: "
+        + ("it" if n == 1 else "they")
+        + " can never run (stuck)"
+        for unit, n in sorted(missing.items())
+    ]
+    return out
 
 
 def pool_config(document: QuotaDocument) -> PoolConfig:

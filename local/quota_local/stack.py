@@ -74,6 +74,17 @@ def _free_port() -> int:
         return port
 
 
+def _port_taken(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 class _CaptureServer:
     """An https-subscriber stand-in on 127.0.0.1 that keeps every body it is sent."""
 
@@ -176,6 +187,9 @@ class LocalStack:
 
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             port = self.port or _free_port()
+            if self.port and _port_taken(port):
+                # moto's server thread would fail to bind and its start() wait forever.
+                raise OSError(f"port {port} on 127.0.0.1 is in use")
             self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
             self._server.start()
             self.port = port

@@ -66,3 +66,53 @@ def test_local_without_a_running_stack_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "quotactl local up" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def local_up(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTACTL_LOCAL_STATE": str(tmp_path / "local.json")}
+    return subprocess.run(
+        [str(QUOTACTL), "local", "up", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_local_up_refuses_an_invalid_document_and_starts_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(EXAMPLE.read_text().replace("{strategy: LEND}", "{strategy: LENDING}", 1))
+    for document, says in [
+        (bad, f"{bad}:"),
+        (tmp_path / "missing.yaml", "cannot read: no such file"),
+    ]:
+        result = local_up(tmp_path, "--apply", str(document))
+        assert result.returncode == 1, result.stderr
+        assert says in result.stderr
+        assert "nothing was started" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert not (tmp_path / "local.json").exists(), "no state file for a stack never started"
+
+
+def test_local_up_refuses_a_port_in_use(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = local_up(tmp_path, "--port", str(port))
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in result.stderr
+
+
+def test_a_second_local_up_leaves_the_running_one_alone(tmp_path: Path) -> None:
+    # The state file names a live process (this test's): a second stack would orphan it.
+    state = {"endpoint": "http://127.0.0.1:1", "pid": os.getpid()}
+    (tmp_path / "local.json").write_text(json.dumps(state))
+    result = local_up(tmp_path)
+    assert result.returncode == 2
+    assert f"already running (pid {os.getpid()}" in result.stderr
+    assert json.loads((tmp_path / "local.json").read_text()) == state
+
+
+def test_local_up_speed_must_be_positive(tmp_path: Path) -> None:
+    result = local_up(tmp_path, "--speed", "-3")
+    assert result.returncode == 2
+    assert "'-3' is not a positive number of times" in result.stderr

@@ -74,3 +74,37 @@ def test_an_invalid_document_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     bad.write_text("jobQueue: {jobQueueName: q}\n")
     assert main(["simulate", "-f", str(bad), "--workload", WORKLOAD]) == 1
     assert "serviceEnvironment: is required" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("plot", "code", "says"),
+    [
+        ("usage.png", 2, "write an .html (every layout) or an .svg file"),
+        ("no-such-dir/usage.html", 1, "cannot write: No such file or directory"),
+        (".", 2, "write an .html (every layout) or an .svg file"),
+    ],
+)
+def test_a_plot_that_cannot_be_written_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plot: str, code: int, says: str
+) -> None:
+    target = str(tmp_path / plot)
+    assert main(["simulate", "-f", EXAMPLE, "--workload", WORKLOAD, "--plot", target]) == code
+    assert f"--plot {target}: {says}" in capsys.readouterr().err
+    assert not (tmp_path / "usage.png").exists()
+
+
+def test_a_mistyped_instance_type_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "submit_time,share,instance_type,count,run_time\n"
+        "0,team-a,ml.g5.xlarg,1,60\n0,team-b,ml.g5.xlarg,1,60\n10,team-a,ml.g5.xlarge,1,60\n"
+    )
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs), "-o", "json"]) == 0
+    (layout,) = json.loads(capsys.readouterr().out)["layouts"]
+    assert layout["warnings"] == [
+        "2 jobs ask for 'ml.g5.xlarg', which serviceEnvironment.capacityLimits does not list: "
+        "they can never run (stuck)"
+    ]
+    assert sum(s["stuck"] for s in layout["shares"]) == 2
