@@ -543,12 +543,6 @@ FAILING = [
         share_units({}), f"{S0}.capacityLimits", "needs at least 1 entry (got 0)", id="share-0"
     ),
     pytest.param(
-        share_units(SIX_UNITS),
-        f"{S0}.capacityLimits",
-        "allows at most 5 entries (got 6)",
-        id="share-6-limits",
-    ),
-    pytest.param(
         share_limit(capacityUnit="NUM_INSTANCES"),
         f"{S0}.capacityLimits[0].capacityUnit",
         "NUM_INSTANCES is not allowed with quota management; name a SageMaker Training "
@@ -1052,3 +1046,38 @@ def test_problem_renders_as_path_and_sentence() -> None:
         "quotaShares[0].resourceSharingConfiguration.borrowLimit: only allowed with strategy "
         "LEND_AND_BORROW (strategy is LEND)"
     )
+
+
+def problems(raw: object) -> list[tuple[str, str]]:
+    return [(p.location, p.message) for p in validate_document(raw).errors]
+
+
+def test_a_share_with_six_limits_gets_every_problem_at_once() -> None:
+    # An environment has at most five types, so the sixth is missing from it too.
+    assert problems(share_units(SIX_UNITS)) == [
+        (f"{S0}.capacityLimits", "allows at most 5 entries (got 6)"),
+        (
+            f"{S0}.capacityLimits[5].capacityUnit",
+            "ml.g5.16xlarge is not in serviceEnvironment.capacityLimits (ml.g5.xlarge, "
+            "ml.g5.2xlarge, ml.g5.4xlarge, ml.g5.8xlarge, ml.g5.12xlarge); jobs of this share "
+            "that need it could never run",
+        ),
+    ]
+
+
+def test_a_share_with_several_broken_limits_gets_every_problem_at_once() -> None:
+    raw = share_units({})
+    raw["quotaShares"][0]["capacityLimits"] = [
+        {"capacityUnit": "ml.g5.xlarge", "maxCapacity": 0},
+        {"capacityUnit": "ml.g5.xlarge", "maxCapacity": 1},
+        {"capacityUnit": "ml.g5.16xlarge", "maxCapacity": 1},
+    ]
+    raw["quotaShares"][0]["resourceSharingConfiguration"] = {"strategy": "LEND_AND_BOROW"}
+    assert [where for where, _ in problems(raw)] == [
+        f"{S0}.capacityLimits[0].maxCapacity",
+        f"{S0}.resourceSharingConfiguration.strategy",
+        f"{S0}.capacityLimits[1].capacityUnit",
+        f"{S0}.capacityLimits[2].capacityUnit",
+    ]
+    assert "lists ml.g5.xlarge more than once (also at capacityLimits[0])" in problems(raw)[2][1]
+    assert "ml.g5.16xlarge is not in serviceEnvironment.capacityLimits" in problems(raw)[3][1]

@@ -14,21 +14,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from quota_controller.config.model import (
     MAX_QUOTA_SHARES,
     NAME_MAX,
     TOP_LEVEL_FIELDS,
     CapacityLimit,
-    CapacityLimits,
     QueueSettings,
     QuotaDocument,
     QuotaShareSpec,
     ServiceEnvironmentSpec,
 )
-
-_LIMITS: TypeAdapter[list[CapacityLimit]] = TypeAdapter(CapacityLimits)
 
 PathPart = str | int
 Path = tuple[PathPart, ...]
@@ -158,8 +155,10 @@ def validate_document(raw: object) -> ValidationReport:
         )
 
     parsed: list[tuple[int, QuotaShareSpec]] = []
-    # Shares that failed elsewhere still get their units checked against the environment.
-    partial: list[tuple[int, str | None, object]] = []
+    # Shares that failed still get each of their limits checked (against the environment, for
+    # duplicates, and on their own when the list as a whole was refused), so that every
+    # problem of a document is reported at once: (index, name, raw limits, problems reported).
+    partial: list[tuple[int, str | None, object, list[Problem]]] = []
     for index, share_raw in enumerate(shares_raw):
         name = _share_name(share_raw)
         prefix: Path = ("quotaShares", index)
@@ -171,22 +170,17 @@ def validate_document(raw: object) -> ValidationReport:
         try:
             parsed.append((index, QuotaShareSpec.model_validate(share_raw)))
         except ValidationError as exc:
-            report.errors.extend(
-                _scoped(p, name, index) for p in _problems(exc, QuotaShareSpec, prefix)
-            )
-            partial.append((index, name, share_raw.get("capacityLimits")))
+            found = [_scoped(p, name, index) for p in _problems(exc, QuotaShareSpec, prefix)]
+            report.errors.extend(found)
+            partial.append((index, name, share_raw.get("capacityLimits"), found))
 
     names = [(i, n) for i, s in enumerate(shares_raw) if (n := _share_name(s)) is not None]
     cross = list(_duplicate_names(names))
     environment = _environment(report.settings, raw.get("serviceEnvironment"))
     if environment is not None:
         cross.extend(_units_outside_environment(environment, parsed))
-        for index, name, limits_raw in partial:
-            try:
-                limits = _LIMITS.validate_python(limits_raw)
-            except ValidationError:
-                continue
-            cross.extend(_unit_problems(environment, index, name, limits))
+    for index, name, limits_raw, reported in partial:
+        cross.extend(_partial_limit_problems(environment, index, name, limits_raw, reported))
     report.errors.extend(cross)
     bad = {p.share_index for p in report.errors if p.share_index is not None}
     report.valid_shares = {index: share for index, share in parsed if index not in bad}
@@ -270,6 +264,67 @@ def _unit_problems(
                 ("quotaShares", index, "capacityLimits", j, "capacityUnit"),
                 f"{limit.capacityUnit} is not in serviceEnvironment.capacityLimits "
                 f"({', '.join(env_units)}); jobs of this share that need it could never run",
+                share=share,
+                share_index=index,
+            )
+
+
+def _partial_limit_problems(
+    environment: ServiceEnvironmentSpec | None,
+    index: int,
+    share: str | None,
+    limits_raw: object,
+    reported: Sequence[Problem],
+) -> Iterable[Problem]:
+    """The limits of a share that failed validation, one by one: what the model did not get
+    to (an entry's own errors when the list was refused as a whole, say for its length), each
+    instance type listed twice, and types the environment does not have."""
+    if not isinstance(limits_raw, list):
+        return
+    base: Path = ("quotaShares", index, "capacityLimits")
+    good: list[tuple[int, CapacityLimit]] = []
+    for j, entry in enumerate(limits_raw):
+        try:
+            good.append((j, CapacityLimit.model_validate(entry)))
+        except ValidationError as exc:
+            entry_path = (*base, j)
+            if not any(p.path[: len(entry_path)] == entry_path for p in reported):
+                yield from (
+                    _scoped(p, share, index) for p in _problems(exc, CapacityLimit, entry_path)
+                )
+    # Each instance type once, judged on what was written (an entry with a bad maxCapacity
+    # still names its type), unless the model already said so.
+    first: dict[str, int] = {}
+    if not any(p.path == base and "more than once" in p.message for p in reported):
+        for j, entry in enumerate(limits_raw):
+            unit = entry.get("capacityUnit") if isinstance(entry, Mapping) else None
+            if not isinstance(unit, str):
+                continue
+            if unit in first:
+                yield Problem(
+                    (*base, j, "capacityUnit"),
+                    f"lists {unit} more than once (also at capacityLimits[{first[unit]}]); give "
+                    "each instance type one limit",
+                    share=share,
+                    share_index=index,
+                )
+            first.setdefault(unit, j)
+    if environment is not None:
+        seen: set[str] = set()
+        unique: list[CapacityLimit] = []
+        positions: list[int] = []
+        for j, limit in good:
+            if limit.capacityUnit not in seen:
+                seen.add(limit.capacityUnit)
+                unique.append(limit)
+                positions.append(j)
+        for problem in _unit_problems(environment, index, share, unique):
+            # _unit_problems numbers the entries it was given; put back their place in the list.
+            k = problem.path[3]
+            assert isinstance(k, int)
+            yield Problem(
+                (*base, positions[k], "capacityUnit"),
+                problem.message,
                 share=share,
                 share_index=index,
             )
