@@ -681,9 +681,11 @@ def _print_reconcile(result: ReconcileResult, target: aws.Target, out: TextIO) -
         for alert in result.alerts:
             print(f"  - [{alert.severity}] {alert.kind}: {alert.summary}", file=out)
     if result.requeue_after is not None and result.outcome in ("progressing", "locked"):
+        controller = "local stack" if target.endpoint_url else "deployed controller"
         print(
-            f"Not converged yet: run it again in about {result.requeue_after} s, or let the "
-            "deployed controller continue (its resync and requeues pick the queue up).",
+            f"Not converged yet: run it again in about {result.requeue_after} s (on the "
+            f"{controller}'s clock), or let the {controller} continue (its resync and requeues "
+            "pick the queue up).",
             file=out,
         )
 
