@@ -474,3 +474,30 @@ def test_every_function_has_an_errors_alarm() -> None:
         if a["Properties"]["MetricName"] == "Errors"
     }
     assert watched == set(resources(template, "AWS::Lambda::Function"))
+
+
+# -- two stacks side by side ---------------------------------------------------------------------
+
+# Resource types whose names are unique per account and Region (or per group), with the
+# property that holds the name.
+NAMED_TYPES = {
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::DynamoDB::Table": "TableName",
+    "AWS::SQS::Queue": "QueueName",
+    "AWS::SNS::Topic": "TopicName",
+    "AWS::CloudWatch::Alarm": "AlarmName",
+    "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::Scheduler::Schedule": "Name",
+    "AWS::Logs::LogGroup": "LogGroupName",
+}
+
+
+def test_every_uniquely_named_resource_carries_the_name_prefix() -> None:
+    # A fixed or generated-from-logical-id name would make a second stack (another NamePrefix)
+    # in the same account and Region fail on the name.
+    for name, resource in transformed()["Resources"].items():
+        prop = NAMED_TYPES.get(resource["Type"])
+        if prop is None:
+            continue
+        value = resource["Properties"].get(prop)
+        assert "${NamePrefix}" in (sub_text(value) or ""), f"{name}.{prop} = {value!r}"
