@@ -105,6 +105,7 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
             "region": stack.region,
             "table": stack.table_name,
             "topic": stack.topic_arn,
+            "alertsQueue": stack.alerts_url,
             "pid": os.getpid(),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,4 +129,53 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
             if (read_state() or {}).get("pid") == os.getpid():
                 path.unlink(missing_ok=True)
     print("local stack stopped", file=sys.stderr)
+    return 0
+
+
+ALERT_COLUMNS = ("occurredAt", "severity", "kind", "cause", "jobQueue", "quotaShareName", "summary")
+
+
+def run_alerts(fmt: str, out: TextIO) -> int:
+    """Print (and take) the alerts the running local stack published since the last call."""
+    state = read_state()
+    if state is None or not _alive(state.get("pid")) or not state.get("alertsQueue"):
+        print(
+            f"quotactl local alerts: no local stack is running (no live one in {state_path()}); "
+            "start one with `quotactl local up`",
+            file=sys.stderr,
+        )
+        return 2
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from quota_local.stack import drain_alerts
+
+    sqs = boto3.client(
+        "sqs",
+        region_name=str(state["region"]),
+        endpoint_url=str(state["endpoint"]),
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    try:
+        alerts = drain_alerts(sqs, str(state["alertsQueue"]))
+    except (BotoCoreError, ClientError) as err:
+        print(
+            f"quotactl local alerts: cannot read the alerts at {state['endpoint']}: {err}",
+            file=sys.stderr,
+        )
+        return 1
+    if fmt != "table":
+        from quotactl import render
+
+        render.data(alerts, fmt, out)
+        return 0
+    if not alerts:
+        print("no new alerts", file=out)
+        return 0
+    from quota_controller.alerts.render import one_line
+    from quotactl import render
+
+    rows = [{c: one_line(str(a.get(c) or "-"), limit=None) for c in ALERT_COLUMNS} for a in alerts]
+    render.table(rows, ALERT_COLUMNS, out)
     return 0

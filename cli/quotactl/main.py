@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run the clock this many times faster than real time (default 1)",
     )
 
+    alerts = local_sub.add_parser(
+        "alerts", help="print the alerts the running local stack published since the last call"
+    )
+    alerts.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+
     _add_operator_commands(sub)
     return parser
 
@@ -153,8 +158,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_simulate(args.file, args.workload, args.compare, args.plot, args.output, out)
         if args.command == "local":
-            from quotactl.local_cmd import run_up
+            from quotactl.local_cmd import run_alerts, run_up
 
+            if args.local_command == "alerts":
+                return run_alerts(args.output, out)
             return run_up(args.port, args.apply, out, speed=args.speed)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operate import run

@@ -642,17 +642,8 @@ class LocalStack:
 
     def alerts(self) -> list[dict[str, Any]]:
         """Alert JSON dicts published so far, in publish order."""
-        while True:
-            page = self.sqs.receive_message(QueueUrl=self.alerts_url, MaxNumberOfMessages=10)
-            messages = page.get("Messages", [])
-            if not messages:
-                return list(self._alerts)
-            for message in messages:
-                envelope = json.loads(message["Body"])
-                self._alerts.append(json.loads(envelope["Message"]))
-                self.sqs.delete_message(
-                    QueueUrl=self.alerts_url, ReceiptHandle=message["ReceiptHandle"]
-                )
+        self._alerts.extend(drain_alerts(self.sqs, self.alerts_url))
+        return list(self._alerts)
 
     def chat_notifications(self) -> list[dict[str, Any]]:
         """The https bodies published so far: Amazon Q Developer custom notifications."""
@@ -702,3 +693,17 @@ def _drop_unpublished_metrics() -> None:
 
     if is_metrics_disabled():
         Metrics().clear_metrics()
+
+
+def drain_alerts(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+    """Take every alert waiting in the alerts inbox (an SQS queue subscribed to the alerts
+    topic: each message is the SNS envelope around the alert JSON), in arrival order."""
+    alerts: list[dict[str, Any]] = []
+    while True:
+        page = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+        messages = page.get("Messages", [])
+        if not messages:
+            return alerts
+        for message in messages:
+            alerts.append(json.loads(json.loads(message["Body"])["Message"]))
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 QUOTACTL = Path(sys.executable).with_name("quotactl")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
@@ -116,3 +117,42 @@ def test_local_up_speed_must_be_positive(tmp_path: Path) -> None:
     result = local_up(tmp_path, "--speed", "-3")
     assert result.returncode == 2
     assert "'-3' is not a positive number of times" in result.stderr
+
+
+def test_local_alerts_prints_and_takes_what_the_stack_published(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from quota_local.stack import LocalStack
+    from quotactl.main import main
+
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+    assert main(["local", "alerts"]) == 2
+    assert "no local stack is running" in capsys.readouterr().err
+    with LocalStack(server=True) as stack:
+        stack.apply(str(EXAMPLE))
+        stack.advance(120)
+        state = {
+            "endpoint": stack.endpoint_url,
+            "region": stack.region,
+            "alertsQueue": stack.alerts_url,
+            "pid": os.getpid(),
+        }
+        (tmp_path / "local.json").write_text(json.dumps(state))
+        share = stack.table.get_item(Key={"queue": "ml-training", "item": "SHARE#team-b"})["Item"]
+        stack.put_item({**share, "state": "PAUSED"})
+        stack.run_until_idle()
+
+        assert main(["local", "alerts"]) == 0
+        header, row = capsys.readouterr().out.splitlines()
+        assert header.split() == [
+            "OCCURREDAT",
+            "SEVERITY",
+            "KIND",
+            "CAUSE",
+            "JOBQUEUE",
+            "QUOTASHARENAME",
+            "SUMMARY",
+        ]
+        assert row.split()[1:6] == ["warning", "CONFIG_REJECTED", "-", "ml-training", "team-b"]
+        assert main(["local", "alerts", "-o", "json"]) == 0
+        assert json.loads(capsys.readouterr().out) == [], "each alert is printed once"
