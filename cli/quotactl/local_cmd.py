@@ -135,28 +135,75 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
 ALERT_COLUMNS = ("occurredAt", "severity", "kind", "cause", "jobQueue", "quotaShareName", "summary")
 
 
-def run_alerts(fmt: str, out: TextIO) -> int:
-    """Print (and take) the alerts the running local stack published since the last call."""
+def _running(command: str) -> dict[str, Any] | None:
+    """The running stack's state, or None after saying there is none."""
     state = read_state()
     if state is None or not _alive(state.get("pid")) or not state.get("alertsQueue"):
         print(
-            f"quotactl local alerts: no local stack is running (no live one in {state_path()}); "
-            "start one with `quotactl local up`",
+            f"quotactl local {command}: no local stack is running (no live one in "
+            f"{state_path()}); start one with `quotactl local up`",
             file=sys.stderr,
         )
-        return 2
+        return None
+    return state
+
+
+def _client(state: dict[str, Any], service: str) -> Any:
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
 
-    from quota_local.stack import drain_alerts
-
-    sqs = boto3.client(
-        "sqs",
+    return boto3.client(
+        service,
         region_name=str(state["region"]),
         endpoint_url=str(state["endpoint"]),
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
+
+
+def run_submit(
+    queue: str,
+    share: str,
+    instance_type: str,
+    count: int,
+    priority: int,
+    run_time: int,
+    name: str | None,
+    out: TextIO,
+) -> int:
+    """Submit a SageMaker training job to the running local stack; prints its job ID."""
+    state = _running("submit")
+    if state is None:
+        return 2
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from quota_local.stack import service_job_request
+
+    request = service_job_request(
+        queue, share, instance_type, count, priority=priority, runtime_s=run_time, name=name
+    )
+    try:
+        job_id = _client(state, "batch").submit_service_job(**request)["jobId"]
+    except ClientError as err:
+        message = err.response.get("Error", {}).get("Message") or str(err)
+        print(f"quotactl local submit: Batch refused the job: {message}", file=sys.stderr)
+        return 1
+    except BotoCoreError as err:
+        print(f"quotactl local submit: cannot reach {state['endpoint']}: {err}", file=sys.stderr)
+        return 1
+    print(job_id, file=out)
+    return 0
+
+
+def run_alerts(fmt: str, out: TextIO) -> int:
+    """Print (and take) the alerts the running local stack published since the last call."""
+    state = _running("alerts")
+    if state is None:
+        return 2
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from quota_local.stack import drain_alerts
+
+    sqs = _client(state, "sqs")
     try:
         alerts = drain_alerts(sqs, str(state["alertsQueue"]))
     except (BotoCoreError, ClientError) as err:

@@ -66,12 +66,39 @@ def _parser() -> argparse.ArgumentParser:
         "alerts", help="print the alerts the running local stack published since the last call"
     )
     alerts.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    submit = local_sub.add_parser(
+        "submit", help="submit a SageMaker training job to the running local stack"
+    )
+    submit.add_argument("queue", metavar="QUEUE")
+    submit.add_argument("--share", required=True, metavar="SHARE", help="quota share")
+    submit.add_argument("--instance-type", required=True, metavar="TYPE", help="ml.g5.xlarge")
+    submit.add_argument("--count", type=_whole(1, 10_000), default=1, help="instances (1)")
+    submit.add_argument(
+        "--priority", type=_whole(0, 9999), default=0, help="schedulingPriority 0-9999 (0)"
+    )
+    submit.add_argument(
+        "--run-time",
+        type=_whole(1, 28 * 86400),
+        default=3600,
+        metavar="SECONDS",
+        help="training time once running, on the stack's clock (3600)",
+    )
+    submit.add_argument("--name", metavar="NAME", help="job name (default SHARE-job)")
 
     _add_operator_commands(sub)
     return parser
 
 
 OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")
+
+
+def _whole(low: int, high: int) -> Any:
+    def parse(value: str) -> int:
+        if not value.isdigit() or not low <= int(value) <= high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number {low}-{high}")
+        return int(value)
+
+    return parse
 
 
 def _speed(value: str) -> float:
@@ -162,6 +189,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             if args.local_command == "alerts":
                 return run_alerts(args.output, out)
+            if args.local_command == "submit":
+                from quotactl.local_cmd import run_submit
+
+                return run_submit(
+                    args.queue,
+                    args.share,
+                    args.instance_type,
+                    args.count,
+                    args.priority,
+                    args.run_time,
+                    args.name,
+                    out,
+                )
             return run_up(args.port, args.apply, out, speed=args.speed)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operate import run

@@ -242,6 +242,13 @@ class LocalStack:
             self._mock.stop()
             self._mock = None
         if self._server is not None:
+            # A server's AWS state outlives it in this process (moto's backends are global);
+            # a mock's is reset when it stops. Reset it through moto's own API.
+            import urllib.request
+
+            reset = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+            with urllib.request.urlopen(reset, timeout=30):
+                pass
             self._server.stop()
             self._server = None
         for key, value in self._saved_env.items():
@@ -492,28 +499,16 @@ class LocalStack:
         retries_before_termination: int | None = None,
     ) -> str:
         """Submit a SageMaker training job into a quota share; returns the job ID."""
-        job_name = name or f"{share}-job"
-        payload = {
-            "TrainingJobName": job_name,
-            "ResourceConfig": {
-                "InstanceType": instance_type,
-                "InstanceCount": count,
-                "VolumeSizeInGB": 30,
-            },
-            "StoppingCondition": {"MaxRuntimeInSeconds": runtime_s},
-        }
-        request: dict[str, Any] = {
-            "jobName": job_name,
-            "jobQueue": queue,
-            "serviceJobType": "SAGEMAKER_TRAINING",
-            "serviceRequestPayload": json.dumps(payload),
-            "quotaShareName": share,
-            "schedulingPriority": priority,
-        }
-        if retries_before_termination is not None:
-            request["preemptionConfiguration"] = {
-                "preemptionRetriesBeforeTermination": retries_before_termination
-            }
+        request = service_job_request(
+            queue,
+            share,
+            instance_type,
+            count,
+            priority=priority,
+            runtime_s=runtime_s,
+            name=name,
+            retries_before_termination=retries_before_termination,
+        )
         return str(self.batch.submit_service_job(**request)["jobId"])
 
     def run_until_idle(self, max_rounds: int = 200) -> int:
@@ -707,3 +702,41 @@ def drain_alerts(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
         for message in messages:
             alerts.append(json.loads(json.loads(message["Body"])["Message"]))
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def service_job_request(
+    queue: str,
+    share: str,
+    instance_type: str,
+    count: int,
+    *,
+    priority: int = 0,
+    runtime_s: int = 3600,
+    name: str | None = None,
+    retries_before_termination: int | None = None,
+) -> dict[str, Any]:
+    """SubmitServiceJob's request for a SageMaker training job in a quota share (the emulator
+    runs it for `runtime_s`: the payload's MaxRuntimeInSeconds)."""
+    job_name = name or f"{share}-job"
+    payload = {
+        "TrainingJobName": job_name,
+        "ResourceConfig": {
+            "InstanceType": instance_type,
+            "InstanceCount": count,
+            "VolumeSizeInGB": 30,
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": runtime_s},
+    }
+    request: dict[str, Any] = {
+        "jobName": job_name,
+        "jobQueue": queue,
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "serviceRequestPayload": json.dumps(payload),
+        "quotaShareName": share,
+        "schedulingPriority": priority,
+    }
+    if retries_before_termination is not None:
+        request["preemptionConfiguration"] = {
+            "preemptionRetriesBeforeTermination": retries_before_termination
+        }
+    return request

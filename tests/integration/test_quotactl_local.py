@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 QUOTACTL = Path(sys.executable).with_name("quotactl")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 
@@ -156,3 +158,57 @@ def test_local_alerts_prints_and_takes_what_the_stack_published(
         assert row.split()[1:6] == ["warning", "CONFIG_REJECTED", "-", "ml-training", "team-b"]
         assert main(["local", "alerts", "-o", "json"]) == 0
         assert json.loads(capsys.readouterr().out) == [], "each alert is printed once"
+
+
+def test_local_submit_puts_a_training_job_in_a_share(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from quota_local.stack import LocalStack
+    from quotactl.main import main
+
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+    submit = ["local", "submit", "ml-training", "--share", "team-a"]
+    assert main([*submit, "--instance-type", "ml.g5.xlarge"]) == 2
+    assert "no local stack is running" in capsys.readouterr().err
+    with LocalStack(server=True) as stack:
+        stack.apply(str(EXAMPLE))
+        stack.advance(120)
+        state = {
+            "endpoint": stack.endpoint_url,
+            "region": stack.region,
+            "alertsQueue": stack.alerts_url,
+            "pid": os.getpid(),
+        }
+        (tmp_path / "local.json").write_text(json.dumps(state))
+
+        args = [*submit, "--instance-type", "ml.g5.xlarge", "--count", "1", "--name", "train-1"]
+        assert main([*args, "--priority", "7", "--run-time", "600"]) == 0
+        job_id = capsys.readouterr().out.strip()
+        job = stack.batch.describe_service_job(jobId=job_id)
+        assert (job["jobName"], job["quotaShareName"], job["schedulingPriority"]) == (
+            "train-1",
+            "team-a",
+            7,
+        )
+
+        assert (
+            main(
+                [
+                    "local",
+                    "submit",
+                    "ml-training",
+                    "--share",
+                    "nobody",
+                    "--instance-type",
+                    "ml.g5.xlarge",
+                ]
+            )
+            == 1
+        )
+        err = capsys.readouterr().err
+        assert err.startswith("quotactl local submit: Batch refused the job: ")
+        assert "nobody" in err
+    with pytest.raises(SystemExit) as exit_:
+        main([*submit, "--instance-type", "ml.g5.xlarge", "--count", "0"])
+    assert exit_.value.code == 2
+    assert "'0' is not a whole number 1-10000" in capsys.readouterr().err
