@@ -3,12 +3,14 @@ local stack over 127.0.0.1, as a user on a laptop would use it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,15 +123,12 @@ def test_local_up_speed_must_be_positive(tmp_path: Path) -> None:
     assert "'-3' is not a positive number of times" in result.stderr
 
 
-def test_local_alerts_prints_and_takes_what_the_stack_published(
-    tmp_path: Path, monkeypatch: Any, capsys: Any
-) -> None:
+@contextlib.contextmanager
+def served_example(tmp_path: Path) -> Iterator[Any]:
+    """A server-mode stack running the example layout, recorded in tmp_path's state file as
+    `local up` records itself (this process is the live pid)."""
     from quota_local.stack import LocalStack
-    from quotactl.main import main
 
-    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
-    assert main(["local", "alerts"]) == 2
-    assert "no local stack is running" in capsys.readouterr().err
     with LocalStack(server=True) as stack:
         stack.apply(str(EXAMPLE))
         stack.advance(120)
@@ -140,6 +139,18 @@ def test_local_alerts_prints_and_takes_what_the_stack_published(
             "pid": os.getpid(),
         }
         (tmp_path / "local.json").write_text(json.dumps(state))
+        yield stack
+
+
+def test_local_alerts_prints_and_takes_what_the_stack_published(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from quotactl.main import main
+
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+    assert main(["local", "alerts"]) == 2
+    assert "no local stack is running" in capsys.readouterr().err
+    with served_example(tmp_path) as stack:
         share = stack.table.get_item(Key={"queue": "ml-training", "item": "SHARE#team-b"})["Item"]
         stack.put_item({**share, "state": "PAUSED"})
         stack.run_until_idle()
@@ -163,24 +174,13 @@ def test_local_alerts_prints_and_takes_what_the_stack_published(
 def test_local_submit_puts_a_training_job_in_a_share(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
-    from quota_local.stack import LocalStack
     from quotactl.main import main
 
     monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
     submit = ["local", "submit", "ml-training", "--share", "team-a"]
     assert main([*submit, "--instance-type", "ml.g5.xlarge"]) == 2
     assert "no local stack is running" in capsys.readouterr().err
-    with LocalStack(server=True) as stack:
-        stack.apply(str(EXAMPLE))
-        stack.advance(120)
-        state = {
-            "endpoint": stack.endpoint_url,
-            "region": stack.region,
-            "alertsQueue": stack.alerts_url,
-            "pid": os.getpid(),
-        }
-        (tmp_path / "local.json").write_text(json.dumps(state))
-
+    with served_example(tmp_path) as stack:
         args = [*submit, "--instance-type", "ml.g5.xlarge", "--count", "1", "--name", "train-1"]
         assert main([*args, "--priority", "7", "--run-time", "600"]) == 0
         job_id = capsys.readouterr().out.strip()
