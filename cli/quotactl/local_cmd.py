@@ -23,16 +23,32 @@ def state_path() -> Path:
 
 
 def read_state() -> dict[str, Any] | None:
-    """The running local stack's endpoint, Region, table and topic, if one is up."""
+    """The running local stack's endpoint, Region, table and topic, if one is up: the state
+    file is well formed, its process is alive and its endpoint answers (a file left by a
+    stack that was killed, whose pid another program reuses, does not count)."""
     try:
         data = json.loads(state_path().read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("endpoint") else None
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), str) and data[k] for k in ("endpoint", "region", "table")
+    ):
+        return None
+    if not _alive(data.get("pid")) or not _answers(str(data["endpoint"])):
+        return None
+    return data
+
+
+def _recorded_pid(path: Path) -> object:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("pid") if isinstance(data, dict) else None
 
 
 def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
         return False
     try:
         os.kill(pid, 0)
@@ -41,6 +57,24 @@ def _alive(pid: object) -> bool:
     except PermissionError:
         return True  # another user's process: alive
     return True
+
+
+def _answers(endpoint: str) -> bool:
+    """Something listens at the endpoint (http://HOST:PORT)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(endpoint)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return False
+    if parts.scheme != "http" or not host or not port:
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def _port_taken(port: int) -> bool:
@@ -55,8 +89,14 @@ def _port_taken(port: int) -> bool:
 def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
     """Why `local up` must not start (an exit code, the reason printed), or None to go on:
     nothing is started, and no state file written, for a reason found here."""
+    path = state_path()
+    if path.is_dir():
+        print(
+            f"quotactl local up: {path} is a directory; {STATE_ENV} names the state file", file=err
+        )
+        return 2
     running = read_state()
-    if running is not None and _alive(running.get("pid")):
+    if running is not None:
         pid = running["pid"]
         print(
             f"quotactl local up: a local stack is already running (pid {pid}, "
@@ -126,7 +166,7 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
         except KeyboardInterrupt:
             pass
         finally:
-            if (read_state() or {}).get("pid") == os.getpid():
+            if _recorded_pid(path) == os.getpid():  # not a file another stack wrote since
                 path.unlink(missing_ok=True)
     print("local stack stopped", file=sys.stderr)
     return 0
@@ -138,7 +178,7 @@ ALERT_COLUMNS = ("occurredAt", "severity", "kind", "cause", "jobQueue", "quotaSh
 def _running(command: str) -> dict[str, Any] | None:
     """The running stack's state, or None after saying there is none."""
     state = read_state()
-    if state is None or not _alive(state.get("pid")) or not state.get("alertsQueue"):
+    if state is None or not state.get("alertsQueue"):
         print(
             f"quotactl local {command}: no local stack is running (no live one in "
             f"{state_path()}); start one with `quotactl local up`",
@@ -204,14 +244,21 @@ def run_alerts(fmt: str, out: TextIO) -> int:
     from quota_local.stack import drain_alerts
 
     sqs = _client(state, "sqs")
+    others: list[str] = []
     try:
-        alerts = drain_alerts(sqs, str(state["alertsQueue"]))
+        alerts = drain_alerts(sqs, str(state["alertsQueue"]), others.append)
     except (BotoCoreError, ClientError) as err:
         print(
             f"quotactl local alerts: cannot read the alerts at {state['endpoint']}: {err}",
             file=sys.stderr,
         )
         return 1
+    if others:
+        print(
+            f"quotactl local alerts: {len(others)} message(s) in the inbox were no alert "
+            "(something else sent them to it); taken out",
+            file=sys.stderr,
+        )
     if fmt != "table":
         from quotactl import render
 

@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     up = local_sub.add_parser(
         "up", help="start the local stack on 127.0.0.1 for `--local` (Ctrl-C stops it)"
     )
-    up.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    up.add_argument("--port", type=_whole(0, 65535), default=0, help="port (default: a free one)")
     up.add_argument("--apply", metavar="FILE", help="apply this quota document at start")
     up.add_argument(
         "--speed",
@@ -101,13 +101,20 @@ def _whole(low: int, high: int) -> Any:
     return parse
 
 
+# Faster, one tick of the local stack's clock outlasts a second of real time and the stack stops
+# answering Ctrl-C and SIGTERM.
+MAX_SPEED = 1000
+
+
 def _speed(value: str) -> float:
     try:
         number = float(value)
     except ValueError:
         number = 0.0
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number of times")
+    if not 0 < number <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a number of times from 0 to {MAX_SPEED}"
+        )
     return number
 
 

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -247,9 +247,11 @@ class LocalStack:
             import urllib.request
 
             reset = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
-            with urllib.request.urlopen(reset, timeout=30):
-                pass
-            self._server.stop()
+            try:
+                with urllib.request.urlopen(reset, timeout=30):
+                    pass
+            finally:
+                self._server.stop()
             self._server = None
         for key, value in self._saved_env.items():
             if value is None:
@@ -690,9 +692,14 @@ def _drop_unpublished_metrics() -> None:
         Metrics().clear_metrics()
 
 
-def drain_alerts(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+def drain_alerts(
+    sqs: Any, queue_url: str, on_other: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
     """Take every alert waiting in the alerts inbox (an SQS queue subscribed to the alerts
-    topic: each message is the SNS envelope around the alert JSON), in arrival order."""
+    topic: each message is the SNS envelope around the alert JSON), in arrival order.
+
+    A message that is no alert raises ValueError (and stays in the inbox); with `on_other`, it
+    is handed to it and taken out instead."""
     alerts: list[dict[str, Any]] = []
     while True:
         page = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
@@ -700,7 +707,16 @@ def drain_alerts(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
         if not messages:
             return alerts
         for message in messages:
-            alerts.append(json.loads(json.loads(message["Body"])["Message"]))
+            try:
+                alert = json.loads(json.loads(message["Body"])["Message"])
+                if not isinstance(alert, dict):
+                    raise ValueError("not an alert document")
+            except (ValueError, KeyError, TypeError) as exc:
+                if on_other is None:
+                    raise ValueError(f"a message in the alerts inbox is no alert: {exc}") from exc
+                on_other(str(message.get("Body", "")))
+            else:
+                alerts.append(alert)
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 

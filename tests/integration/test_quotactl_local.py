@@ -108,19 +108,53 @@ def test_local_up_refuses_a_port_in_use(tmp_path: Path) -> None:
 
 
 def test_a_second_local_up_leaves_the_running_one_alone(tmp_path: Path) -> None:
-    # The state file names a live process (this test's): a second stack would orphan it.
-    state = {"endpoint": "http://127.0.0.1:1", "pid": os.getpid()}
-    (tmp_path / "local.json").write_text(json.dumps(state))
-    result = local_up(tmp_path)
+    import socket
+
+    # The state file names a live process (this test's) listening at its endpoint: a second
+    # stack would orphan it.
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        endpoint = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        state = {"endpoint": endpoint, "region": "us-east-1", "table": "t", "pid": os.getpid()}
+        (tmp_path / "local.json").write_text(json.dumps(state))
+        result = local_up(tmp_path)
     assert result.returncode == 2
     assert f"already running (pid {os.getpid()}" in result.stderr
     assert json.loads((tmp_path / "local.json").read_text()) == state
 
 
+@pytest.mark.parametrize(
+    "state",
+    [
+        # killed: its pid is reused by another program (this test), nothing at its endpoint
+        {"endpoint": "http://127.0.0.1:1", "region": "us-east-1", "table": "t", "pid": 0},
+        {"endpoint": "not a url", "region": "us-east-1", "table": "t", "pid": os.getpid()},
+        {"endpoint": "http://127.0.0.1:1", "pid": True},
+        {"endpoint": "http://127.0.0.1:1", "region": "r", "table": "t", "pid": 10**30},
+        ["not", "a", "state"],
+    ],
+)
+def test_a_stale_or_odd_state_file_is_no_running_stack(
+    tmp_path: Path, monkeypatch: Any, capsys: Any, state: Any
+) -> None:
+    from quotactl.main import main
+
+    if isinstance(state, dict) and state.get("pid") == 0:
+        state["pid"] = os.getpid()
+    (tmp_path / "local.json").write_text(json.dumps(state))
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+    for command in (["local", "alerts"], ["status", "--local"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "no local stack is running" in err
+        assert "Traceback" not in err
+
+
 def test_local_up_speed_must_be_positive(tmp_path: Path) -> None:
     result = local_up(tmp_path, "--speed", "-3")
     assert result.returncode == 2
-    assert "'-3' is not a positive number of times" in result.stderr
+    assert "'-3' is not a number of times from 0 to 1000" in result.stderr
 
 
 @contextlib.contextmanager
@@ -135,6 +169,7 @@ def served_example(tmp_path: Path) -> Iterator[Any]:
         state = {
             "endpoint": stack.endpoint_url,
             "region": stack.region,
+            "table": stack.table_name,
             "alertsQueue": stack.alerts_url,
             "pid": os.getpid(),
         }
@@ -169,6 +204,11 @@ def test_local_alerts_prints_and_takes_what_the_stack_published(
         assert row.split()[1:6] == ["warning", "CONFIG_REJECTED", "-", "ml-training", "team-b"]
         assert main(["local", "alerts", "-o", "json"]) == 0
         assert json.loads(capsys.readouterr().out) == [], "each alert is printed once"
+        stack.sqs.send_message(QueueUrl=stack.alerts_url, MessageBody="hello, not an alert")
+        assert main(["local", "alerts", "-o", "json"]) == 0
+        printed = capsys.readouterr()
+        assert json.loads(printed.out) == []
+        assert "1 message(s) in the inbox were no alert" in printed.err
 
 
 def test_local_submit_puts_a_training_job_in_a_share(

@@ -1081,3 +1081,33 @@ def test_a_share_with_several_broken_limits_gets_every_problem_at_once() -> None
     ]
     assert "lists ml.g5.xlarge more than once (also at capacityLimits[0])" in problems(raw)[2][1]
     assert "ml.g5.16xlarge is not in serviceEnvironment.capacityLimits" in problems(raw)[3][1]
+
+
+def test_every_repeated_type_is_reported_once() -> None:
+    # The model names the first repeated type; the second is reported too, in the same run,
+    # and a repeated unit that is no instance type is reported as such, not twice.
+    raw = share_units({})
+    raw["serviceEnvironment"]["capacityLimits"] = [
+        {"capacityUnit": "ml.g5.xlarge", "maxCapacity": 3},
+        {"capacityUnit": "ml.p3.2xlarge", "maxCapacity": 3},
+    ]
+    limits = [(u, 1) for u in ("ml.g5.xlarge", "ml.g5.xlarge", "ml.p3.2xlarge", "ml.p3.2xlarge")]
+    raw["quotaShares"][0]["capacityLimits"] = [
+        {"capacityUnit": u, "maxCapacity": n} for u, n in limits
+    ]
+    assert problems(raw) == [
+        (
+            f"{S0}.capacityLimits",
+            "lists ml.g5.xlarge more than once; give each instance type one limit",
+        ),
+        (
+            f"{S0}.capacityLimits[3].capacityUnit",
+            "lists ml.p3.2xlarge more than once (also at capacityLimits[2]); give each instance "
+            "type one limit",
+        ),
+    ]
+    raw["quotaShares"][0]["capacityLimits"] = [{"capacityUnit": "ml.bogus", "maxCapacity": 1}] * 2
+    assert [where for where, _ in problems(raw)] == [
+        f"{S0}.capacityLimits[0].capacityUnit",
+        f"{S0}.capacityLimits[1].capacityUnit",
+    ]

@@ -26,6 +26,7 @@ from quota_controller.config.model import (
     QuotaShareSpec,
     ServiceEnvironmentSpec,
 )
+from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
 
 PathPart = str | int
 Path = tuple[PathPart, ...]
@@ -293,22 +294,28 @@ def _partial_limit_problems(
                     _scoped(p, share, index) for p in _problems(exc, CapacityLimit, entry_path)
                 )
     # Each instance type once, judged on what was written (an entry with a bad maxCapacity
-    # still names its type), unless the model already said so.
+    # still names its type; a unit that is no instance type is reported as such, not here).
+    # The model names the first repeated type when every entry is valid: that one is not
+    # reported again, the others are.
     first: dict[str, int] = {}
-    if not any(p.path == base and "more than once" in p.message for p in reported):
-        for j, entry in enumerate(limits_raw):
-            unit = entry.get("capacityUnit") if isinstance(entry, Mapping) else None
-            if not isinstance(unit, str):
+    named_by_model = any(p.path == base and "more than once" in p.message for p in reported)
+    skip: str | None = None
+    for j, entry in enumerate(limits_raw):
+        unit = entry.get("capacityUnit") if isinstance(entry, Mapping) else None
+        if not isinstance(unit, str) or unit not in TRAINING_INSTANCE_TYPES:
+            continue
+        if unit in first:
+            if named_by_model and skip in (None, unit):
+                skip = unit
                 continue
-            if unit in first:
-                yield Problem(
-                    (*base, j, "capacityUnit"),
-                    f"lists {unit} more than once (also at capacityLimits[{first[unit]}]); give "
-                    "each instance type one limit",
-                    share=share,
-                    share_index=index,
-                )
-            first.setdefault(unit, j)
+            yield Problem(
+                (*base, j, "capacityUnit"),
+                f"lists {unit} more than once (also at capacityLimits[{first[unit]}]); give "
+                "each instance type one limit",
+                share=share,
+                share_index=index,
+            )
+        first.setdefault(unit, j)
     if environment is not None:
         seen: set[str] = set()
         unique: list[CapacityLimit] = []
