@@ -26,7 +26,7 @@ from alert_builders import (
     started,
     state_change,
 )
-from builders import guide_layout
+from builders import DocBuilder, g5, guide_layout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_builders import converged, desired
@@ -410,11 +410,40 @@ def test_one_broken_rule_is_reported_at_its_path_and_nothing_reaches_batch(
         if c["type"] == "Valid" and c["status"] == "False"
     ]
     assert invalid, result.errors
-    where = re.sub(r"^quotaShares\[\d+\]", "", path)
+    # Status names a share's fields relative to its item ("item SHARE#x: quotaShareName: ...",
+    # or the share's own condition): the path without the share's place in the document.
+    where = re.sub(r"^quotaShares\[\d+\]\.?", "", path)
     assert any(where in c["message"] for c in invalid), (where, invalid)
     if breaker.share is None:
         assert batch.observes == 0, "a queue-wide error must not even read Batch"
         assert result.outcome == "rejected"
+
+
+def test_a_share_renamed_by_a_new_item_at_the_limit_is_rejected_naming_both_problems() -> None:
+    # Found by the property above: at 20 shares, the renamed share's item is a 21st item (the
+    # share name is the sort key), so the queue is rejected as a whole, naming both problems.
+    doc = DocBuilder().env(**g5(20))
+    for i in range(20):
+        doc.share(f"team-{i}", **g5(1))
+    good = doc.build()
+    bad = copy.deepcopy(good)
+    bad["quotaShares"][-1]["quotaShareName"] = "team a"
+    store = FakeStore(table_items(good))
+    for item in table_items(bad):
+        store.put(item)
+    batch = FakeBatch(converged(good).build())
+    queue = str(good["jobQueue"]["jobQueueName"])
+    result = reconcile(queue, Deps(store, batch, FakeNotifier(), FixedClock()))
+
+    assert (result.outcome, batch.executed, batch.observes) == ("rejected", [], 0)
+    (message,) = [
+        c["message"]
+        for item in store.status(queue).values()
+        for c in item["conditions"]
+        if c["type"] == "Valid" and c["status"] == "False"
+    ]
+    assert "has 21 quota shares; a job queue allows at most 20" in message
+    assert "item SHARE#team a: quotaShareName: may contain only" in message
 
 
 # -- (f) one preemption, however its events arrive: one alert ----------------------------------
