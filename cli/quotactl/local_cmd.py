@@ -26,25 +26,21 @@ def read_state() -> dict[str, Any] | None:
     """The running local stack's endpoint, Region, table and topic, if one is up: the state
     file is well formed, its process is alive and its endpoint answers (a file left by a
     stack that was killed, whose pid another program reuses, does not count)."""
-    try:
-        data = json.loads(state_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not all(
-        isinstance(data.get(k), str) and data[k] for k in ("endpoint", "region", "table")
-    ):
+    data = _state_file(state_path())
+    if not all(isinstance(data.get(k), str) and data[k] for k in ("endpoint", "region", "table")):
         return None
     if not _alive(data.get("pid")) or not _answers(str(data["endpoint"])):
         return None
     return data
 
 
-def _recorded_pid(path: Path) -> object:
+def _state_file(path: Path) -> dict[str, Any]:
+    """The state file's content as written (empty when missing or not a JSON object)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return data.get("pid") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _alive(pid: object) -> bool:
@@ -77,15 +73,6 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-def _port_taken(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
-
 def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
     """Why `local up` must not start (an exit code, the reason printed), or None to go on:
     nothing is started, and no state file written, for a reason found here."""
@@ -105,7 +92,9 @@ def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
             file=err,
         )
         return 2
-    if port and _port_taken(port):
+    from quota_local.stack import port_taken
+
+    if port and port_taken(port):
         print(
             f"quotactl local up: port {port} on 127.0.0.1 is in use; pick another --port, or "
             "leave it out for a free one",
@@ -166,7 +155,7 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
         except KeyboardInterrupt:
             pass
         finally:
-            if _recorded_pid(path) == os.getpid():  # not a file another stack wrote since
+            if _state_file(path).get("pid") == os.getpid():  # not a file another stack wrote since
                 path.unlink(missing_ok=True)
     print("local stack stopped", file=sys.stderr)
     return 0

@@ -74,7 +74,8 @@ def _free_port() -> int:
         return port
 
 
-def _port_taken(port: int) -> bool:
+def port_taken(port: int) -> bool:
+    """Something holds the port on 127.0.0.1 (a server could not listen there)."""
     import socket
 
     with socket.socket() as sock:
@@ -187,7 +188,7 @@ class LocalStack:
 
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             port = self.port or _free_port()
-            if self.port and _port_taken(port):
+            if self.port and port_taken(port):
                 # moto's server thread would fail to bind and its start() wait forever.
                 raise OSError(f"port {port} on 127.0.0.1 is in use")
             self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

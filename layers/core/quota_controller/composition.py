@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quota_controller.config_store import DynamoConfigStore, ResyncView
+    from quota_controller.config_store import AppliedShareTags, DynamoConfigStore, ResyncView
     from quota_controller.ports import Clock
     from quota_controller.reconcile import Deps
     from quota_controller.settings import Settings
@@ -172,9 +172,12 @@ def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]
     from quota_controller.tag_drift import find_tag_drift
 
     reader = BotoAlertReader(batch_client())
+    by_queue: dict[str, list[AppliedShareTags]] = {}
+    for record in view.applied_share_tags:
+        by_queue.setdefault(record.queue, []).append(record)
 
     def check(queue: str, report: TagDriftReport) -> None:
-        find_tag_drift(view.applied_share_tags, {queue}, reader.share_tags, report)
+        find_tag_drift(by_queue.get(queue, []), {queue}, reader.share_tags, report)
 
     return check
 

@@ -249,17 +249,20 @@ def _units_outside_environment(
     environment: ServiceEnvironmentSpec, parsed: Sequence[tuple[int, QuotaShareSpec]]
 ) -> Iterable[Problem]:
     for index, share in parsed:
-        yield from _unit_problems(environment, index, share.quotaShareName, share.capacityLimits)
+        yield from _unit_problems(
+            environment, index, share.quotaShareName, enumerate(share.capacityLimits)
+        )
 
 
 def _unit_problems(
     environment: ServiceEnvironmentSpec,
     index: int,
     share: str | None,
-    limits: Sequence[CapacityLimit],
+    limits: Iterable[tuple[int, CapacityLimit]],
 ) -> Iterable[Problem]:
+    """Limits (with their place in the share's list) of types the environment does not have."""
     env_units = [c.capacityUnit for c in environment.capacityLimits]
-    for j, limit in enumerate(limits):
+    for j, limit in limits:
         if limit.capacityUnit not in env_units:
             yield Problem(
                 ("quotaShares", index, "capacityLimits", j, "capacityUnit"),
@@ -317,24 +320,9 @@ def _partial_limit_problems(
             )
         first.setdefault(unit, j)
     if environment is not None:
-        seen: set[str] = set()
-        unique: list[CapacityLimit] = []
-        positions: list[int] = []
-        for j, limit in good:
-            if limit.capacityUnit not in seen:
-                seen.add(limit.capacityUnit)
-                unique.append(limit)
-                positions.append(j)
-        for problem in _unit_problems(environment, index, share, unique):
-            # _unit_problems numbers the entries it was given; put back their place in the list.
-            k = problem.path[3]
-            assert isinstance(k, int)
-            yield Problem(
-                (*base, positions[k], "capacityUnit"),
-                problem.message,
-                share=share,
-                share_index=index,
-            )
+        # Each type once, at its first valid entry (a repeat is reported above).
+        firsts = {limit.capacityUnit: (j, limit) for j, limit in reversed(good)}
+        yield from _unit_problems(environment, index, share, sorted(firsts.values()))
 
 
 def _capacity_warnings(
