@@ -7,7 +7,8 @@ its adapters then: boto3 and the adapter modules; without them, lazy imports wou
 cost out of the measurement, not out of the cold start). Against it, a fresh interpreter that
 only imports boto3 from the same layer. The ratio of the medians (same run, interleaved; CPU
 time of the process) is
-`cold_start.<handler>.import_ratio`.
+`cold_start.<handler>.import_ratio`. In the same run, the floors (`FLOORS`): the libraries the
+handlers must use, with none of our code, as `cold_start.floor_<name>.import_ratio`.
 
 The layer in .aws-sam/build is for arm64; this machine is x86, so the layer's compiled packages
 (pydantic_core, PyYAML's _yaml, wrapt's _wrappers) are taken from .aws-sam/host-native (same
@@ -139,6 +140,26 @@ ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "Bench",
 }
 TARGET_RATIO = 1.5
+
+# The floors: what the libraries every handler must use cost before any of our code, measured in
+# the same run. Powertools Logger and Metrics (every handler logs and publishes metrics) and one
+# pydantic model validated (every handler's event, alert, settings or config model); "batch" adds
+# Powertools' BatchProcessor (the reconcile handler's partial batch responses), imported before
+# pydantic as the reconcile does. A handler cannot start below its floor whatever its own code does.
+_POWERTOOLS = "from aws_lambda_powertools import Logger, Metrics\nLogger()\nMetrics()\n"
+_PYDANTIC = (
+    "from pydantic import BaseModel\n"
+    "class Sample(BaseModel):\n    name: str\n"
+    "Sample.model_validate({'name': 'x'})\n"
+)
+_BATCH = (
+    "from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType\n"
+    "BatchProcessor(EventType.SQS)\n"
+)
+FLOORS: dict[str, str] = {
+    "floor_powertools_pydantic": f"import boto3\n{_POWERTOOLS}{_PYDANTIC}",
+    "floor_powertools_pydantic_batch": f"import boto3\n{_POWERTOOLS}{_BATCH}{_PYDANTIC}",
+}
 
 
 def _require_build() -> None:
@@ -274,6 +295,8 @@ def run(repeats: int = 7) -> dict[str, float]:
     results: dict[str, float] = {}
     codes = {h: handler_code(BUILD, h, HOST_NATIVE) for h in HANDLERS}
     codes["boto3"] = boto3_code(BUILD, HOST_NATIVE)
+    paths = [HOST_NATIVE, BUILD / LAYER / "python"]
+    codes.update({name: _code(paths, body) for name, body in FLOORS.items()})
     with_bytecode = _medians(codes, repeats)
     with tempfile.TemporaryDirectory() as tmp:
         root, native = _source_only_copy(Path(tmp))
@@ -289,6 +312,9 @@ def run(repeats: int = 7) -> dict[str, float]:
         results[f"cold_start.{handler}.import_ms_no_bytecode"] = round(
             source_only[handler] * 1000, 1
         )
+    for floor in FLOORS:
+        results[f"cold_start.{floor}.import_ratio"] = round(with_bytecode[floor] / base, 2)
+        results[f"cold_start.{floor}.import_ms"] = round(with_bytecode[floor] * 1000, 1)
     env = {**ENV, "LAMBDA_TASK_ROOT": "/var/task", "POWERTOOLS_TRACE_DISABLED": "false"}
     traced = _medians(tracer_codes(), repeats, env)
     results["cold_start.tracer.added_ms"] = round((traced["tracer"] - traced["boto3"]) * 1000)
