@@ -182,7 +182,7 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
     with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
         observed = batch.observe(queue, policies, environments)
         the_plan = plan(desired, observed, batch.scope)
-        decided, held = guard_plan(the_plan, desired, batch)
+        decided, held = guard_plan(the_plan, desired, observed, batch)
     return Preview(
         queue,
         target.table_name,
@@ -526,6 +526,16 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read the change records of job queue {args.queue} from {target.where()}"):
         records = store.recent_changes(args.queue, args.limit)
+        # No record: tell a queue without changes (yet, or any more) from a name that is not
+        # in the table at all (a typo), as `status` does.
+        known = bool(records) or _exists(status_view(args.queue, store.load_partition(args.queue)))
+    if not known:
+        print(
+            f"quotactl history: job queue {args.queue} has no config, no status and no change "
+            f"records in {target.where()}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     data = [{k: v for k, v in r.items() if k not in (PARTITION_KEY, SORT_KEY)} for r in records]
     if args.output != "table":
         render.data(data, args.output, out)

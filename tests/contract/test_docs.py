@@ -17,6 +17,7 @@ FILES = {
     "R": "tests/integration/test_reconcile_flow.py",
     "A": "tests/integration/test_alerts_flow.py",
     "S": "tests/integration/test_slack_webhook.py",
+    "G": "tests/integration/test_reconcile_safety.py",
 }
 
 

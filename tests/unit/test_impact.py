@@ -455,6 +455,24 @@ def test_change_id_differs_for_different_requests(other: list[Action]) -> None:
     assert change_id([lowered()]) != change_id(other)
 
 
+def test_the_same_change_after_an_approved_one_gets_another_id() -> None:
+    first = change_id([lowered()])
+    again = change_id([lowered()], last_approved=first)
+
+    assert again != first
+    assert change_id([lowered()], last_approved=first) == again  # stable run to run
+    assert change_id([lowered()], last_approved=again) not in (first, again)
+
+
+def test_a_used_approval_left_on_the_queue_does_not_approve_the_change_made_again() -> None:
+    (decision,), held = guard([RISKY], BUSY, LIMITS, "block", HELD_ID, last_approved=HELD_ID)
+
+    assert decision.decision == "blocked"
+    assert held is not None
+    assert held != HELD_ID
+    assert held in decision.reason
+
+
 def test_change_id_ignores_param_key_order() -> None:
     a = Action("UpdateQuotaShare", {"quotaShareArn": "x", "state": "DISABLED"}, "r", "s")
     b = Action("UpdateQuotaShare", {"state": "DISABLED", "quotaShareArn": "x"}, "r", "s")

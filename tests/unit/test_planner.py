@@ -817,10 +817,11 @@ def test_tag_drift_is_repaired_on_policy_environment_and_queue(
 
     expected: list[tuple[str, dict[str, Any]]] = []
     for arn in (policy_arn(POLICY), env_arn(ENV), queue_arn()):
-        if added:
-            expected.append(("TagResource", {"resourceArn": arn, "tags": added}))
+        # Untag first: Batch counts added tags against its 50 before any are removed.
         if removed:
             expected.append(("UntagResource", {"resourceArn": arn, "tagKeys": removed}))
+        if added:
+            expected.append(("TagResource", {"resourceArn": arn, "tags": added}))
     assert requests(the_plan) == expected
 
 
@@ -1200,6 +1201,18 @@ def test_teardown_leaves_a_queue_it_does_not_own(have: ObservedBuilder) -> None:
             "created without a scheduling policy",
             id="queue-without-policy",
         ),
+        pytest.param(
+            observed().policy(owned="queue-b"),
+            "scheduling policy ml-training-quota-policy is managed by job queue queue-b's "
+            "document (tag batch-quota-controller:queue); each queue needs its own: name another "
+            "in schedulingPolicy.name",
+            id="policy-of-another-queue",
+        ),
+        pytest.param(
+            observed().policy().env(owned="queue-b", **g5(3)),
+            "service environment ml-training-env is managed by job queue queue-b's document",
+            id="environment-of-another-queue",
+        ),
     ],
 )
 def test_conflicts_are_reported_and_nothing_is_created(
@@ -1211,6 +1224,34 @@ def test_conflicts_are_reported_and_nothing_is_created(
     assert fragment in the_plan.conflicts[0]
     assert [s for s in steps(the_plan) if s.startswith("Create")] == []
     assert not the_plan.converged
+
+
+def test_another_queues_environment_is_neither_changed_nor_retagged_nor_attached() -> None:
+    have = (
+        converged(guide())
+        .drop_share()
+        .drop_queue()
+        .edit_env(owned="queue-b", capacityLimits=limits(**{"ml.g5.xlarge": 5}))
+    )
+
+    the_plan = plan_for(desired(guide()), have)
+
+    assert the_plan.actions == []
+    assert [c.split(";")[0] for c in the_plan.conflicts] == [
+        "service environment ml-training-env is managed by job queue queue-b's document "
+        "(tag batch-quota-controller:queue)"
+    ]
+
+
+def test_an_untagged_environment_of_that_name_is_adopted() -> None:
+    have = converged(guide()).drop_share().drop_queue().edit_env(owned=False)
+
+    the_plan = plan_for(desired(guide()), have)
+
+    assert the_plan.conflicts == []
+    assert ("TagResource", {"resourceArn": env_arn(ENV), "tags": {OWNER_TAG: "ml-training"}}) in (
+        requests(the_plan)
+    )
 
 
 # -- determinism -----------------------------------------------------------------------------

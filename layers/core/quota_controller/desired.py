@@ -12,6 +12,7 @@ from typing import Any
 from quota_controller.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.config.validation import ValidationReport
 from quota_controller.impact import ActiveJob, GuardedAction, guard
+from quota_controller.observed import ObservedState
 from quota_controller.planner import Desired, Plan
 from quota_controller.ports import BatchGateway
 from quota_controller.status import STATUS_PREFIX
@@ -68,6 +69,7 @@ def desired_state(
         applied_share_tags=applied_tags,
         retiring_policies=retiring_policies,
         retiring_environments=retiring_environments,
+        last_approved_change=queue_status.get("lastApprovedChange"),
     )
 
 
@@ -88,17 +90,22 @@ def names_to_observe(desired: Desired) -> tuple[list[str], list[str]]:
 
 
 def guard_plan(
-    the_plan: Plan, desired: Desired, batch: BatchGateway
+    the_plan: Plan, desired: Desired, observed: ObservedState, batch: BatchGateway
 ) -> tuple[list[GuardedAction], str | None]:
-    """Read the jobs reductions concern (only then) and let the reduction policy decide."""
-    touched = sorted(
-        {r.share for a in the_plan.actions for r in a.reductions if r.share is not None}
-    )
+    """Read the jobs reductions concern (only then) and let the reduction policy decide.
+
+    A share's reduction concerns that share's jobs. A reduction of the environment concerns
+    every job on it: those of the shares the document keeps, and also of shares it does not
+    (yet) apply - a share frozen by an invalid item, a removed share waiting to be idle, a share
+    Batch still lists - since they all hold its capacity. No queue, no jobs: nothing is read."""
+    touched = {r.share for a in the_plan.actions for r in a.reductions if r.share is not None}
     env_reduced = any(r.share is None for a in the_plan.actions for r in a.reductions)
-    shares = sorted(desired.shares) if env_reduced else touched
+    if env_reduced:
+        touched |= {*desired.shares, *desired.frozen_shares, *observed.shares}
     jobs: dict[str, list[ActiveJob]] = {}
-    if shares and any(a.is_reduction for a in the_plan.actions):
-        jobs = batch.active_jobs(desired.queue, shares)
+    queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
+    if touched and queue_exists and any(a.is_reduction for a in the_plan.actions):
+        jobs = batch.active_jobs(desired.queue, sorted(touched))
     new_limits = {
         name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
         for name, spec in desired.shares.items()
@@ -106,4 +113,4 @@ def guard_plan(
     settings = desired.settings
     policy = settings.reductionPolicy if settings else "warn"
     approved = settings.approvedChange if settings else None
-    return guard(the_plan.actions, jobs, new_limits, policy, approved)
+    return guard(the_plan.actions, jobs, new_limits, policy, approved, desired.last_approved_change)

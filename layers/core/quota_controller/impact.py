@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from quota_controller.planner import Action, Reduction
 
@@ -143,11 +143,16 @@ def _victim_order(job: ActiveJob) -> tuple[int, int, int]:
     )
 
 
-def change_id(actions: Iterable[Action]) -> str:
-    """A short, stable id of exactly these requests: what `approvedChange` must quote."""
-    canonical = json.dumps(
-        [[a.operation, a.params] for a in actions], sort_keys=True, separators=(",", ":")
-    )
+def change_id(actions: Iterable[Action], last_approved: str | None = None) -> str:
+    """A short, stable id of exactly these requests: what `approvedChange` must quote.
+
+    `last_approved` is the id of the last approved change the queue applied: the same requests
+    made again later (a share lowered, raised and lowered again) get a new id, so an approval
+    that stays on the queue item never approves a later reduction it was not given for."""
+    requests: list[Any] = [[a.operation, a.params] for a in actions]
+    if last_approved:
+        requests.append(["after", last_approved])
+    canonical = json.dumps(requests, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -157,6 +162,7 @@ def guard(
     new_share_limits: Mapping[str, Mapping[str, int]],
     reduction_policy: str,
     approved_change: str | None,
+    last_approved: str | None = None,
 ) -> tuple[list[GuardedAction], str | None]:
     """Decide per action: apply, apply with a warning, block, drain or wait for idle.
 
@@ -194,7 +200,7 @@ def guard(
         decided.append(guarded)
     if not risky:
         return decided, None
-    held_id = change_id(g.action for g in risky)
+    held_id = change_id((g.action for g in risky), last_approved)
     for guarded in risky:
         if reduction_policy == "block" and approved_change != held_id:
             guarded.decision = "blocked"

@@ -130,6 +130,8 @@ class Desired:
     retiring_environments: tuple[str, ...] = ()
     # Tags last applied to each share (ListQuotaShares does not return tags).
     applied_share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The id of the last approved change applied (status): a change id is never reused.
+    last_approved_change: str | None = None
 
 
 def plan(desired: Desired, observed: ObservedState, scope: Scope) -> Plan:
@@ -170,6 +172,10 @@ def _policy(
             )
         )
         return arn
+    if _owned_elsewhere(
+        policy.tags, queue, f"scheduling policy {name}", "schedulingPolicy.name", out
+    ):
+        return policy.arn
     if policy.quotaSharePolicy is None:
         out.conflicts.append(
             f"scheduling policy {name} exists as a fair-share policy; a policy's type can never "
@@ -207,6 +213,14 @@ def _environment(
             )
         )
         out.waits.append(f"service environment {name} to be created")
+        return None
+    if _owned_elsewhere(
+        env.tags,
+        queue,
+        f"service environment {name}",
+        "serviceEnvironment.serviceEnvironmentName",
+        out,
+    ):
         return None
     if env.serviceEnvironmentType != "SAGEMAKER_TRAINING":
         out.conflicts.append(
@@ -606,6 +620,23 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
 # -- helpers ---------------------------------------------------------------------------------
 
 
+def _owned_elsewhere(
+    tags: Mapping[str, str], queue: str, resource: str, rename_at: str, out: Plan
+) -> bool:
+    """A resource another queue's document manages (its owner tag names that queue) is never
+    changed, retagged or attached here: two documents would undo each other's limits on every
+    reconcile, and removing this one would tear down what the other still uses. An untagged
+    resource of that name is adopted (tagged for this queue) as before."""
+    owner = tags.get(OWNER_TAG)
+    if owner is None or owner == queue:
+        return False
+    out.conflicts.append(
+        f"{resource} is managed by job queue {owner}'s document (tag {OWNER_TAG}); each queue "
+        f"needs its own: name another in {rename_at}"
+    )
+    return True
+
+
 def _tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
     return {**user, OWNER_TAG: queue}
 
@@ -619,14 +650,11 @@ def _retag(
     share: str | None = None,
 ) -> None:
     # `share` lets status record the share's applied tags (ListQuotaShares returns none).
+    # Untag first: Batch counts the tags a TagResource adds against the 50 a resource may hold
+    # before any are removed, so replacing many keys the other way round never converges.
+    # The owner tag is always wanted, so it is never among the keys removed.
     add = {k: v for k, v in want.items() if have.get(k) != v}
     remove = sorted(k for k in have if k not in want and not k.startswith("aws:"))
-    if add:
-        out.actions.append(
-            Action(
-                "TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags", share=share
-            )
-        )
     if remove:
         out.actions.append(
             Action(
@@ -635,6 +663,12 @@ def _retag(
                 resource,
                 "remove tags " + ", ".join(remove),
                 share=share,
+            )
+        )
+    if add:
+        out.actions.append(
+            Action(
+                "TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags", share=share
             )
         )
 

@@ -26,7 +26,7 @@ from quota_controller.config.items import (
     share_key,
     validate_items,
 )
-from quota_controller.config.model import OWNER_TAG
+from quota_controller.config.model import OWNER_TAG, QueueSettings
 from quota_controller.config.validation import ValidationReport
 from quota_controller.desired import desired_state, guard_plan, names_to_observe
 from quota_controller.impact import ActiveJob, GuardedAction
@@ -181,7 +181,7 @@ class _Run:
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
-        decided, self.result.held_change = guard_plan(the_plan, desired, self.deps.batch)
+        decided, self.result.held_change = guard_plan(the_plan, desired, observed, self.deps.batch)
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
@@ -431,6 +431,8 @@ class _Run:
             else None
         )
         settings = desired.settings
+        if _approval_used(settings, self.result.held_change, self.result.applied, failure):
+            queue_status["lastApprovedChange"] = self.result.held_change
         if settings is not None:
             queue_status["managed"] = _managed(
                 (self.queue_status or {}).get("managed") or {},
@@ -562,6 +564,7 @@ class _Run:
             "conditions": conditions(self.queue_status, conds, gen, self.stamp),
             "alerted": self.raised[-_ALERT_MEMORY:],
             "managed": (self.queue_status or {}).get("managed", {}),
+            "lastApprovedChange": (self.queue_status or {}).get("lastApprovedChange"),
             "updatedAt": self.stamp,
         }
 
@@ -732,6 +735,24 @@ def _alert_job(job: ActiveJob) -> AlertJob:
         statusBefore=job.status,
         capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
         schedulingPriority=job.priority,
+    )
+
+
+def _approval_used(
+    settings: QueueSettings | None,
+    held_change: str | None,
+    applied: list[Action],
+    failure: str | None,
+) -> bool:
+    """True when this run applied the reductions `approvedChange` approved (under block): with
+    no failure, every risky request of the approved change was applied."""
+    return (
+        settings is not None
+        and settings.reductionPolicy == "block"
+        and held_change is not None
+        and settings.approvedChange == held_change
+        and not failure
+        and any(a.is_reduction for a in applied)
     )
 
 

@@ -1,0 +1,221 @@
+"""What a reconcile must never do to running jobs or to another queue, through the real handlers
+on the local stack: environment reductions count every job on the environment, a resource
+another queue's document manages is left alone, tags converge at Batch's 50-tag limit, and an
+approval approves one change once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from builders import DocBuilder, g5, guide_layout
+
+from quota_controller.config.items import plain
+from quota_local.stack import LocalStack
+
+QUEUE = "ml-training"
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack() as local:
+        yield local
+
+
+def item(stack: LocalStack, queue: str, key: str) -> dict[str, Any]:
+    return plain(stack.table.get_item(Key={"queue": queue, "item": key})["Item"])
+
+
+def job_status(stack: LocalStack, job: str) -> str:
+    return str(stack.batch.describe_service_job(jobId=job)["status"])
+
+
+def running(stack: LocalStack, share: str, name: str, priority: int = 0) -> str:
+    job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", 1, name=name, priority=priority)
+    stack.emulator.set_job_status(job, "RUNNING")
+    return job
+
+
+def environment(stack: LocalStack, name: str) -> dict[str, Any]:
+    found = stack.batch.describe_service_environments(serviceEnvironments=[name])
+    return dict(found["serviceEnvironments"][0])
+
+
+# -- environment reductions count every job on the environment ----------------------------
+
+
+def three_shares(env: int, with_c: bool = True) -> DocBuilder:
+    doc = DocBuilder(QUEUE).env(**g5(env)).share("team-a", "LEND", **g5(1))
+    doc.share("team-b", "LEND", **g5(1))
+    if with_c:
+        doc.share("team-c", "LEND", **g5(1))
+    return doc
+
+
+def test_a_removed_share_waiting_for_its_job_is_not_deleted_when_the_environment_shrinks(
+    stack: LocalStack,
+) -> None:
+    stack.apply(three_shares(3).build())
+    stack.advance(120)
+    job = running(stack, "team-c", "c-0")
+    stack.delete_item(QUEUE, "SHARE#team-c")  # disabled, deleted once its job is done
+    stack.advance(120)
+    assert job_status(stack, job) == "RUNNING"
+
+    stack.apply(three_shares(2, with_c=False).build())  # the environment shrinks 3 -> 2
+    stack.advance(120)
+
+    assert job_status(stack, job) == "RUNNING"
+    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    assert "team-c" in {s["quotaShareName"] for s in shares}
+    assert environment(stack, f"{QUEUE}-env")["capacityLimits"][0]["maxCapacity"] == 2
+
+
+def test_an_environment_reduction_counts_the_jobs_of_a_share_frozen_by_an_invalid_item(
+    stack: LocalStack,
+) -> None:
+    doc = DocBuilder(QUEUE).env(**g5(3)).share("team-a", "LEND", **g5(2))
+    stack.apply(doc.share("team-b", "LEND", **g5(1)).set(reductionPolicy="block").build())
+    stack.advance(120)
+    jobs = [running(stack, "team-a", f"a-{n}") for n in range(2)]
+    share = item(stack, QUEUE, "SHARE#team-a")
+    share["state"] = "on"  # a console typo: team-a is frozen, left as it is
+    stack.put_item(share)
+    stack.run_until_idle()
+
+    queue = item(stack, QUEUE, "QUEUE")
+    queue["serviceEnvironment"]["capacityLimits"][0]["maxCapacity"] = 1
+    stack.put_item(queue)  # 3 -> 1 under block while team-a's 2 jobs run
+    stack.advance(60)
+
+    assert environment(stack, f"{QUEUE}-env")["capacityLimits"][0]["maxCapacity"] == 3
+    held = stack.status(QUEUE)["heldChange"]
+    assert held["decision"] == "blocked"
+    assert len(held["jobs"]) == 1
+    assert held["jobs"][0] in jobs
+
+
+def test_lowering_the_environment_before_the_queue_exists_still_creates_the_queue(
+    stack: LocalStack,
+) -> None:
+    stack.apply(DocBuilder(QUEUE).env(**g5(3)).share("team-a", "LEND", **g5(1)).build())
+    stack.run_until_idle()  # policy and environment created; the queue waits for them
+    assert stack.batch.describe_job_queues(jobQueues=[QUEUE])["jobQueues"] == []
+
+    stack.apply(DocBuilder(QUEUE).env(**g5(2)).share("team-a", "LEND", **g5(1)).build())
+    stack.advance(600)
+
+    assert stack.batch.describe_job_queues(jobQueues=[QUEUE])["jobQueues"] != []
+    assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"
+
+
+# -- a resource another queue's document manages -------------------------------------------
+
+
+def naming_shared_env(queue: str, env: int) -> dict[str, Any]:
+    raw = DocBuilder(queue).env(**g5(env)).share(f"{queue}-a", "LEND", **g5(1)).build()
+    raw["serviceEnvironment"]["serviceEnvironmentName"] = "shared-env"
+    return raw
+
+
+def test_a_second_queue_naming_the_first_queues_environment_changes_nothing_of_it(
+    stack: LocalStack,
+) -> None:
+    stack.apply(naming_shared_env("queue-a", 3))
+    stack.advance(120)
+    before = environment(stack, "shared-env")
+
+    stack.apply(naming_shared_env("queue-b", 4))
+    stack.run_until_idle()
+
+    after = environment(stack, "shared-env")
+    assert (after["capacityLimits"], after["tags"]) == (before["capacityLimits"], before["tags"])
+    error = stack.status("queue-b")["lastError"]
+    assert "service environment shared-env is managed by job queue queue-a's document" in error
+    assert "serviceEnvironment.serviceEnvironmentName" in error
+    assert stack.batch.describe_job_queues(jobQueues=["queue-b"])["jobQueues"] == []
+
+
+def test_removing_the_second_queues_document_leaves_the_first_queues_environment_enabled(
+    stack: LocalStack,
+) -> None:
+    stack.apply(naming_shared_env("queue-a", 3))
+    stack.advance(120)
+    stack.apply(naming_shared_env("queue-b", 4))
+    stack.run_until_idle()
+
+    stack.delete_item("queue-b", "SHARE#queue-b-a")
+    stack.delete_item("queue-b", "QUEUE")
+    stack.advance(90)
+
+    env = environment(stack, "shared-env")
+    assert (env["state"], env["status"]) == ("ENABLED", "VALID")
+
+
+# -- tags at Batch's limit --------------------------------------------------------------------
+
+
+def test_replacing_25_tag_keys_converges_within_the_50_tag_limit(stack: LocalStack) -> None:
+    def with_tags(prefix: str) -> dict[str, Any]:
+        tags = {f"{prefix}-{i}": "x" for i in range(25)}
+        doc = DocBuilder(QUEUE).env(**g5(3)).queue(tags=tags)
+        return doc.share("a", "LEND", **g5(1)).build()
+
+    stack.apply(with_tags("old"))
+    stack.advance(120)
+    stack.apply(with_tags("new"))
+    stack.advance(120)
+
+    tags = stack.batch.describe_job_queues(jobQueues=[QUEUE])["jobQueues"][0]["tags"]
+    assert sorted(k for k in tags if k != "batch-quota-controller:queue") == sorted(
+        f"new-{i}" for i in range(25)
+    )
+    assert stack.status(QUEUE)["lastError"] is None
+
+
+# -- an approval approves one change, once ----------------------------------------------------
+
+
+def set_team_b(stack: LocalStack, limit: int, **queue_fields: object) -> None:
+    doc = guide_layout().set(reductionPolicy="block", **queue_fields).build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = limit
+    stack.apply(doc)
+
+
+def team_b_limit(stack: LocalStack) -> int:
+    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    share = next(s for s in shares if s["quotaShareName"] == "team-b")
+    return int(share["capacityLimits"][0]["maxCapacity"])
+
+
+def test_an_approval_left_on_the_queue_does_not_approve_the_same_reduction_made_again(
+    stack: LocalStack,
+) -> None:
+    set_team_b(stack, 2)
+    stack.advance(120)
+    first = [running(stack, "team-b", f"first-{n}", priority=n) for n in range(2)]
+    set_team_b(stack, 1)
+    stack.advance(60)
+    approved = stack.status(QUEUE)["heldChange"]["id"]
+    set_team_b(stack, 1, approvedChange=approved)
+    stack.advance(60)
+    assert team_b_limit(stack) == 1
+    for job in first:
+        stack.emulator.set_job_status(job, "SUCCEEDED")
+    set_team_b(stack, 2)  # an apply that does not mention approvedChange keeps it
+    stack.advance(120)
+    assert team_b_limit(stack) == 2
+    assert item(stack, QUEUE, "QUEUE")["approvedChange"] == approved
+
+    [running(stack, "team-b", f"second-{n}", priority=n) for n in range(2)]
+    set_team_b(stack, 1)  # the same reduction, weeks later, with other jobs at risk
+    stack.advance(60)
+
+    assert team_b_limit(stack) == 2
+    held = stack.status(QUEUE)["heldChange"]
+    assert held["decision"] == "blocked"
+    assert held["id"] != approved
+    set_team_b(stack, 1, approvedChange=held["id"])  # approving the new id applies it
+    stack.advance(60)
+    assert team_b_limit(stack) == 1
