@@ -317,3 +317,30 @@ def test_every_alert_sample_through_the_rules_and_the_real_handler(
     kinds, dead = SAMPLES[name]
     assert [a["kind"] for a in stack.alerts()] == kinds
     assert bool(stack.dead_letters()["alert"]) is dead
+
+
+def test_a_reduction_preempting_within_its_second_is_a_quota_reduction() -> None:
+    # Batch's scheduler runs here: the reduction preempts in the same instant the reconcile
+    # stamps its change record (with milliseconds), while EventBridge's time is whole seconds.
+    with LocalStack() as stack:
+        doc = guide_layout().set(reductionPolicy="warn").build()
+        doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 2  # team-c, LEND
+        stack.apply(doc)
+        stack.advance(120)
+        for n in range(2):
+            stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 1, name=f"c-{n}")
+        stack.advance(600)
+        assert (
+            len(
+                stack.batch.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNING")["jobSummaryList"]
+            )
+            == 2
+        )
+        stack.clock.advance(0.554)
+        doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 1
+        stack.apply(doc, by="carol")
+        stack.advance(60)
+
+        (alert,) = preemption_alerts(stack)
+        assert alert["cause"] == "QUOTA_REDUCTION"
+        assert alert["change"]["by"] == "carol"

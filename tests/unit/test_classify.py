@@ -652,9 +652,33 @@ def minutes_before(n: float) -> datetime:
         ),
         pytest.param(
             observation(),
+            context(
+                changes=[
+                    change("team-a")
+                    .lowered(G5, 3, 1)
+                    .at_risk(J)
+                    .at(DONE + timedelta(milliseconds=554))
+                ]
+            ),
+            ("PREEMPTION", "QUOTA_REDUCTION", f"{stamp(DONE + timedelta(milliseconds=554))}-00"),
+            # EventBridge times are whole seconds: the change began in the event's second.
+            id="change-stamped-within-the-events-second",
+        ),
+        pytest.param(
+            observation(),
             context(changes=[change("team-a").lowered(G5, 3, 1).at_risk(J).at(minutes_before(-1))]),
             ("PREEMPTION", "CAPACITY_RECLAIM", None),
             id="change-after-the-event-ignored",
+        ),
+        pytest.param(
+            observation(),
+            context(
+                changes=[
+                    change("team-a").lowered(G5, 3, 1).at_risk(J).at(DONE + timedelta(seconds=3))
+                ]
+            ),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="change-3-seconds-after-the-event-ignored",
         ),
         pytest.param(
             observation(),

@@ -47,6 +47,10 @@ STUCK_PREFIXES = (
     "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
 )
 ATTRIBUTION_WINDOW = timedelta(minutes=30)
+# A change record is stamped with milliseconds when its reconcile starts; EventBridge gives an
+# event's time in whole seconds, and the controller's clock and Batch's may differ a little. A
+# change stamped up to this much after the event's time may still have caused it.
+EVENT_TIME_SLACK = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)
@@ -275,7 +279,11 @@ def _parse_time(value: Any) -> datetime | None:
 def _reduction_change(obs: Observation, ctx: Context) -> ChangeRef | None:
     for record in ctx.changes:  # newest first
         at = _parse_time(record.get("at"))
-        if at is None or at > obs.occurred_at or obs.occurred_at - at > ATTRIBUTION_WINDOW:
+        if (
+            at is None
+            or at - obs.occurred_at > EVENT_TIME_SLACK
+            or obs.occurred_at - at > ATTRIBUTION_WINDOW
+        ):
             continue
         if not record.get("reductions"):
             continue
