@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +38,28 @@ class AwsError(Exception):
     """An AWS request failed; the message names what was being done (exit 1)."""
 
 
+# What botocore accepts as a Region name (its own check raises a ValueError on anything else).
+_REGION_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?")
+
+
+def _region(value: str) -> str:
+    if not _REGION_RE.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a Region name (letters, digits and hyphens, e.g. us-east-1)"
+        )
+    return value
+
+
+def _endpoint_url(value: str) -> str:
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an endpoint URL: give the scheme and host, "
+            "e.g. http://127.0.0.1:4566"
+        )
+    return value
+
+
 def add_options(parser: argparse.ArgumentParser, *, topic: bool = False) -> None:
     """The options every operator command takes to find its AWS account and config table."""
     group = parser.add_argument_group("where to talk to")
@@ -46,11 +70,14 @@ def add_options(parser: argparse.ArgumentParser, *, topic: bool = False) -> None
         help=f"read the table (and alerts topic) from this stack's outputs "
         f"({TABLE_OUTPUT}, {TOPIC_OUTPUT})",
     )
-    group.add_argument("--region", metavar="REGION", help="AWS Region (default: boto3's)")
+    group.add_argument(
+        "--region", metavar="REGION", type=_region, help="AWS Region (default: boto3's)"
+    )
     group.add_argument("--profile", metavar="PROFILE", help="AWS profile (default: boto3's)")
     group.add_argument(
         "--endpoint-url",
         metavar="URL",
+        type=_endpoint_url,
         help="send every AWS request to this endpoint (a local moto server or emulator)",
     )
     group.add_argument(

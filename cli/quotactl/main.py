@@ -297,7 +297,10 @@ def cmd_explain(path: str, fmt: str, out: TextIO) -> int:
         limits = document.serviceEnvironment.capacityLimits
         env = ", ".join(f"{c.maxCapacity} x {c.capacityUnit}" for c in limits)
         print(f"job queue {document.queue_name}: service environment of {env}", file=out)
-        render.table(rows, list(rows[0]) if rows else ["share"], out)
+        if rows:
+            render.table(rows, list(rows[0]), out)
+        else:
+            print("no quota shares: jobs cannot be submitted until a share is added", file=out)
         for warning in result.report.warnings:
             print(f"warning: {warning}", file=out)
     else:

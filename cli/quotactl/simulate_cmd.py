@@ -54,10 +54,15 @@ def run_simulate(
             return 1
         documents.append((path, loaded.report.document))
     try:
-        text = Path(workload).read_text(encoding="utf-8")
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would
+        # otherwise become part of the first column's name.
+        text = Path(workload).read_text(encoding="utf-8-sig")
         jobs = read_workload(text, workload)
     except OSError as exc:
         print(f"{workload}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except UnicodeDecodeError as exc:
+        print(f"{workload}: cannot read: is not UTF-8 text (byte {exc.start})", file=sys.stderr)
         return 1
     except WorkloadError as exc:
         print(f"invalid workload:\n{exc}", file=sys.stderr)

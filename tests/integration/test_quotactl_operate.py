@@ -378,6 +378,20 @@ def test_status_of_an_unknown_queue_fails(
     assert "job queue nope has no config and no status" in capsys.readouterr().err
 
 
+def test_history_of_an_unknown_queue_fails_and_of_a_queue_without_changes_does_not(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(stack, "history", "nope") == 1
+    assert "job queue nope has no config, no status and no change records" in (
+        capsys.readouterr().err
+    )
+
+    assert quotactl(stack, "apply", "-f", doc_file(team_b_at(2))) == 0  # not reconciled yet
+    capsys.readouterr()
+    assert quotactl(stack, "history", QUEUE) == 0
+    assert capsys.readouterr().out.startswith(f"No change records for job queue {QUEUE}")
+
+
 def test_history_lists_the_changes_newest_first(
     converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -309,6 +309,9 @@ def test_yaml_output(capsys: pytest.CaptureFixture[str], write: Callable[[str, s
         pytest.param(["explain"], id="explain-without-file"),
         pytest.param(["explain", "-f", str(EXAMPLE), "-o", "text"], id="explain-bad-format"),
         pytest.param(["demo", "--yaml"], id="demo-unknown-option"),
+        pytest.param(["status", "q", "--region", "bad region"], id="malformed-region"),
+        pytest.param(["status", "q", "--endpoint-url", "localhost:4566"], id="url-no-scheme"),
+        pytest.param(["history", "q", "--endpoint-url", "http://"], id="url-no-host"),
     ],
 )
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
@@ -319,6 +322,19 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     out, err = capsys.readouterr()
     assert "usage: quotactl" in err
     assert "Traceback" not in out + err
+
+
+def test_a_malformed_region_or_endpoint_says_what_is_wrong(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["plan", "-f", str(EXAMPLE), "--endpoint-url", "127.0.0.1:4566"])
+    assert "'127.0.0.1:4566' is not an endpoint URL: give the scheme and host" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        main(["apply", "-f", str(EXAMPLE), "--region", "bad region"])
+    assert "'bad region' is not a Region name" in capsys.readouterr().err
 
 
 # -- explain -----------------------------------------------------------------------------------
@@ -372,6 +388,21 @@ def test_explain_shows_warnings_and_unlimited_borrowing(
         "3",
     ]
     assert "warning: quotaShares[0].capacityLimits[0].maxCapacity: 5 x ml.g5.xlarge" in out
+
+
+def test_explain_of_a_queue_without_shares_says_so(
+    capsys: pytest.CaptureFixture[str], write: Callable[[str, str], str]
+) -> None:
+    path = write(
+        "q.yaml",
+        "jobQueue: {jobQueueName: q}\nserviceEnvironment:\n"
+        "  capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 2}]\n",
+    )
+
+    assert main(["explain", "-f", path]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "no quota shares: jobs cannot be submitted until a share is added"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])

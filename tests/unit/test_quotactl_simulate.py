@@ -69,6 +69,28 @@ def test_a_bad_workload_is_reported_with_line_and_column(
     assert "Traceback" not in err
 
 
+def test_a_workload_saved_with_a_byte_order_mark_reads_as_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bom = tmp_path / "excel.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + Path(WORKLOAD).read_bytes())  # "CSV UTF-8" of a spreadsheet
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(bom)]) == 0
+    assert "60 jobs over" in capsys.readouterr().out
+
+
+def test_a_workload_that_is_not_utf8_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    latin = tmp_path / "jobs.csv"
+    latin.write_bytes("submit_time,share\n0,équipe\n".encode("latin-1"))
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(latin)]) == 1
+    err = capsys.readouterr().err
+    assert f"{latin}: cannot read: is not UTF-8 text (byte 20)" in err
+    assert "Traceback" not in err
+
+
 def test_an_invalid_document_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "q.yaml"
     bad.write_text("jobQueue: {jobQueueName: q}\n")
