@@ -445,6 +445,24 @@ def test_every_event_source_has_a_dead_letter_queue() -> None:
     )
 
 
+def test_no_sqs_source_sends_more_batches_than_its_function_may_run() -> None:
+    # The SQS poller starts with five concurrent batches whatever the function's reserved
+    # concurrency; a throttled batch returns after the visibility timeout and counts as a
+    # receive, so without MaximumConcurrency a burst can reach the DLQ unprocessed.
+    template = load_template()
+    for name, function in resources(template, "AWS::Serverless::Function").items():
+        props = function["Properties"]
+        reserved = props.get("ReservedConcurrentExecutions")
+        others = [e for e in props.get("Events", {}).values() if e["Type"] != "SQS"]
+        for event in props.get("Events", {}).values():
+            if event["Type"] != "SQS":
+                continue
+            assert reserved is not None, name
+            most = event["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+            # A stream's poller needs executions too: keep one for it.
+            assert 2 <= most <= reserved - (1 if others else 0), name
+
+
 def test_every_dead_letter_queue_has_an_alarm() -> None:
     template = transformed()
     dlqs = dead_letter_queues(template)

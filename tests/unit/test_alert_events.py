@@ -8,17 +8,22 @@ row says otherwise, and DescribeServiceJob shows it requeued after its preemptio
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from alert_builders import (
     G5,
     IN_PROGRESS,
     QUEUE,
+    RECLAIM,
     SHARE_LIMIT,
+    STOPPED,
+    T0,
     EventBuilder,
     JobBuilder,
     attempt_arn,
@@ -26,14 +31,21 @@ from alert_builders import (
     completed,
     described,
     job_arn,
+    preempted_attempt,
     snapshot,
     sqs,
     started,
     state_change,
 )
 from builders import DocBuilder, g5, guide_layout
+from moto import mock_aws
 
-from quota_controller.alert_events import AlertDeps, AlertOutcome, handle_alert_batch
+from quota_controller.alert_events import (
+    AlertDeps,
+    AlertOutcome,
+    IdempotencyClaims,
+    handle_alert_batch,
+)
 from quota_controller.alerts.model import Alert
 from quota_controller.config.items import document_to_items
 from quota_controller.ports import RetryableError
@@ -455,17 +467,65 @@ class FlakyClaims(FakeClaims):
         super().confirm(key)
 
 
-def test_a_confirm_that_fails_after_the_publish_does_not_alert_twice() -> None:
+@pytest.mark.parametrize("confirm_failures", [1, 2], ids=["once", "twice"])
+def test_a_confirm_that_fails_after_the_publish_neither_fails_the_batch_nor_alerts_twice(
+    confirm_failures: int,
+) -> None:
     d = deps(jobs(J))
-    d.claims = FlakyClaims(confirm_failures=1)
+    d.claims = FlakyClaims(confirm_failures=confirm_failures)
+    events = preemption(J)
+    said: list[str] = []
+
+    response, _ = handle_alert_batch(sqs(*events), d, log=lambda msg, **_: said.append(msg))
+    handle(*events, using=d)  # the same events again (EventBridge delivers at least once)
+
+    assert response["batchItemFailures"] == []
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+    assert ("confirm failed after the alert was published" in said) == (confirm_failures == 2)
+
+
+class ConfirmThrottledOnce(IdempotencyClaims):
+    """Powertools Idempotency's DynamoDB persistence; the first confirm is throttled."""
+
+    failures = 1
+
+    def confirm(self, key: str) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise RetryableError("confirm: ThrottlingException")
+        super().confirm(key)
+
+
+@mock_aws
+def test_a_throttled_confirm_on_the_idempotency_table_does_not_alert_twice() -> None:
+    # The real claim is in progress only as long as the invocation could still run; SQS would
+    # redeliver a failed batch only after the buffer's visibility timeout, so failing the batch
+    # on a throttled confirm would alert again. Confirm is retried instead, and the same events
+    # delivered again later find the key done.
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+    )
+
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    ddb.create_table(
+        TableName="idempotency",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    persistence = DynamoDBPersistenceLayer(table_name="idempotency", boto3_client=ddb)
+    persistence.configure(IdempotencyConfig(expires_after_seconds=6 * 3600), function_name="a")
+    d = deps(jobs(J))
+    d.claims = ConfirmThrottledOnce(persistence, lambda: 200)  # 200 ms of the invocation left
     events = preemption(J)
 
-    with pytest.raises(RetryableError):
-        handle(*events, using=d)
-    # The whole batch comes back (the function failed): the alert went out already.
+    failures, _ = handle(*events, using=d)
+    time.sleep(0.4)  # past the in-progress claim's expiry
     handle(*events, using=d)
 
-    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+    assert failures == []
+    assert len(published(d)) == 1
 
 
 def test_a_claim_that_fails_midway_leaves_no_key_claimed() -> None:
@@ -528,3 +588,102 @@ def test_a_queue_rejected_as_a_whole_is_attributed_without_its_config() -> None:
     handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
     (alert,) = published(d)
     assert alert.cause == "UNKNOWN"
+
+
+# -- events that must not cost the rest of the batch, or alert a preemption twice ------------
+
+
+def test_an_infinite_timestamp_is_a_malformed_event_not_a_failed_batch() -> None:
+    d = deps(jobs(J, "job-b"))
+    bad = completed("job-b").build()
+    bad["detail"]["preemptionSummary"]["recentPreemptedAttempts"][0]["stoppedAt"] = 1e400  # inf
+
+    failures, outcome = handle(*preemption(J), ("poison", json.dumps(bad)), using=d)
+
+    assert failures == ["poison"]
+    assert outcome.malformed == ["poison"]
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+
+def test_an_event_time_without_a_zone_is_a_malformed_event_not_a_failed_batch() -> None:
+    d = deps(jobs(J, "job-b"))
+    naive = completed("job-b").at("2026-03-16T19:57:47").build()
+
+    failures, _ = handle(*preemption(J), ("naive", json.dumps(naive)), using=d)
+
+    assert failures == ["naive"]
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+
+def test_a_record_that_breaks_the_pipeline_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import quota_controller.alert_events as alert_events
+
+    real = alert_events.observe
+
+    def breaks_on_job_b(event: Any, described: Any) -> Any:
+        if event.job_id() == "job-b":
+            raise KeyError("a bug")
+        return real(event, described)
+
+    monkeypatch.setattr(alert_events, "observe", breaks_on_job_b)
+    d = deps(jobs(J, "job-b"))
+    failures, _ = handle(*preemption(J), ("b", json.dumps(completed("job-b").build())), using=d)
+
+    assert failures == ["b"]
+    assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
+
+
+IN_SHARE = "In-share preemption triggered by a higher-priority job"
+
+
+def test_a_late_started_event_keys_its_own_preemption_not_the_next_one() -> None:
+    # Preemption 1 (in-share, attempt 1) is alerted from Completed and State Change; its
+    # Started comes back late (a retried batch), after a second preemption (a reclaim of
+    # attempt 2). It must not take attempt 2's key, or preemption 2 is alerted with the wrong
+    # cause and its own events dropped as duplicates.
+    a1, a2 = attempt_arn(J, 1), attempt_arn(J, 2)
+    second = T0 + timedelta(minutes=3)
+    twice = described(J).status("RUNNABLE").latest(attempt_arn(J, 3))
+    twice.set(
+        preemptionSummary={
+            "preemptedAttemptCount": 2,
+            "recentPreemptedAttempts": [
+                preempted_attempt(a1, IN_SHARE, stopped=STOPPED),
+                preempted_attempt(a2, RECLAIM, stopped=second + timedelta(seconds=17)),
+            ],
+        }
+    )
+    d = deps({J: twice})
+    handle(
+        completed(J).reason(IN_SHARE),
+        state_change(J).summary(reason=IN_SHARE).latest(a1),
+        using=d,
+    )
+    handle(started(J).reason(IN_PROGRESS + IN_SHARE), using=d)  # preemption 1's, late
+    handle(
+        started(J).at(second).id("started-2").reason(IN_PROGRESS + RECLAIM),
+        completed(J).at(second + timedelta(seconds=20)).id("completed-2").attempt(a2).count(2),
+        state_change(J).at(second + timedelta(seconds=20)).id("sc-2").summary(2, a2).latest(a2),
+        using=d,
+    )
+
+    by_attempt = {j.trainingJobArn: a.cause for a in published(d) for j in a.jobs}
+    assert by_attempt == {a1: "IN_SHARE_PRIORITY", a2: "CAPACITY_RECLAIM"}
+    assert len(published(d)) == 2
+
+
+def test_a_preemption_before_the_job_has_a_training_job_is_alerted_once() -> None:
+    # A SCHEDULED job preempted before SageMaker gave it a training job: no attempt ARN, so
+    # its events are keyed by the preemption count, which must be the same for all three.
+    scheduled = described(J).status("SCHEDULED").latest(None)
+    preempted = described(J).status("RUNNABLE").latest(None)
+    summary = {"preemptedAttemptCount": 1, "recentPreemptedAttempts": [{"statusReason": RECLAIM}]}
+    preempted.set(preemptionSummary=summary)
+    d = deps({J: scheduled})
+
+    handle(started(J).status("SCHEDULED"), using=d)  # described while still SCHEDULED
+    d.reader.jobs[J] = preempted  # type: ignore[attr-defined]
+    done = completed(J).set(preemptionSummary=summary)
+    handle(done, state_change(J).latest(None).set(preemptionSummary=summary), using=d)
+
+    assert len(published(d)) == 1

@@ -169,6 +169,11 @@ def handle_alert_batch(
         except RetryableError as exc:
             say("enrichment failed", message_id=message_id, error=str(exc))
             failed.add(message_id)
+        except Exception as exc:  # one record's bug must not cost the others
+            # Not retryable as far as we know, but never dropped: the record comes back and,
+            # failing again, ends in the buffer's DLQ (alarmed) while the others are alerted.
+            say("record failed", message_id=message_id, error=loggable(exc))
+            failed.add(message_id)
 
     # One alert per job-preemption: merge its events within the batch, then claim its keys
     # (an earlier batch may have alerted it already).
@@ -208,12 +213,15 @@ def handle_alert_batch(
                     failed.update(sources.get(key, []))
                 outcome.failed.append(alert.dedupKey)
                 continue
-            # Published: never released from here on, even if a confirm fails (the retry then
-            # finds the key claimed instead of alerting again).
+            # Published: never released from here on. A confirm that fails (DynamoDB throttled
+            # past its retries) is tried once more, then logged, not raised: failing the records
+            # would redeliver them after the buffer's visibility timeout, by when the in-progress
+            # claim (it lasts as long as the invocation could run) has expired, and the retry
+            # would alert again.
             settled.update(keys)
             for key in keys:
                 for claim in new_keys[key]:
-                    deps.claims.confirm(claim)
+                    _confirm(deps.claims, claim, say)
             outcome.published.append(alert)
     except BaseException:
         # Whatever broke (a bug, a timeout), nothing unpublished stays claimed: the retry of
@@ -229,6 +237,16 @@ def handle_alert_batch(
 
 def _quiet(*_: Any, **__: Any) -> None:
     return None
+
+
+def _confirm(claims: Claims, claim: str, say: Callable[..., None]) -> None:
+    for attempt in (1, 2):
+        try:
+            claims.confirm(claim)
+            return
+        except Exception as exc:  # whatever the store raised, the alert is out
+            if attempt == 2:
+                say("confirm failed after the alert was published", key=claim, error=loggable(exc))
 
 
 class IdempotencyClaims:

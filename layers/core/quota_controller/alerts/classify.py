@@ -173,20 +173,43 @@ def observe(event: BatchEvent, described: JobDetail | None) -> Observation | Non
         return _observation(
             event, job_id, job, None, detail_p.status, reason, attempt=attempt, count=count
         )
-    # Started: the attempt being preempted is the latest one (unless it already shows as
-    # preempted, when DescribeServiceJob ran after the preemption completed).
+    # Started: the attempt being preempted is the job's latest one, unless DescribeServiceJob
+    # ran after the preemption completed and already lists it as preempted: then it is the
+    # earliest preempted attempt that was still running at the event's time. Earliest, so a
+    # Started that comes late (a retried batch), after the job was preempted again, keys its
+    # own preemption, not the next one. Its count is the one that attempt's preemption made.
     event_ms = int(event.time.timestamp() * 1000)
-    if summary and summary.recentPreemptedAttempts:
-        last = summary.recentPreemptedAttempts[-1]
-        if last.stoppedAt is None or last.stoppedAt >= event_ms - 5_000:
-            attempt = _arn(last.serviceResourceId)
-    if attempt is None and job.latestAttempt is not None:
-        attempt = _arn(job.latestAttempt.serviceResourceId)
+    recent = summary.recentPreemptedAttempts if summary else []
+    index = next(
+        (
+            i
+            for i, past in enumerate(recent)
+            if _stopped_by_this_event(past, event_ms, last=i == len(recent) - 1)
+        ),
+        None,
+    )
+    if index is not None:
+        attempt = _arn(recent[index].serviceResourceId)
+        count -= len(recent) - 1 - index
+    else:
+        # Not preempted yet as far as Batch says: this preemption makes the next count.
+        if job.latestAttempt is not None:
+            attempt = _arn(job.latestAttempt.serviceResourceId)
         count += 1
     status_before = detail_p.status if event.detail_type == PREEMPTION_STARTED else None
     return _observation(
         event, job_id, job, status_before, None, reason, attempt=attempt, count=count
     )
+
+
+def _stopped_by_this_event(past: Any, event_ms: int, *, last: bool) -> bool:
+    """A preempted attempt that was running when a Started event at `event_ms` was sent (5 s
+    of slack: event times are whole seconds). One without a stop time is only taken when it
+    is the last: it has just been preempted."""
+    if past.stoppedAt is None:
+        return last
+    started_before = past.startedAt is None or past.startedAt <= event_ms + 5_000
+    return past.stoppedAt >= event_ms - 5_000 and started_before
 
 
 def _arn(resource: Any) -> str | None:

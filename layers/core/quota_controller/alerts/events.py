@@ -7,10 +7,10 @@ seconds (some documented samples): both are normalised to milliseconds.
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 STATE_CHANGE = "Batch Service Job State Change"
 PREEMPTION_STARTED = "Batch Service Job Preemption Started"
@@ -29,6 +29,8 @@ def epoch_ms(value: Any) -> int | None:
         number = float(value)
     except (TypeError, ValueError):
         return None
+    if not math.isfinite(number):  # 1e400 in JSON is inf: no time at all
+        raise ValueError(f"{value!r} is not a time")
     return int(number if number >= _MS_THRESHOLD else number * 1000)
 
 
@@ -116,7 +118,8 @@ class BatchEvent(_Inbound):
     source: Literal["aws.batch"]
     account: str | None = None
     region: str | None = None
-    time: datetime
+    # EventBridge always gives a zone (Z); a time without one cannot be compared with the rest.
+    time: AwareDatetime
     resources: list[str] = Field(default_factory=list)
     detail: dict[str, Any]
 
