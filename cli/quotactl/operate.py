@@ -26,7 +26,7 @@ from quota_controller.config.items import (
     validate_items,
 )
 from quota_controller.config_apply import ConfigWrite, plan_config_write
-from quota_controller.config_store import DynamoConfigStore
+from quota_controller.config_store import ConfigChanged, DynamoConfigStore
 from quota_controller.desired import desired_state, guard_plan, names_to_observe
 from quota_controller.impact import ActiveJob, GuardedAction, Risk
 from quota_controller.planner import Plan, plan
@@ -166,11 +166,7 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
     write = plan_config_write(
         valid.raw, items, by="quotactl plan", at=_stamp(_clock()), prune=prune
     )
-    config = {i[SORT_KEY]: i for i in items if is_config_key(i.get(SORT_KEY))}
-    for key in write.deletes:
-        config.pop(key, None)
-    config.update({i[SORT_KEY]: i for i in write.puts})
-    assembled, report = validate_items(queue, config.values())
+    assembled, report = validate_items(queue, _after_write(items, write))
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
     status = {
@@ -332,6 +328,15 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _after_write(items: list[dict[str, Any]], write: ConfigWrite) -> list[dict[str, Any]]:
+    """The queue's config items as the table holds them once `write` is applied."""
+    config = {i[SORT_KEY]: i for i in items if is_config_key(i.get(SORT_KEY))}
+    for key in write.deletes:
+        config.pop(key, None)
+    config.update({i[SORT_KEY]: i for i in write.puts})
+    return list(config.values())
+
+
 # -- apply -------------------------------------------------------------------------------------
 
 
@@ -350,9 +355,28 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     write = plan_config_write(valid.raw, existing, by=by, at=at, prune=args.prune)
     if not write.ok:  # validated above; the same validator cannot disagree, but never write
         return _invalid_file(args.file, args.output, out)
+    # The file is valid alone; with the share items it keeps in the table it may not be (a
+    # renamed share without --prune makes 21, a stray item rejects the queue): never write
+    # what the reconciler would reject as a whole.
+    assembled, merged = validate_items(queue, _after_write([plain(i) for i in existing], write))
+    if merged.queue_wide_errors:
+        print(
+            f"quotactl apply: {args.file} is valid, but job queue {queue} would not be with the "
+            f"items the table keeps ({', '.join(write.kept) or 'none kept'}); nothing written:",
+            file=sys.stderr,
+        )
+        for problem in merged.queue_wide_errors:
+            print(f"  {assembled.describe(problem)}", file=sys.stderr)
+        if write.kept:
+            print("  run with --prune to delete the share items not in the file", file=sys.stderr)
+        return EXIT_FAILED
     if not args.dry_run and (write.puts or write.deletes):
-        with aws.failure(f"write job queue {queue} to {target.where()}"):
-            store.put_config(queue, write.puts, write.deletes)
+        try:
+            with aws.failure(f"write job queue {queue} to {target.where()}"):
+                store.put_config(queue, write.puts, write.deletes, write.expected)
+        except ConfigChanged as exc:
+            print(f"quotactl apply: {exc}", file=sys.stderr)
+            return EXIT_FAILED
     written = [str(i[SORT_KEY]) for i in write.puts]
     if args.output != "table":
         render.data(

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -100,7 +101,8 @@ class StreamSource:
                     self._pending.append(event)
 
     def _lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
-        stream = dict(record["dynamodb"])
+        # botocore parses B and BS values to bytes; Lambda's event carries them base64-encoded.
+        stream = _base64_bytes(dict(record["dynamodb"]))
         if "ApproximateCreationDateTime" in stream:
             stream["ApproximateCreationDateTime"] = _epoch(stream["ApproximateCreationDateTime"])
         return {
@@ -312,3 +314,13 @@ class SqsSource:
             "eventSourceARN": self._arn,
             "awsRegion": self._region,
         }
+
+
+def _base64_bytes(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, Mapping):
+        return {k: _base64_bytes(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_base64_bytes(v) for v in value]
+    return value

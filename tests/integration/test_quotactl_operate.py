@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
-from builders import guide_layout
+from boto3.dynamodb.types import Binary
+from builders import DocBuilder, g5, guide_layout
 
 from quota_controller.config.items import plain
+from quota_controller.config_store import DynamoConfigStore
 from quota_local.stack import LocalStack
 from quotactl.main import main
 
@@ -223,6 +225,108 @@ def test_applying_the_same_file_again_writes_nothing(
     assert items(converged) == before
 
 
+def someone_edits_after_the_read(monkeypatch: pytest.MonkeyPatch, edit: Any) -> None:
+    """Another person changes the table right after `apply` has read the queue's items."""
+    read = DynamoConfigStore.load_partition
+    pending = [edit]
+
+    def load(self: DynamoConfigStore, queue: str) -> list[dict[str, Any]]:
+        result = read(self, queue)
+        while pending:
+            pending.pop()()
+        return result
+
+    monkeypatch.setattr(DynamoConfigStore, "load_partition", load)
+
+
+def raw_item(stack: LocalStack, key: str) -> dict[str, Any]:
+    return dict(stack.table.get_item(Key={"queue": QUEUE, "item": key})["Item"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "extra"),
+    [
+        pytest.param("state", "SHARE#team-a", [], id="a-field-changed-in-the-console"),
+        pytest.param("approve", "QUEUE", [], id="an-approval-given-meanwhile"),
+        pytest.param("add-field", "SHARE#team-a", [], id="a-field-added-in-the-console"),
+        pytest.param("limit", "SHARE#team-c", ["--prune"], id="a-pruned-share-edited-meanwhile"),
+    ],
+)
+def test_apply_never_overwrites_an_edit_made_after_it_read_the_table(
+    converged: LocalStack,
+    doc_file: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    edit: str,
+    key: str,
+    extra: list[str],
+) -> None:
+    def bobs_edit() -> None:
+        if edit == "approve":
+            assert main(["approve", QUEUE, "0123456789ab", "--table", converged.table_name]) == 0
+            return
+        item = raw_item(converged, key)
+        if edit == "state":
+            item["state"] = "DISABLED"
+        elif edit == "add-field":
+            item["tags"] = {"owner": "bob"}
+        else:
+            item["capacityLimits"] = [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 2}]
+        converged.put_item(item)
+
+    doc = guide_layout().set(reductionPolicy="block").queue(priority=20).build()
+    doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 2  # alice edits team-a
+    if extra:
+        del doc["quotaShares"][2]  # and drops team-c
+    someone_edits_after_the_read(monkeypatch, bobs_edit)
+    capsys.readouterr()
+
+    assert quotactl(converged, "apply", "-f", doc_file(doc), "--by", "alice", *extra) == 1
+
+    err = capsys.readouterr().err
+    assert f"job queue {QUEUE} changed in the table since it was read ({key})" in err
+    assert "nothing was written" in err
+    after = items(converged)
+    assert "priority" not in after["QUEUE"]["jobQueue"]  # none of alice's items was written
+    assert after["SHARE#team-a"]["updatedBy"] != "alice"
+    if edit == "approve":
+        assert after["QUEUE"]["approvedChange"] == "0123456789ab"
+    elif edit == "state":
+        assert after[key]["state"] == "DISABLED"
+    elif edit == "add-field":
+        assert after[key]["tags"] == {"owner": "bob"}
+    else:
+        assert after[key]["capacityLimits"][0]["maxCapacity"] == 2  # not deleted
+    monkeypatch.undo()
+    # Run again: it reads bob's edit and writes over what it now knows.
+    assert quotactl(converged, "apply", "-f", doc_file(doc), "--by", "alice", *extra) == 0
+    assert items(converged)["QUEUE"]["jobQueue"]["priority"] == 20
+
+
+def test_apply_refuses_a_valid_file_that_would_make_the_queue_invalid_with_the_kept_items(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    twenty = DocBuilder(QUEUE).env(**g5(20))
+    for n in range(20):
+        twenty.share(f"team-{n:02d}", "RESERVE", **g5(1))
+    assert quotactl(stack, "apply", "-f", doc_file(twenty.build())) == 0
+    before = items(stack)
+    renamed = twenty.build()
+    renamed["quotaShares"][19]["quotaShareName"] = "team-renamed"
+    capsys.readouterr()
+
+    assert quotactl(stack, "apply", "-f", doc_file(renamed)) == 1
+
+    err = capsys.readouterr().err
+    assert "would not be with the items the table keeps (SHARE#team-19)" in err
+    assert "21 quota shares" in err
+    assert "run with --prune" in err
+    assert items(stack) == before
+    assert quotactl(stack, "apply", "-f", doc_file(renamed), "--prune") == 0
+    assert "SHARE#team-renamed" in items(stack)
+    assert "SHARE#team-19" not in items(stack)
+
+
 # -- plan --------------------------------------------------------------------------------------
 
 
@@ -369,6 +473,21 @@ def test_status_says_a_queue_whose_items_are_all_gone_is_being_torn_down(
     assert capsys.readouterr().out.splitlines()[0] == (
         f"job queue {QUEUE}: no config (being torn down)"
     )
+
+
+def test_status_and_plan_of_a_queue_with_a_binary_set_typed_in_the_console(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    share = raw_item(converged, "SHARE#team-a")
+    share["tags"] = {Binary(b"a"), Binary(b"b")}  # a BS attribute
+    converged.put_item(share)
+    converged.run_until_idle()
+    capsys.readouterr()
+
+    assert quotactl(converged, "status", QUEUE) == 0
+    assert "tags: must be a mapping of fields (got a list)" in capsys.readouterr().out
+    assert quotactl(converged, "plan", "-f", doc_file(guide_layout().build())) == 0
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_status_of_an_unknown_queue_fails(

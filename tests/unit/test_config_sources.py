@@ -12,6 +12,7 @@ from typing import Any
 
 import botocore.session
 import pytest
+from boto3.dynamodb.types import Binary
 from builders import DocBuilder, ShareBuilder, guide_layout
 
 from quota_controller.capacity import ShareCapacity, share_capacities
@@ -23,8 +24,10 @@ from quota_controller.config.items import (
     plain,
     validate_items,
 )
+from quota_controller.config.model import TOP_LEVEL_FIELDS, QuotaShareSpec
 from quota_controller.config.source import DocumentSyntaxError, parse_text
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.table_keys import BOOKKEEPING_FIELDS, CONFIG_ATTRIBUTES
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 M5 = "ml.m5.xlarge"
@@ -268,6 +271,60 @@ def test_yaml_merge_keys_work_as_in_safe_load() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        pytest.param("3", 3, id="decimal"),
+        pytest.param("-1", -1, id="negative"),
+        pytest.param("+4", 4, id="plus"),
+        pytest.param("0", 0, id="zero"),
+        pytest.param("010", "010", id="yaml11-octal-stays-text"),
+        pytest.param("0o10", "0o10", id="octal"),
+        pytest.param("0x1f", "0x1f", id="hex"),
+        pytest.param("1:30", "1:30", id="yaml11-base-60"),
+        pytest.param("1_000", "1_000", id="underscores"),
+    ],
+)
+def test_only_plain_decimal_integers_are_numbers(written: str, read: Any) -> None:
+    # YAML 1.1 reads 010 as 8 and 1:30 as 90: a limit would silently mean another number.
+    assert parse_text(f"maxCapacity: {written}\n").data == {"maxCapacity": read}
+
+
+def test_a_limit_written_with_a_leading_zero_is_refused_not_read_as_octal() -> None:
+    text = EXAMPLE.read_text("utf-8").replace("maxCapacity: 3}", "maxCapacity: 010}", 1)
+
+    report = validate_document(parse_text(text).data)
+
+    assert not report.ok
+    assert any("must be a whole number (got '010')" in str(p) for p in report.errors)
+
+
+def test_an_alias_of_its_own_anchor_is_a_validation_error_not_a_crash() -> None:
+    text = (
+        "jobQueue: &a\n  jobQueueName: q\n  tags: *a\n"
+        "serviceEnvironment:\n  capacityLimits: [{capacityUnit: ml.g5.xlarge, maxCapacity: 3}]\n"
+    )
+
+    parsed = parse_text(text)
+    report = validate_document(parsed.data)
+
+    assert [(p.path, p.message) for p in report.errors] == [
+        (("jobQueue", "tags", "tags"), "must be text (got a mapping)")
+    ]
+    assert parsed.position(("jobQueue", "tags", "tags")) == (3, 3)  # at the alias
+
+
+def test_nested_aliases_are_located_without_walking_every_path() -> None:
+    # 10**8 paths through the aliases ("billion laughs"): each anchor is walked once.
+    lines = ["x0: &x0 [a, a, a, a, a, a, a, a, a, a]"]
+    lines += [f"x{i}: &x{i} [" + ", ".join([f"*x{i - 1}"] * 10) + "]" for i in range(1, 9)]
+
+    parsed = parse_text("\n".join(lines) + "\n")
+
+    assert len(parsed.positions) < 200
+    assert parsed.position(("x8", 9, 9, 9)) == (9, 1)
+
+
 # -- config-table items ------------------------------------------------------------------------
 
 
@@ -336,6 +393,8 @@ def test_decimal_numbers_from_dynamodb_become_ints() -> None:
         (Decimal("1.5"), 1.5),
         ({"a": [Decimal("2")]}, {"a": [2]}),
         ({"b", "a"}, ["a", "b"]),
+        (Binary(b"x"), b"x"),
+        ({Binary(b"b"), Binary(b"a")}, [b"a", b"b"]),  # Binary has no order of its own
         (True, True),
         ("text", "text"),
     ],
@@ -345,6 +404,25 @@ def test_plain(value: Any, expected: Any) -> None:
 
     assert result == expected
     assert type(result) is type(expected)
+
+
+def test_a_binary_set_typed_in_the_console_is_an_error_of_that_share() -> None:
+    items = document_to_items(guide_layout().build())
+    items[1]["tags"] = {Binary(b"a"), Binary(b"b")}
+    items[2]["quotaShareName"] = Binary(b"team-b")
+
+    assembled, report = validate_items("ml-training", items)
+
+    problems = [assembled.describe(p) for p in report.errors]
+    assert "item SHARE#team-a: tags: must be a mapping of fields (got a list)" in problems
+    assert "item SHARE#team-b: quotaShareName: must be text (got binary data)" in problems
+    assert not report.queue_wide_errors
+
+
+def test_config_attributes_name_every_field_a_config_item_holds() -> None:
+    fields = {*TOP_LEVEL_FIELDS, *QuotaShareSpec.model_fields, *BOOKKEEPING_FIELDS}
+
+    assert set(CONFIG_ATTRIBUTES) == fields
 
 
 def test_fractional_decimal_stays_float_and_is_rejected() -> None:

@@ -32,6 +32,9 @@ class ConfigWrite:
     deletes: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    # Each item written or deleted as it was read (None: it did not exist), so the write can
+    # refuse to replace an edit someone made since.
+    expected: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -69,8 +72,11 @@ def plan_config_write(
             out.unchanged.append(key)
         else:
             out.puts.append(item)
+            out.expected[key] = current.get(key)
     wanted_keys = {i[SORT_KEY] for i in wanted}
     for key in sorted(current):
         if key.startswith(SHARE_PREFIX) and key not in wanted_keys:
             (out.deletes if prune else out.kept).append(key)
+            if prune:
+                out.expected[key] = current[key]
     return out

@@ -27,7 +27,13 @@ from botocore.exceptions import (
 
 from quota_controller.ports import RetryableError
 from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM, QUEUE_STATUS, share_status_key
-from quota_controller.table_keys import CONTROLLER_PREFIXES, PARTITION_KEY, SORT_KEY, plain
+from quota_controller.table_keys import (
+    CONFIG_ATTRIBUTES,
+    CONTROLLER_PREFIXES,
+    PARTITION_KEY,
+    SORT_KEY,
+    plain,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,64 @@ def _dynamo(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_dynamo(v) for v in value]
     return value
+
+
+class ConfigChanged(Exception):
+    """Config items changed in the table between reading and writing them: nothing written."""
+
+    def __init__(self, queue: str, keys: Sequence[str]):
+        self.queue = queue
+        self.keys = list(keys)
+        super().__init__(
+            f"job queue {queue} changed in the table since it was read "
+            f"({', '.join(self.keys)}): nothing was written; run the command again to see "
+            "and apply against the current items"
+        )
+
+
+def _unchanged_since_read(read: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A condition that holds while the item is as `read` (None: while it does not exist).
+
+    Each attribute read is compared whole (`=` compares lists and maps too: "EQ is supported
+    for all data types, including lists and maps", DynamoDB API reference, Condition), and
+    each config attribute it did not have must still be absent."""
+    if read is None:
+        return {
+            "ConditionExpression": "attribute_not_exists(#sk)",
+            "ExpressionAttributeNames": {"#sk": SORT_KEY},
+        }
+    names: dict[str, str] = {"#sk": SORT_KEY}
+    values: dict[str, Any] = {}
+    parts = ["attribute_exists(#sk)"]
+    present = sorted(k for k in read if k not in (PARTITION_KEY, SORT_KEY))
+    for n, attribute in enumerate(present):
+        names[f"#a{n}"] = attribute
+        values[f":a{n}"] = _dynamo(read[attribute])
+        parts.append(f"#a{n} = :a{n}")
+    for n, attribute in enumerate(a for a in CONFIG_ATTRIBUTES if a not in read):
+        names[f"#m{n}"] = attribute
+        parts.append(f"attribute_not_exists(#m{n})")
+    condition: dict[str, Any] = {
+        "ConditionExpression": " AND ".join(parts),
+        "ExpressionAttributeNames": names,
+    }
+    if values:
+        condition["ExpressionAttributeValues"] = values
+    return condition
+
+
+def _conditions_failed(err: Exception, keys: Sequence[str]) -> list[str]:
+    """The keys whose condition failed, when a transaction was cancelled for that."""
+    if not isinstance(err, ClientError):
+        return []
+    if err.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+        return []
+    reasons = err.response.get("CancellationReasons") or []
+    return [
+        key
+        for key, reason in zip(keys, reasons, strict=False)
+        if (reason or {}).get("Code") == "ConditionalCheckFailed"
+    ]
 
 
 class DynamoConfigStore:
@@ -235,21 +299,40 @@ class DynamoConfigStore:
     # -- writing config (quotactl apply) ---------------------------------------------------------
 
     def put_config(
-        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
+        self,
+        queue: str,
+        items: Sequence[Mapping[str, Any]],
+        deletes: Sequence[str],
+        expected: Mapping[str, Mapping[str, Any] | None] | None = None,
     ) -> None:
-        """Write a document's items and delete pruned share items in one transaction."""
+        """Write a document's items and delete pruned share items in one transaction.
+
+        With `expected` (each key's item as it was read, None for one that did not exist),
+        every put and delete holds only if its item is still as read: an edit made since, in
+        the console or by another apply, is never overwritten or deleted; the whole
+        transaction is refused with ConfigChanged instead."""
         name = self._table.name
         # The resource's client serializes Python values itself (boto3's transformation).
-        wire: list[dict[str, Any]] = [
-            {"Put": {"TableName": name, "Item": _dynamo(dict(item))}} for item in items
-        ]
-        wire += [
-            {"Delete": {"TableName": name, "Key": {PARTITION_KEY: queue, SORT_KEY: key}}}
-            for key in deletes
-        ]
+        wire: list[dict[str, Any]] = []
+        for item in items:
+            put: dict[str, Any] = {"TableName": name, "Item": _dynamo(dict(item))}
+            if expected is not None:
+                put.update(_unchanged_since_read(expected.get(str(item[SORT_KEY]))))
+            wire.append({"Put": put})
+        for key in deletes:
+            delete: dict[str, Any] = {
+                "TableName": name,
+                "Key": {PARTITION_KEY: queue, SORT_KEY: key},
+            }
+            if expected is not None:
+                delete.update(_unchanged_since_read(expected.get(key)))
+            wire.append({"Delete": delete})
         client = self._table.meta.client
         try:
             # TransactWriteItems takes at most 100 items: a queue has at most 21 config items.
             client.transact_write_items(TransactItems=wire)
         except (ClientError, BotoCoreError) as err:
+            changed = _conditions_failed(err, [*(str(i[SORT_KEY]) for i in items), *deletes])
+            if changed:
+                raise ConfigChanged(queue, changed) from err
             self._guard("write config", err)

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+from boto3.dynamodb.types import Binary
+
 PARTITION_KEY = "queue"
 SORT_KEY = "item"
 QUEUE_ITEM = "QUEUE"
@@ -21,6 +23,29 @@ SHARE_PREFIX = "SHARE#"
 CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#", "LOCK#")
 # Attributes the controller and quotactl keep on config items; not part of the document.
 BOOKKEEPING_FIELDS: tuple[str, ...] = ("updatedBy", "updatedAt")
+# The fields of a quota document, in the order they are written (re-exported by config.model).
+TOP_LEVEL_FIELDS: tuple[str, ...] = (
+    "jobQueue",
+    "schedulingPolicy",
+    "serviceEnvironment",
+    "reductionPolicy",
+    "approvedChange",
+    "force",
+    "quotaShares",
+)
+# Every attribute a config item may hold (the QUEUE item's fields, a share's, bookkeeping;
+# a test keeps it equal to the model's). `quotactl apply` replaces an item only while each of
+# these is as it read it, present or absent: a field someone added since would be lost.
+CONFIG_ATTRIBUTES: tuple[str, ...] = (
+    *TOP_LEVEL_FIELDS,
+    "quotaShareName",
+    "capacityLimits",
+    "resourceSharingConfiguration",
+    "preemptionConfiguration",
+    "state",
+    "tags",
+    *BOOKKEEPING_FIELDS,
+)
 
 
 def share_key(name: str) -> str:
@@ -41,13 +66,16 @@ def is_controller_key(sort_key: object) -> bool:
 
 
 def plain(value: Any) -> Any:
-    """DynamoDB values as plain Python: Decimal -> int (or float), sets -> sorted lists."""
+    """DynamoDB values as plain Python: Decimal -> int (or float), Binary -> bytes, sets ->
+    sorted lists (binary sets by their bytes: boto3's Binary has no order)."""
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Binary):
+        return bytes(value.value)
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]
     if isinstance(value, set | frozenset):
-        return sorted(plain(v) for v in value)
+        return sorted((plain(v) for v in value), key=lambda v: (type(v).__name__, v))
     return value

@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.table_keys import TOP_LEVEL_FIELDS as TOP_LEVEL_FIELDS
 
 MAX_QUOTA_SHARES = 20
 MAX_CAPACITY_LIMITS = 5
@@ -298,14 +299,3 @@ class QuotaDocument(QueueSettings):
     def share(self, name: str) -> QuotaShareSpec | None:
         """The share of that name, if the document has one."""
         return next((s for s in self.quotaShares if s.quotaShareName == name), None)
-
-
-TOP_LEVEL_FIELDS: tuple[str, ...] = (
-    "jobQueue",
-    "schedulingPolicy",
-    "serviceEnvironment",
-    "reductionPolicy",
-    "approvedChange",
-    "force",
-    "quotaShares",
-)

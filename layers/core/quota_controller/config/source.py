@@ -7,6 +7,7 @@ Every field's line and column is kept so that problems can point into the file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,18 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)  # type: ignore[arg-type]
 
 
+# YAML 1.1 reads `010` as 8 (octal), `1:30` as 90 (base 60), `0x1f` and `1_000` as numbers:
+# a limit written that way would silently mean another number. Only plain decimal integers are
+# numbers here; the rest stay text, which the validator then refuses as "not a whole number".
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:int"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int", re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789")
+)
+
+
 def parse_text(text: str) -> SourceDocument:
     """Parse YAML or JSON text; raises DocumentSyntaxError with the line of the fault."""
     try:
@@ -99,11 +112,18 @@ def parse_text(text: str) -> SourceDocument:
     finally:
         loader.dispose()
     doc = SourceDocument(data)
-    _record(node, (), doc.positions)
+    _record(node, (), doc.positions, set())
     return doc
 
 
-def _record(node: Node, path: Path, out: dict[Path, tuple[int, int]]) -> None:
+def _record(node: Node, path: Path, out: dict[Path, tuple[int, int]], seen: set[int]) -> None:
+    # An anchor's node is walked once, where it is defined: an alias (`*a`) points at it
+    # again, and following every alias path would loop on a node that contains its own alias
+    # and grow without bound on nested ones ("billion laughs"). Fields reached through an
+    # alias are located at the alias's parent instead.
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     out.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
     if isinstance(node, MappingNode):
         for key_node, value_node in node.value:
@@ -111,7 +131,7 @@ def _record(node: Node, path: Path, out: dict[Path, tuple[int, int]]) -> None:
                 child = (*path, str(key_node.value))
                 # Point at the key: that is what a person looks for.
                 out[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-                _record(value_node, child, out)
+                _record(value_node, child, out, seen)
     elif isinstance(node, SequenceNode):
         for index, item in enumerate(node.value):
-            _record(item, (*path, index), out)
+            _record(item, (*path, index), out, seen)

@@ -501,6 +501,8 @@ def _kind(value: object) -> str:
         return "a list"
     if isinstance(value, str):
         return "text"
+    if isinstance(value, bytes):
+        return "binary data"
     if isinstance(value, int | float):
         return "a number"
     return type(value).__name__
