@@ -21,7 +21,7 @@ from quota_controller.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
     SORT_KEY,
-    is_config_key,
+    is_controller_key,
     plain,
     validate_items,
 )
@@ -329,8 +329,9 @@ def _plural(n: int, noun: str) -> str:
 
 
 def _after_write(items: list[dict[str, Any]], write: ConfigWrite) -> list[dict[str, Any]]:
-    """The queue's config items as the table holds them once `write` is applied."""
-    config = {i[SORT_KEY]: i for i in items if is_config_key(i.get(SORT_KEY))}
+    """The queue's config items as the table holds them once `write` is applied: every item
+    that is not the controller's, as the reconciler reads them (a stray key rejects the queue)."""
+    config = {i[SORT_KEY]: i for i in items if not is_controller_key(i.get(SORT_KEY))}
     for key in write.deletes:
         config.pop(key, None)
     config.update({i[SORT_KEY]: i for i in write.puts})

@@ -327,6 +327,21 @@ def test_apply_refuses_a_valid_file_that_would_make_the_queue_invalid_with_the_k
     assert "SHARE#team-19" not in items(stack)
 
 
+def test_apply_refuses_a_file_the_reconciler_would_reject_for_a_stray_item(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    converged.put_item({"queue": QUEUE, "item": "SHARE-team-d", "state": "ENABLED"})  # a typo
+    converged.run_until_idle()
+    before = items(converged)
+    capsys.readouterr()
+
+    assert quotactl(converged, "apply", "-f", doc_file(team_b_at(2))) == 1
+
+    err = capsys.readouterr().err
+    assert "item 'SHARE-team-d'" in err
+    assert items(converged) == before
+
+
 # -- plan --------------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ approval approves one change once."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from builders import DocBuilder, g5, guide_layout
 
 from quota_controller.config.items import plain
+from quota_local.emulator import Fault
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"
@@ -219,3 +221,48 @@ def test_an_approval_left_on_the_queue_does_not_approve_the_same_reduction_made_
     set_team_b(stack, 1, approvedChange=held["id"])  # approving the new id applies it
     stack.advance(60)
     assert team_b_limit(stack) == 1
+
+
+def test_an_approval_used_in_a_run_that_then_fails_does_not_approve_the_reduction_again(
+    stack: LocalStack,
+) -> None:
+    def layout(team_b: int, team_c: int = 1, **queue_fields: object) -> dict[str, Any]:
+        doc = guide_layout().set(reductionPolicy="block", **queue_fields).build()
+        doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = team_b
+        doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = team_c
+        return doc
+
+    stack.apply(layout(2))
+    stack.advance(120)
+    first = [running(stack, "team-b", f"first-{n}", priority=n) for n in range(2)]
+    stack.apply(layout(1))
+    stack.advance(60)
+    approved = stack.status(QUEUE)["heldChange"]["id"]
+    # The approved reduction is applied, then an unrelated request of the same run is refused.
+    refused = stack.emulator.inject(
+        Fault(
+            frozenset({"UpdateQuotaShare"}),
+            "ClientException",
+            400,
+            "refused once",
+            1,
+            when=lambda request: "team-c" in json.dumps(request, default=str),
+        )
+    )
+    stack.apply(layout(1, team_c=2, approvedChange=approved))
+    stack.advance(120)
+    assert refused.fired == 1
+    assert team_b_limit(stack) == 1
+    assert stack.status(QUEUE)["lastApprovedChange"] == approved
+    for job in first:
+        stack.emulator.set_job_status(job, "SUCCEEDED")
+    stack.apply(layout(2, team_c=2))
+    stack.advance(120)
+    assert team_b_limit(stack) == 2
+
+    [running(stack, "team-b", f"second-{n}", priority=n) for n in range(2)]
+    stack.apply(layout(1, team_c=2))  # the same reduction again, the approval still on the item
+    stack.advance(60)
+
+    assert team_b_limit(stack) == 2
+    assert stack.status(QUEUE)["heldChange"]["decision"] == "blocked"

@@ -26,7 +26,7 @@ from quota_controller.config.items import (
     share_key,
     validate_items,
 )
-from quota_controller.config.model import OWNER_TAG, QueueSettings
+from quota_controller.config.model import OWNER_TAG
 from quota_controller.config.validation import ValidationReport
 from quota_controller.desired import desired_state, guard_plan, names_to_observe
 from quota_controller.impact import ActiveJob, GuardedAction
@@ -146,6 +146,11 @@ class _Run:
         # that is fixed and later comes back is alerted again.
         self.alerted: list[str] = list((self.queue_status or {}).get("alerted", []))
         self.raised: list[str] = []
+        # The last approved change applied (the next change id depends on it), and the id
+        # this run's approvedChange approves, if it approves what the guard holds.
+        last = (self.queue_status or {}).get("lastApprovedChange")
+        self.last_approved: str | None = last if isinstance(last, str) else None
+        self.approving: str | None = None
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
         self.unsent: list[str] = []
@@ -182,6 +187,14 @@ class _Run:
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
         decided, self.result.held_change = guard_plan(the_plan, desired, observed, self.deps.batch)
+        settings = desired.settings
+        if (
+            settings is not None
+            and settings.reductionPolicy == "block"
+            and settings.approvedChange is not None
+            and settings.approvedChange == self.result.held_change
+        ):
+            self.approving = self.result.held_change
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
@@ -240,11 +253,23 @@ class _Run:
                     break  # later requests may depend on this one
                 self.result.applied.append(action)
                 records.append(self._change_record(action, guarded, observed, next(seq)))
+                if guarded.risks and self.approving and self.last_approved != self.approving:
+                    self._remember_approval(self.approving)
         finally:
             # Whatever was applied is recorded, even when a retryable error cuts the run.
             if records:
                 self.deps.store.record_changes(self.queue, records)
         return failure
+
+    def _remember_approval(self, change: str) -> None:
+        """The approval is used: say so in status at once, not only at the end of the run (a
+        later request that fails, or a retryable error, must not leave it usable again)."""
+        self.last_approved = change
+        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
+        item["lastApprovedChange"] = change
+        # If this write fails, the status write at the end of the run records it.
+        with contextlib.suppress(RetryableError):
+            self.deps.store.write_status(self.queue, [item], [])
 
     def _change_record(
         self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
@@ -431,8 +456,6 @@ class _Run:
             else None
         )
         settings = desired.settings
-        if _approval_used(settings, self.result.held_change, self.result.applied, failure):
-            queue_status["lastApprovedChange"] = self.result.held_change
         if settings is not None:
             queue_status["managed"] = _managed(
                 (self.queue_status or {}).get("managed") or {},
@@ -564,7 +587,7 @@ class _Run:
             "conditions": conditions(self.queue_status, conds, gen, self.stamp),
             "alerted": self.raised[-_ALERT_MEMORY:],
             "managed": (self.queue_status or {}).get("managed", {}),
-            "lastApprovedChange": (self.queue_status or {}).get("lastApprovedChange"),
+            "lastApprovedChange": self.last_approved,
             "updatedAt": self.stamp,
         }
 
@@ -735,24 +758,6 @@ def _alert_job(job: ActiveJob) -> AlertJob:
         statusBefore=job.status,
         capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
         schedulingPriority=job.priority,
-    )
-
-
-def _approval_used(
-    settings: QueueSettings | None,
-    held_change: str | None,
-    applied: list[Action],
-    failure: str | None,
-) -> bool:
-    """True when this run applied the reductions `approvedChange` approved (under block): with
-    no failure, every risky request of the approved change was applied."""
-    return (
-        settings is not None
-        and settings.reductionPolicy == "block"
-        and held_change is not None
-        and settings.approvedChange == held_change
-        and not failure
-        and any(a.is_reduction for a in applied)
     )
 
 

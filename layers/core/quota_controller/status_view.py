@@ -37,6 +37,7 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
         "conditions": _conditions(queue_status),
         "waitingFor": (queue_status or {}).get("waitingFor", []),
         "heldChange": (queue_status or {}).get("heldChange"),
+        "lastApprovedChange": (queue_status or {}).get("lastApprovedChange"),
         "lastAppliedAt": (queue_status or {}).get("lastAppliedAt"),
         "lastError": (queue_status or {}).get("lastError"),
         "errors": (queue_status or {}).get("errors", []),
