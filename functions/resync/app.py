@@ -22,6 +22,8 @@ metrics = Metrics()
 # still have to go out. The next resync starts its checks at another queue (`rotated`), so
 # every queue gets its turn.
 TAG_CHECK_RESERVE_MS = 20_000
+# Usage metrics stop when less than this is left, so the run ends (and logs) on its own.
+USAGE_RESERVE_MS = 5_000
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -43,7 +45,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         else:
             drift.unchecked.append(queue)
         requeuer.requeue(queue, 0, "resync", drift.drifted.get(queue, ()))
-    usage = composition.publish_share_usage(queues, metrics.namespace)
+    usage = composition.publish_share_usage(
+        queues,
+        metrics.namespace,
+        lambda: context.get_remaining_time_in_millis() > USAGE_RESERVE_MS,
+    )
     metrics.add_metric("ResyncQueues", MetricUnit.Count, len(queues))
     metrics.add_metric(
         "ShareTagDrift", MetricUnit.Count, sum(len(s) for s in drift.drifted.values())

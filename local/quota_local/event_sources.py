@@ -206,6 +206,9 @@ class SqsSource:
         self._held: list[dict[str, Any]] = []
         # MessageId -> when a failed message becomes visible again (virtual epoch seconds).
         self._invisible_until: dict[str, float] = {}
+        # MessageId -> when this source first saw it (the virtual clock): a message's delay
+        # (`notBefore` in its body stands for SendMessage's DelaySeconds) is at most 900 s.
+        self._seen_at: dict[str, float] = {}
         self.invocations = 0
 
     def _receive(self) -> None:
@@ -220,15 +223,19 @@ class SqsSource:
             messages = page.get("Messages", [])
             if not messages:
                 return
+            for message in messages:
+                self._seen_at.setdefault(message["MessageId"], self._now())
             self._held.extend(messages)
 
-    @staticmethod
-    def _not_before(message: dict[str, Any]) -> float:
+    def _not_before(self, message: dict[str, Any]) -> float:
         try:
             body = json.loads(message["Body"])
-            return float(body.get("notBefore", 0)) if isinstance(body, dict) else 0.0
+            wanted = float(body.get("notBefore", 0)) if isinstance(body, dict) else 0.0
         except (ValueError, TypeError):
+            wanted = 0.0
+        if wanted != wanted:  # NaN: no delay
             return 0.0
+        return min(wanted, self._seen_at.get(message["MessageId"], self._now()) + MAX_SQS_DELAY)
 
     def _due_at(self, message: dict[str, Any]) -> float:
         hidden = self._invisible_until.get(message["MessageId"])
@@ -314,6 +321,10 @@ class SqsSource:
             "eventSourceARN": self._arn,
             "awsRegion": self._region,
         }
+
+
+# SendMessage's DelaySeconds is at most 900.
+MAX_SQS_DELAY = 900.0
 
 
 def _base64_bytes(value: Any) -> Any:

@@ -266,3 +266,90 @@ def test_an_approval_used_in_a_run_that_then_fails_does_not_approve_the_reductio
 
     assert team_b_limit(stack) == 2
     assert stack.status(QUEUE)["heldChange"]["decision"] == "blocked"
+
+
+# -- requeues: one chain per waiting queue; nothing wedges a queue ----------------------------
+
+
+def draining(stack: LocalStack) -> None:
+    doc = guide_layout().build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 2
+    stack.apply(doc)
+    stack.advance(120)
+    for n in range(2):
+        running(stack, "team-b", f"t{n}", priority=n)
+    doc = guide_layout().set(reductionPolicy="drain").build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 1
+    stack.apply(doc)
+    stack.advance(60)
+    assert stack.status(QUEUE)["heldChange"]["decision"] == "draining"
+
+
+def test_a_waiting_queue_keeps_one_requeue_chain_whatever_the_resyncs(stack: LocalStack) -> None:
+    draining(stack)
+    for _ in range(6):  # half an hour of resyncs, out of step with the 30 s requeue
+        stack.advance(293)
+        stack.resync()
+        stack.run_until_idle()
+    before = stack.requeue.invocations
+
+    stack.advance(300)
+
+    # One chain: a reconcile every 30 s (each resync's own run starts the chain anew).
+    assert stack.requeue.invocations - before <= 12
+    assert stack.status(QUEUE)["heldChange"]["decision"] == "draining"
+
+
+def test_a_requeue_message_due_in_milliseconds_runs_instead_of_coming_back_forever(
+    stack: LocalStack,
+) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    due = stack.clock.time() * 1000  # a time in milliseconds: 50,000 years away
+    stack.sqs.send_message(
+        QueueUrl=stack.requeue_url,
+        MessageBody=json.dumps({"queue": QUEUE, "notBefore": due, "reason": "odd"}),
+    )
+
+    stack.advance(901)  # SQS delays a message 900 s at most
+
+    attributes = stack.sqs.get_queue_attributes(
+        QueueUrl=stack.requeue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert attributes == {
+        "ApproximateNumberOfMessages": "0",
+        "ApproximateNumberOfMessagesNotVisible": "0",
+    }
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        pytest.param({"item": "STATUS#QUEUE", "conditions": None}, id="conditions-null"),
+        pytest.param({"item": "STATUS#QUEUE", "alerted": None}, id="alerted-null"),
+        pytest.param({"item": "STATUS#QUEUE", "alerted": [1, None]}, id="alerted-not-text"),
+        pytest.param({"item": "STATUS#SHARE#team-a", "appliedTags": "x"}, id="tags-text"),
+        pytest.param({"item": "LOCK#RECONCILE", "owner": "someone"}, id="lease-no-expiry"),
+        pytest.param(
+            {"item": "LOCK#RECONCILE", "owner": "someone", "expiresAt": "soon"},
+            id="lease-expiry-text",
+        ),
+    ],
+)
+def test_one_odd_controller_item_does_not_stop_its_queue(
+    stack: LocalStack, item: dict[str, Any]
+) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    stack.table.put_item(Item={"queue": QUEUE, **item})
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 2
+    stack.apply(doc)  # an edit that must still be applied
+
+    stack.advance(2 * stack.shape.resync_seconds)
+
+    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    team_a = next(s for s in shares if s["quotaShareName"] == "team-a")
+    assert team_a["capacityLimits"][0]["maxCapacity"] == 2
+    assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"

@@ -228,3 +228,26 @@ def test_the_service_publishes_each_queue_and_reports_the_rest() -> None:
         ("team-c", 1, 0.0),
     ]
     assert all(m["_aws"]["Timestamp"] == NOW_MS for m in emitted)
+
+
+def test_queues_are_skipped_once_the_run_has_no_time_left() -> None:
+    reader = FakeReader(
+        {"ml-training": GUIDE, "second": GUIDE},
+        {
+            "ml-training": SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).build(),
+            "second": SnapshotBuilder().build(),
+        },
+    )
+    left = iter([True, False])
+
+    report = publish_share_usage(
+        ["ml-training", "second"],
+        reader,
+        [].append,
+        namespace="BatchQuotaController",
+        clock=FixedClock(),
+        has_time=lambda: next(left),
+    )
+
+    assert report.published == {"ml-training": 3}
+    assert report.skipped == {"second": "no time left in this run"}

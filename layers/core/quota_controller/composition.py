@@ -182,7 +182,9 @@ def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]
     return check
 
 
-def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageReport:
+def publish_share_usage(
+    queues: Sequence[str], namespace: str | None, has_time: Callable[[], bool] | None = None
+) -> UsageReport:
     """ShareUsage and ShareQuota of every managed queue, from GetJobQueueSnapshot and
     ListQuotaShares, as EMF lines
     on stdout. Nothing is read when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
@@ -200,6 +202,7 @@ def publish_share_usage(queues: Sequence[str], namespace: str | None) -> UsageRe
         functools.partial(print, flush=True),
         namespace=namespace or "BatchQuotaController",
         clock=clock(),
+        has_time=has_time,
     )
 
 

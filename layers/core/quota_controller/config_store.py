@@ -223,9 +223,14 @@ class DynamoConfigStore:
                     "owner": owner,
                     "expiresAt": epoch + seconds,
                 },
+                # A lease item without a numeric expiry (not written by the controller) would
+                # otherwise hold the queue forever: it counts as expired. (The type test comes
+                # before the comparison: moto raises on comparing text with a number.)
                 ConditionExpression=Attr(SORT_KEY).not_exists()
-                | Attr("expiresAt").lt(epoch)
-                | Attr("owner").eq(owner),
+                | Attr("owner").eq(owner)
+                | Attr("expiresAt").not_exists()
+                | ~Attr("expiresAt").attribute_type("N")
+                | Attr("expiresAt").lt(epoch),
             )
             return True
         except ClientError as err:

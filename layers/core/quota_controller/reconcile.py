@@ -49,9 +49,12 @@ from quota_controller.status import (
     differs,
     generation,
     share_status_key,
+    well_formed,
 )
 
-Outcome = Literal["converged", "progressing", "blocked", "rejected", "failed", "locked", "absent"]
+Outcome = Literal[
+    "converged", "progressing", "blocked", "rejected", "failed", "locked", "absent", "superseded"
+]
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 _ALERT_MEMORY = 100
 
@@ -95,13 +98,21 @@ class ReconcileResult:
     # Shares whose tags were to be read but could not be yet (locked, or the share is settling):
     # the requeue carries them on.
     tags_pending: list[str] = field(default_factory=list)
+    # The requeue chain this run starts (status requeueChain): its requeue message carries it,
+    # and a requeued message of an older chain is dropped (outcome "superseded").
+    chain: str | None = None
 
 
-def reconcile(queue: str, deps: Deps, read_share_tags: Collection[str] = ()) -> ReconcileResult:
+def reconcile(
+    queue: str, deps: Deps, read_share_tags: Collection[str] = (), chain: str | None = None
+) -> ReconcileResult:
     """Converge one job queue; raises RetryableError when the caller should retry the record.
 
     `read_share_tags` names shares whose tags the resync saw drift from what was applied: their
     tags are read from Batch (ListQuotaShares returns none) and put back to the document's.
+    `chain` is the requeue chain of a requeued "waiting" message: one run per queue keeps a
+    chain going (status `requeueChain`); a message of any other chain does nothing, so the
+    resync, stream records and locked retries never multiply a waiting queue's requeues.
     """
     now = deps.clock.now()
     if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
@@ -112,16 +123,22 @@ def reconcile(queue: str, deps: Deps, read_share_tags: Collection[str] = ()) -> 
             tags_pending=sorted(read_share_tags),
         )
     try:
-        return _Run(queue, deps, now, frozenset(read_share_tags)).run_and_report()
+        return _Run(queue, deps, now, frozenset(read_share_tags), chain).run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)
 
 
 class _Run:
     def __init__(
-        self, queue: str, deps: Deps, now: datetime, read_share_tags: frozenset[str] = frozenset()
+        self,
+        queue: str,
+        deps: Deps,
+        now: datetime,
+        read_share_tags: frozenset[str] = frozenset(),
+        chain: str | None = None,
     ):
         self.queue = queue
+        self.chain = chain
         self.deps = deps
         self.now = now
         self.read_share_tags = read_share_tags
@@ -138,7 +155,9 @@ class _Run:
             if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
         }
         self.status = {
-            i[SORT_KEY]: i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+            i[SORT_KEY]: well_formed(i)
+            for i in items
+            if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
         }
         self.queue_status = self.status.get(QUEUE_STATUS)
         # Alerts already sent for problems that still stand (so repeated reconciles stay
@@ -171,6 +190,11 @@ class _Run:
         return result
 
     def run(self) -> ReconcileResult:
+        if self.chain is not None and (self.queue_status or {}).get("requeueChain") != self.chain:
+            # A later run started its own chain (or needs none): this message has no work left.
+            self.result.outcome = "superseded"
+            self.result.tags_pending = sorted(self.read_share_tags)
+            return self.result
         if not self.config and self.queue_status is None:
             self.result.outcome = "absent"
             return self.result
@@ -401,6 +425,8 @@ class _Run:
             result.requeue_after = self.deps.settings.requeue_seconds
         if failure:
             result.requeue_after = None
+        if result.requeue_after is not None:
+            result.chain = f"{self.stamp} {self.deps.owner}"
         self._write_status(desired, observed, report, the_plan, held, failure)
 
     # -- status ------------------------------------------------------------------------------
@@ -588,6 +614,7 @@ class _Run:
             "alerted": self.raised[-_ALERT_MEMORY:],
             "managed": (self.queue_status or {}).get("managed", {}),
             "lastApprovedChange": self.last_approved,
+            "requeueChain": self.result.chain,
             "updatedAt": self.stamp,
         }
 

@@ -61,6 +61,11 @@ class RequeueMessage:
     not_before: float = 0.0
     reason: str = ""
     read_share_tags: tuple[str, ...] = ()
+    chain: str | None = None
+
+
+# The longest wait a requeue asks for (RequeueSeconds is at most 900 s), with room to spare.
+MAX_REQUEUE_WAIT = 2 * 900
 
 
 def parse_requeue(record: SQSRecord) -> RequeueMessage:
@@ -76,13 +81,16 @@ def parse_requeue(record: SQSRecord) -> RequeueMessage:
     not_before = body.get("notBefore", 0)
     if not isinstance(not_before, int | float):
         raise MalformedRecord(f"message {record.message_id} has a non-numeric notBefore")
+    chain = body.get("chain")
+    if chain is not None and not isinstance(chain, str):
+        raise MalformedRecord(f"message {record.message_id}: chain is not text")
     read_share_tags = body.get("readShareTags", [])
     if not isinstance(read_share_tags, list) or not all(
         isinstance(n, str) and n for n in read_share_tags
     ):
         raise MalformedRecord(f"message {record.message_id}: readShareTags is not a list of names")
     return RequeueMessage(
-        queue, float(not_before), str(body.get("reason", "")), tuple(read_share_tags)
+        queue, float(not_before), str(body.get("reason", "")), tuple(read_share_tags), chain
     )
 
 
@@ -101,21 +109,30 @@ def handle_event(
 
     tags_read: dict[str, set[str]] = {}
 
-    def run(queue: str | None, trigger: str, read_share_tags: tuple[str, ...] = ()) -> None:
+    def run(
+        queue: str | None,
+        trigger: str,
+        read_share_tags: tuple[str, ...] = (),
+        chain: str | None = None,
+    ) -> None:
         if queue is None:
             outcome.skipped += 1
             return
         unread = set(read_share_tags) - tags_read.get(queue, set())
         if queue in outcome.results and not unread:
             return
-        tags_read.setdefault(queue, set()).update(unread)
-        result = reconcile(queue, deps, unread)
+        result = reconcile(queue, deps, unread, chain)
         result.trigger = trigger
-        outcome.results[queue] = result
         if on_result is not None:
             on_result(result)
+        if result.outcome == "superseded":
+            return  # did nothing: another message of this batch for the queue still runs
+        tags_read.setdefault(queue, set()).update(unread)
+        outcome.results[queue] = result
         if result.requeue_after is not None:
-            requeuer.requeue(queue, result.requeue_after, result.outcome, result.tags_pending)
+            requeuer.requeue(
+                queue, result.requeue_after, result.outcome, result.tags_pending, result.chain
+            )
 
     def run_stream(record: DynamoDBRecord) -> None:
         run(queue_of_stream_record(record), "stream")
@@ -136,11 +153,15 @@ def handle_event(
     def run_requeued(record: SQSRecord) -> None:
         message = parse_requeue(record)
         early = message.not_before - deps.clock.now().timestamp()
-        if early > 1:
+        if 1 < early <= MAX_REQUEUE_WAIT:
             # SQS delays at most 900 s: a longer wait comes back for the rest of it.
-            requeuer.requeue(message.queue, int(early), message.reason, message.read_share_tags)
+            requeuer.requeue(
+                message.queue, int(early), message.reason, message.read_share_tags, message.chain
+            )
             return
-        run(message.queue, message.reason or "requeue", message.read_share_tags)
+        # Due, or a wait no requeue asks for (a time in milliseconds, infinity): run now rather
+        # than send it back forever. A reconcile is always safe to run.
+        run(message.queue, message.reason or "requeue", message.read_share_tags, message.chain)
 
     # A batch where every record failed is still a partial response: the source retries it.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -18,10 +18,15 @@ class Requeuer(Protocol):
     """Asks for a later reconcile of a queue (the requeue SQS queue with a delay)."""
 
     def requeue(
-        self, queue: str, delay_seconds: int, reason: str, read_share_tags: Sequence[str] = ()
+        self,
+        queue: str,
+        delay_seconds: int,
+        reason: str,
+        read_share_tags: Sequence[str] = (),
+        chain: str | None = None,
     ) -> None:
         """Send the queue's name back, visible after the delay (with the shares whose tags the
-        reconcile should read from Batch)."""
+        reconcile should read from Batch, and the requeue chain it continues)."""
         ...
 
 
@@ -40,7 +45,12 @@ class SqsRequeuer:
         self._max_delay = max(0, min(900, max_delay))
 
     def requeue(
-        self, queue: str, delay_seconds: int, reason: str, read_share_tags: Sequence[str] = ()
+        self,
+        queue: str,
+        delay_seconds: int,
+        reason: str,
+        read_share_tags: Sequence[str] = (),
+        chain: str | None = None,
     ) -> None:
         """Send the queue's name, due after `delay_seconds`."""
         delay = max(0, delay_seconds)
@@ -51,6 +61,8 @@ class SqsRequeuer:
         }
         if read_share_tags:
             body["readShareTags"] = sorted(read_share_tags)
+        if chain:
+            body["chain"] = chain
         self._client.send_message(
             QueueUrl=self._url,
             MessageBody=json.dumps(body),

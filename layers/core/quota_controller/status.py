@@ -59,6 +59,50 @@ class Condition:
     message: str = ""
 
 
+# Status attributes the controller reads back, and the type each must have. An item the
+# controller did not write that way (a console edit, a NULL) is read as if the attribute were
+# missing: one odd status item must never stop its queue from being reconciled.
+_STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
+    "conditions": list,
+    "alerted": list,
+    "waitingFor": list,
+    "errors": list,
+    "heldChange": dict,
+    "managed": dict,
+    "resources": dict,
+    "appliedTags": dict,
+    "observedGeneration": str,
+    "lastApprovedChange": str,
+    "requeueChain": str,
+    "lastAppliedAt": str,
+    "lastError": str,
+}
+
+
+def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A status item without the attributes that do not have the type the controller writes
+    (conditions without a type, non-text alert keys and tag values dropped too)."""
+    out = {k: v for k, v in item.items() if not _mistyped(k, v)}
+    if "conditions" in out:
+        out["conditions"] = [
+            c
+            for c in out["conditions"]
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
+        ]
+    if "alerted" in out:
+        out["alerted"] = [a for a in out["alerted"] if isinstance(a, str)]
+    if "appliedTags" in out and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in out["appliedTags"].items()
+    ):
+        del out["appliedTags"]
+    return out
+
+
+def _mistyped(key: str, value: Any) -> bool:
+    wanted = _STATUS_TYPES.get(key)
+    return wanted is not None and not isinstance(value, wanted)
+
+
 def conditions(
     previous: Mapping[str, Any] | None,
     current: list[Condition],

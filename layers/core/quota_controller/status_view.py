@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from quota_controller.status import QUEUE_STATUS, STATUS_PREFIX, generation
+from quota_controller.status import QUEUE_STATUS, STATUS_PREFIX, generation, well_formed
 from quota_controller.table_keys import (
     QUEUE_ITEM,
     SHARE_PREFIX,
@@ -23,7 +23,12 @@ def _conditions(item: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """A queue's status: conditions per queue and share, and whether each is current."""
-    by_key = {str(i[SORT_KEY]): plain(dict(i)) for i in items}
+    by_key = {
+        str(i[SORT_KEY]): well_formed(plain(dict(i)))
+        if is_controller_key(i[SORT_KEY])
+        else plain(dict(i))
+        for i in items
+    }
     queue_status = by_key.get(QUEUE_STATUS)
     queue_config = by_key.get(QUEUE_ITEM)
     view: dict[str, Any] = {

@@ -148,15 +148,21 @@ def publish_share_usage(
     *,
     namespace: str,
     clock: Clock,
+    has_time: Callable[[], bool] | None = None,
 ) -> UsageReport:
     """Read each queue's shares and snapshot and emit its usage metrics (one JSON line each).
 
     Best effort per queue: metrics must never stop the resync, so a queue whose reads fail is
     reported in `failed` (the resync counts it in `ShareUsageFailed`) and the others go on.
+    Once `has_time` says no (throttled reads can take long), the rest are skipped: a resync
+    that runs out of time would fail as a whole and be retried, requeueing everything again.
     """
     report = UsageReport()
     timestamp_ms = int(clock.now().timestamp() * 1000)
     for queue in queues:
+        if has_time is not None and not has_time():
+            report.skipped[queue] = "no time left in this run"
+            continue
         try:
             shares = reader.quota_shares(queue)
             snapshot = reader.snapshot(queue) if shares is not None else None
