@@ -146,6 +146,36 @@ def test_core_imports_neither_moto_nor_boto3() -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("operation", "request_", "fragment"),
+    [
+        pytest.param(
+            "update_quota_share",
+            {"quotaShareArn": "x", "quotaShareName": "renamed"},
+            'Unknown parameter in input: "quotaShareName"',
+            id="share-renamed",
+        ),
+        pytest.param(
+            "update_service_environment",
+            {"serviceEnvironment": "env", "tags": {"a": "b"}},
+            'Unknown parameter in input: "tags"',
+            id="environment-tags-on-update",
+        ),
+        pytest.param(
+            "create_quota_share",
+            {"quotaShareName": "a", "jobQueue": "queue"},
+            'Missing required parameter in input: "capacityLimits"',
+            id="missing-member",
+        ),
+    ],
+)
+def test_a_request_botocores_model_refuses_is_refused_by_the_core_too(
+    emu: BatchQuotaEmulator, operation: str, request_: dict[str, Any], fragment: str
+) -> None:
+    # Calls through boto3 are checked by botocore first; callers of the core are not.
+    assert fragment in message_of(lambda: getattr(emu, operation)(request_))
+
+
 def test_arns_follow_the_documented_formats(emu: BatchQuotaEmulator) -> None:
     stack = Stack(emu).policy_().env().queue_()
     share = stack.share("a")

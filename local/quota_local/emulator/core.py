@@ -309,6 +309,34 @@ class ServiceJob:
 _F = TypeVar("_F", bound=Callable[..., Response])
 
 
+@functools.cache
+def _batch_model() -> Any:
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("batch")
+
+
+def _check_request(name: str, request: Request) -> None:
+    """Refuse what botocore's model refuses (an unknown member such as a share's new name, a
+    missing required one, a wrong type), as Batch would: requests made through boto3 are
+    checked by botocore already; this holds the same for callers of the core itself."""
+    try:
+        from botocore.exceptions import ParamValidationError
+        from botocore.validate import validate_parameters
+    except ImportError:  # the core runs without botocore too: then nothing is checked here
+        return
+    try:
+        shape = _batch_model().operation_model(name).input_shape
+    except Exception:  # an operation the installed model does not know: nothing to check
+        return
+    if shape is None:
+        return
+    try:
+        validate_parameters(request, shape)
+    except ParamValidationError as err:
+        raise EmulatorError(str(err.kwargs.get("report", err)).strip()) from None
+
+
 def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
     """Mark a method as the Batch operation `name`: record it, apply due transitions, run hooks."""
 
@@ -316,6 +344,7 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         def wrapper(self: BatchQuotaEmulator, request: Request | None = None) -> Response:
             req = dict(request or {})
+            _check_request(name, req)
             with self._lock:
                 delay, error = self._match_faults(name, req)
             if delay > 0:
