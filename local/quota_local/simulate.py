@@ -157,12 +157,21 @@ class _Fields:
 
 
 def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list[str]:
-    """Jobs the document cannot even queue: unknown shares (a submit would be refused); and
-    jobs asking for an instance type the environment has no capacity for (a typo, usually:
-    Batch queues them, and they never run)."""
+    """Jobs the document cannot even queue: unknown shares, and shares or a job queue that are
+    DISABLED (Batch refuses the submit: no new jobs are accepted); and jobs asking for an
+    instance type the environment has no capacity for (a typo, usually: Batch queues them, and
+    they never run)."""
     shares = {s.quotaShareName for s in document.quotaShares}
     unknown = sorted({j.share for j in jobs if j.share not in shares})
     out = [f"share {s!r} is not in the document (jobs for it are skipped)" for s in unknown]
+    refused = refusing_shares(document)
+    if document.jobQueue.state == "DISABLED" and jobs:
+        out.append("the job queue is DISABLED: it accepts no jobs (all are skipped)")
+    else:
+        out += [
+            f"share {s!r} is DISABLED: it accepts no new jobs (jobs for it are skipped)"
+            for s in sorted({j.share for j in jobs if j.share in refused})
+        ]
     units = {c.capacityUnit for c in document.serviceEnvironment.capacityLimits}
     missing: dict[str, int] = {}
     for job in jobs:
@@ -176,6 +185,13 @@ def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list
         for unit, n in sorted(missing.items())
     ]
     return out
+
+
+def refusing_shares(document: QuotaDocument) -> set[str]:
+    """Shares a SubmitServiceJob is refused for: DISABLED ones, or all when the queue is."""
+    if document.jobQueue.state == "DISABLED":
+        return {s.quotaShareName for s in document.quotaShares}
+    return {s.quotaShareName for s in document.quotaShares if s.state == "DISABLED"}
 
 
 def pool_config(document: QuotaDocument) -> PoolConfig:
@@ -227,7 +243,8 @@ class ShareReport:
         def pct(p: float) -> float | None:
             if not waits:
                 return None
-            return round(waits[min(len(waits) - 1, int(p * len(waits)))], 1)
+            # Nearest rank: the smallest wait at or above p of them all.
+            return round(waits[max(0, math.ceil(p * len(waits)) - 1)], 1)
 
         return {
             "share": self.share,
@@ -280,7 +297,7 @@ def simulate(
     """Run the workload to the end (or until only stuck jobs remain)."""
     config = pool_config(document)
     scheduler = QuotaScheduler(config, phases or Phases())
-    known = {s.name for s in config.shares}
+    known = {s.name for s in config.shares} - refusing_shares(document)
     warnings = check_workload(jobs, document)
     reports = {s.name: ShareReport(s.name) for s in config.shares}
     limits = {s.name: dict(s.limits) for s in config.shares}
@@ -352,11 +369,16 @@ def simulate(
                 series.append((tr.at, totals))
 
     ordered = sorted(enumerate(jobs), key=lambda p: (p[1].submit_time, p[0]))
+    instant: float | None = None
     for index, job in ordered:
         if job.share not in known:
             continue
-        apply(scheduler.advance(job.submit_time))
-        accrue(job.submit_time)
+        if job.submit_time != instant:
+            # Every job of one instant is queued before the scheduler's next dispatch pass, so
+            # priorities and owners-before-borrowers hold among them (not CSV order).
+            apply(scheduler.advance(job.submit_time))
+            accrue(job.submit_time)
+            instant = job.submit_time
         job_id = f"job-{index}"
         specs[job_id] = (job, job.share)
         reports[job.share].jobs += 1

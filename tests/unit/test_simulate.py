@@ -132,3 +132,66 @@ def test_the_plot_is_an_svg_with_a_band_per_share_and_the_capacity() -> None:
     assert svg.count("<polygon") == 3
     assert "environment: 3" in svg
     assert "usage &lt;&amp;&gt;" in svg
+
+
+# -- jobs of one instant, percentiles, refused submits -----------------------------------------
+
+
+def one_instance(strategy: str = "RESERVE", in_share: str = "DISABLED") -> QuotaDocument:
+    builder = DocBuilder("q").env(**{"ml.g5.xlarge": 1})
+    builder.share("a", strategy, **{"ml.g5.xlarge": 1})
+    raw = builder.build()
+    raw["quotaShares"][0]["preemptionConfiguration"]["inSharePreemption"] = in_share
+    document = validate_document(raw).document
+    assert document is not None
+    return document
+
+
+def test_jobs_of_one_instant_go_by_priority_not_by_their_order_in_the_file() -> None:
+    # Both at t=0 on one instance: the higher priority runs first (waits 0 and 1000 + 15 s of
+    # the default phases), and with in-share preemption on nothing is preempted (nothing ran).
+    low, high = job(0, "a", run=100, priority=0), job(0, "a", run=1000, priority=50)
+
+    assert sorted(simulate(one_instance(), [low, high]).shares["a"].waits) == [0, 1015]
+    on = simulate(one_instance(in_share="ENABLED"), [low, high])
+    assert on.shares["a"].preemptions == {}
+
+
+def test_an_owner_submitting_at_the_same_instant_comes_before_a_borrower() -> None:
+    # team-c's own instance is not idle when team-c submits at the same instant as team-a.
+    builder = DocBuilder("q").env(**{"ml.g5.xlarge": 2})
+    builder.share("a", "LEND_AND_BORROW", 100, **{"ml.g5.xlarge": 1})
+    builder.share("c", "LEND", **{"ml.g5.xlarge": 1})
+
+    result = simulate(doc(builder), [job(0, "a", count=2), job(0, "c", count=1)])
+
+    assert result.shares["a"].preemptions == {}
+    assert result.shares["a"].waits == [3615]
+    assert result.shares["c"].waits == [0]
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    # 20 jobs of 100 s on one instance, no phases: waits 0, 100, ..., 1900.
+    from quota_local.scheduling import Phases
+
+    result = simulate(
+        one_instance(), [job(0, "a", run=100) for _ in range(20)], phases=Phases(0, 0)
+    )
+
+    figures = result.shares["a"].as_dict()
+    assert (figures["wait_p50_s"], figures["wait_p95_s"]) == (900, 1800)
+
+
+def test_jobs_for_a_disabled_share_are_refused_as_batch_refuses_the_submit() -> None:
+    raw = DocBuilder("q").env(**{"ml.g5.xlarge": 1}).share("a", "RESERVE", **{"ml.g5.xlarge": 1})
+    built = raw.build()
+    built["quotaShares"][0]["state"] = "DISABLED"
+    document = validate_document(built).document
+    assert document is not None
+
+    result = simulate(document, [job(0, "a")])
+
+    assert (result.shares["a"].jobs, result.shares["a"].stuck) == (0, 0)
+    assert "share 'a' is DISABLED: it accepts no new jobs (jobs for it are skipped)" in (
+        result.warnings
+    )
