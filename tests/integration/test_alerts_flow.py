@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from alert_builders import CROSS, envelope, preemption_events
-from builders import guide_layout
+from builders import DocBuilder, ShareBuilder, g5, guide_layout
 
 from quota_local.stack import LocalStack
 
@@ -344,3 +344,26 @@ def test_a_reduction_preempting_within_its_second_is_a_quota_reduction() -> None
         (alert,) = preemption_alerts(stack)
         assert alert["cause"] == "QUOTA_REDUCTION"
         assert alert["change"]["by"] == "carol"
+
+
+def test_a_reduction_among_sixty_change_records_of_one_edit_is_still_found() -> None:
+    # One edit of a 20-share queue lowers every share and renames a tag on each: 60 change
+    # records in one run. The preemption of the first share's job is still a QUOTA_REDUCTION.
+    def twenty(limit: int, tag: str) -> dict[str, Any]:
+        doc = DocBuilder(QUEUE).env(**g5(40)).set(reductionPolicy="warn")
+        for n in range(20):
+            doc.add(ShareBuilder(f"s{n:02d}", g5(limit)).set(tags={tag: "x"}))
+        return doc.build()
+
+    with LocalStack(run_jobs=False) as stack:
+        stack.apply(twenty(2, "owner"))
+        stack.advance(300)
+        job = running(stack, "s00", count=2, name="victim")
+        stack.apply(twenty(1, "team"), by="alice")
+        stack.advance(60)
+        stack.put_events(*preemption(stack, job))
+        stack.run_until_idle()
+
+        (alert,) = preemption_alerts(stack)
+        assert alert["cause"] == "QUOTA_REDUCTION"
+        assert alert["change"]["by"] == "alice"

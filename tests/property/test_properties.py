@@ -306,8 +306,14 @@ class FakeStore:
     def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
         self.changes.extend({**r, "queue": queue} for r in records)
 
-    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
-        return [c for c in reversed(self.changes) if c["queue"] == queue][:limit]
+    def recent_changes(
+        self, queue: str, limit: int = 50, since: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        newest = [c for c in reversed(self.changes) if c["queue"] == queue]
+        if since is None:
+            return newest[:limit]
+        start = since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return [c for c in newest if str(c.get("at", "")) >= start]
 
     def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
         return True

@@ -101,8 +101,14 @@ class FakeStore:
     def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
         raise AssertionError("the alert pipeline records no change")
 
-    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
-        return sorted(self.changes.get(queue, []), key=lambda c: c["at"], reverse=True)[:limit]
+    def recent_changes(
+        self, queue: str, limit: int = 50, since: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        newest = sorted(self.changes.get(queue, []), key=lambda c: c["at"], reverse=True)
+        if since is None:
+            return newest[:limit]
+        start = since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return [c for c in newest if c["at"] >= start]
 
     def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
         raise AssertionError("the alert pipeline takes no lease")

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from quota_controller.alerts.classify import (
+    ATTRIBUTION_WINDOW,
     Context,
     Observation,
     Verdict,
@@ -89,8 +91,13 @@ class AlertOutcome:
     failed: list[str] = field(default_factory=list)
 
 
+# Change records are read from this long before the batch's earliest event on: an
+# observation's time (a stop time in the detail) may be a little before its event's.
+_CHANGE_SLACK = timedelta(minutes=5)
+
+
 class _QueueContext:
-    def __init__(self, queue: str, deps: AlertDeps):
+    def __init__(self, queue: str, deps: AlertDeps, changes_since: datetime | None):
         self.queue = queue
         items = deps.store.load_partition(queue)
         # The reconciler's view of the config: every item the controller did not write.
@@ -110,7 +117,11 @@ class _QueueContext:
         self._document = document
         self._snapshot: Mapping[str, Any] | None = None
         self._snapshot_read = False
-        self._changes = deps.store.recent_changes(queue) if self.managed else []
+        # Every change record that can explain the batch's preemptions (a count would miss the
+        # one that did when a 20-share edit wrote 60 records since).
+        self._changes = (
+            deps.store.recent_changes(queue, since=changes_since) if self.managed else []
+        )
 
     def context(self, needs_snapshot: bool) -> Context:
         if needs_snapshot and not self._snapshot_read:
@@ -133,16 +144,20 @@ def handle_alert_batch(
     pending: list[tuple[Observation, Context, str]] = []
     failed: set[str] = set()
 
+    parsed: list[tuple[str, BatchEvent, str]] = []
     for record in event.get("Records") or []:
         message_id = str(record.get("messageId"))
         try:
             batch_event = BatchEvent.model_validate(json.loads(record.get("body") or ""))
-            job_id = batch_event.job_id()
+            parsed.append((message_id, batch_event, batch_event.job_id()))
         except (ValueError, ValidationError) as exc:
             say("malformed event", message_id=message_id, error=loggable(exc))
             outcome.malformed.append(message_id)
             failed.add(message_id)
-            continue
+    earliest = min((e.time for _, e, _ in parsed), default=None)
+    changes_since = None if earliest is None else earliest - ATTRIBUTION_WINDOW - _CHANGE_SLACK
+
+    for message_id, batch_event, job_id in parsed:
         try:
             if job_id not in described:
                 raw = deps.reader.describe_job(job_id)
@@ -158,7 +173,7 @@ def handle_alert_batch(
                 say("not an alert", job_id=job_id, detail_type=batch_event.detail_type)
                 continue
             if obs.queue not in contexts:
-                contexts[obs.queue] = _QueueContext(obs.queue, deps)
+                contexts[obs.queue] = _QueueContext(obs.queue, deps, changes_since)
             queue_ctx = contexts[obs.queue]
             if not queue_ctx.managed:
                 outcome.ignored += 1

@@ -12,7 +12,7 @@ import functools
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -162,9 +162,15 @@ class DynamoConfigStore:
             items.extend(self._query(Key(PARTITION_KEY).eq(queue) & sort_key, "load config"))
         return items
 
-    def _query(self, condition: Any, what: str) -> list[dict[str, Any]]:
+    def _query(
+        self, condition: Any, what: str, *, newest_first: bool = False
+    ) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"KeyConditionExpression": condition, "ConsistentRead": True}
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": condition,
+            "ConsistentRead": True,
+            "ScanIndexForward": not newest_first,
+        }
         try:
             while True:
                 page = self._table.query(**kwargs)
@@ -198,19 +204,29 @@ class DynamoConfigStore:
         except (ClientError, BotoCoreError) as err:
             self._guard("record changes", err)
 
-    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest change records of a queue, newest first."""
-        try:
-            page = self._table.query(
-                KeyConditionExpression=Key(PARTITION_KEY).eq(queue)
-                & Key(SORT_KEY).begins_with(CHANGE_PREFIX),
-                ScanIndexForward=False,
-                Limit=limit,
-            )
-        except (ClientError, BotoCoreError) as err:
-            self._guard("read changes", err)
-            raise
-        return [plain(i) for i in page.get("Items", [])]
+    def recent_changes(
+        self, queue: str, limit: int = 50, since: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest change records of a queue, newest first: at most `limit`, or, with
+        `since`, every record stamped at or after it (their sort keys start with the time, so
+        this is a key range; a 20-share edit alone writes up to 60 records)."""
+        if since is None:
+            try:
+                page = self._table.query(
+                    KeyConditionExpression=Key(PARTITION_KEY).eq(queue)
+                    & Key(SORT_KEY).begins_with(CHANGE_PREFIX),
+                    ScanIndexForward=False,
+                    Limit=limit,
+                )
+            except (ClientError, BotoCoreError) as err:
+                self._guard("read changes", err)
+                raise
+            return [plain(i) for i in page.get("Items", [])]
+        start = since.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        # "~" sorts after every character of a change id (digits, "-", ":", ".", "T", "Z").
+        keys = Key(SORT_KEY).between(f"{CHANGE_PREFIX}{start}", f"{CHANGE_PREFIX}~")
+        items = self._query(Key(PARTITION_KEY).eq(queue) & keys, "read changes", newest_first=True)
+        return [plain(i) for i in items]
 
     def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
         """Conditional put: free, expired, or already ours."""

@@ -45,8 +45,11 @@ class ConfigStore(Protocol):
         """Append change records (they expire by TTL)."""
         ...
 
-    def recent_changes(self, queue: str, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest change records of a queue, newest first."""
+    def recent_changes(
+        self, queue: str, limit: int = 50, since: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest change records of a queue, newest first: at most `limit`, or, with
+        `since`, every record stamped at or after it (however many)."""
         ...
 
     def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
