@@ -627,7 +627,8 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
         owner=f"quotactl-{user}-{uuid.uuid4().hex[:8]}",
     )
     with aws.failure(f"reconcile job queue {args.queue} ({target.where()})"):
-        result = reconcile(args.queue, deps)
+        # No requeue is sent from here: the controller's own requeue chain goes on.
+        result = reconcile(args.queue, deps, requeues=False)
     if args.output != "table":
         render.data(_reconcile_data(result, target), args.output, out)
     else:

@@ -353,3 +353,21 @@ def test_one_odd_controller_item_does_not_stop_its_queue(
     team_a = next(s for s in shares if s["quotaShareName"] == "team-a")
     assert team_a["capacityLimits"][0]["maxCapacity"] == 2
     assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"
+
+
+def test_quotactl_reconcile_of_a_waiting_queue_leaves_its_requeue_chain_going(
+    stack: LocalStack,
+) -> None:
+    from quotactl.main import main
+
+    draining(stack)
+    chain = stack.status(QUEUE)["requeueChain"]
+    assert chain
+
+    assert main(["reconcile", QUEUE, "--table", stack.table_name]) == 0
+
+    assert stack.status(QUEUE)["requeueChain"] == chain  # it sends no requeue of its own
+    before = stack.requeue.invocations
+    stack.advance(65)
+    assert stack.requeue.invocations > before
+    assert stack.status(QUEUE)["heldChange"]["decision"] == "draining"

@@ -104,7 +104,12 @@ class ReconcileResult:
 
 
 def reconcile(
-    queue: str, deps: Deps, read_share_tags: Collection[str] = (), chain: str | None = None
+    queue: str,
+    deps: Deps,
+    read_share_tags: Collection[str] = (),
+    chain: str | None = None,
+    *,
+    requeues: bool = True,
 ) -> ReconcileResult:
     """Converge one job queue; raises RetryableError when the caller should retry the record.
 
@@ -113,6 +118,7 @@ def reconcile(
     `chain` is the requeue chain of a requeued "waiting" message: one run per queue keeps a
     chain going (status `requeueChain`); a message of any other chain does nothing, so the
     resync, stream records and locked retries never multiply a waiting queue's requeues.
+    `requeues` False (`quotactl reconcile`, which sends no requeue) keeps the chain status has.
     """
     now = deps.clock.now()
     if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
@@ -123,7 +129,9 @@ def reconcile(
             tags_pending=sorted(read_share_tags),
         )
     try:
-        return _Run(queue, deps, now, frozenset(read_share_tags), chain).run_and_report()
+        run = _Run(queue, deps, now, frozenset(read_share_tags), chain)
+        run.requeues = requeues
+        return run.run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)
 
@@ -139,6 +147,7 @@ class _Run:
     ):
         self.queue = queue
         self.chain = chain
+        self.requeues = True
         self.deps = deps
         self.now = now
         self.read_share_tags = read_share_tags
@@ -425,7 +434,7 @@ class _Run:
             result.requeue_after = self.deps.settings.requeue_seconds
         if failure:
             result.requeue_after = None
-        if result.requeue_after is not None:
+        if result.requeue_after is not None and self.requeues:
             result.chain = f"{self.stamp} {self.deps.owner}"
         self._write_status(desired, observed, report, the_plan, held, failure)
 
@@ -614,7 +623,9 @@ class _Run:
             "alerted": self.raised[-_ALERT_MEMORY:],
             "managed": (self.queue_status or {}).get("managed", {}),
             "lastApprovedChange": self.last_approved,
-            "requeueChain": self.result.chain,
+            "requeueChain": self.result.chain
+            if self.requeues
+            else (self.queue_status or {}).get("requeueChain"),
             "updatedAt": self.stamp,
         }
 

@@ -43,6 +43,7 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
         "waitingFor": (queue_status or {}).get("waitingFor", []),
         "heldChange": (queue_status or {}).get("heldChange"),
         "lastApprovedChange": (queue_status or {}).get("lastApprovedChange"),
+        "requeueChain": (queue_status or {}).get("requeueChain"),
         "lastAppliedAt": (queue_status or {}).get("lastAppliedAt"),
         "lastError": (queue_status or {}).get("lastError"),
         "errors": (queue_status or {}).get("errors", []),
