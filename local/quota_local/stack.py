@@ -594,6 +594,11 @@ class LocalStack:
         self._resync({"source": "aws.scheduler"}, FakeContext(f"{self.prefix}-resync"))
         self._next_resync = self.clock.time() + self.shape.resync_seconds
 
+    def postpone_resync(self, seconds: float) -> None:
+        """No scheduled resync for this long (as with a schedule turned off): what the stream
+        and the requeue chain do alone shows."""
+        self._next_resync = self.clock.time() + seconds
+
     # -- config --------------------------------------------------------------------------------
 
     @property

@@ -371,3 +371,51 @@ def test_quotactl_reconcile_of_a_waiting_queue_leaves_its_requeue_chain_going(
     stack.advance(65)
     assert stack.requeue.invocations > before
     assert stack.status(QUEUE)["heldChange"]["decision"] == "draining"
+
+
+@pytest.mark.parametrize("fault", ["none", "sns-down-after-the-status-write"])
+def test_a_chain_run_cut_short_after_its_status_write_keeps_the_queue_requeued(
+    stack: LocalStack, fault: str
+) -> None:
+    draining(stack)
+    jobs = [
+        j["jobId"]
+        for j in stack.batch.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNING")[
+            "jobSummaryList"
+        ]
+    ]
+    stack.postpone_resync(3600)  # only the requeue chain drives the queue
+    if fault != "none":
+        # A new problem whose alert cannot be published: the run writes status (with its new
+        # chain), then raises RetryableError; the message comes back with its old chain.
+        stack.emulator.set_resource_status("team-a", "INVALID", "odd")
+        sns = stack.client("sns")
+        sns.delete_topic(TopicArn=stack.topic_arn)
+        stack.advance(35)
+        sns.create_topic(Name=stack.topic_arn.rsplit(":", 1)[-1])
+    for job in jobs:
+        stack.emulator.set_job_status(job, "SUCCEEDED")
+
+    stack.advance(1800)  # the visibility timeout (720 s) and many chain periods
+
+    assert team_b_limit(stack) == 1
+
+
+def test_a_converged_queue_is_not_rewritten_by_every_resync(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from quota_controller.config_store import DynamoConfigStore
+
+    stack.apply(guide_layout().build())
+    stack.advance(2 * stack.shape.resync_seconds)
+    writes: list[list[str]] = []
+    real = DynamoConfigStore.write_status
+
+    def counted(self: DynamoConfigStore, queue: str, items: Any, deletes: Any) -> None:
+        writes.append([i["item"] for i in items])
+        real(self, queue, items, deletes)
+
+    monkeypatch.setattr(DynamoConfigStore, "write_status", counted)
+    stack.advance(stack.shape.resync_seconds)
+
+    assert writes == []  # status is written when it changes, not on every reconcile

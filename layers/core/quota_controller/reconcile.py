@@ -199,7 +199,12 @@ class _Run:
         return result
 
     def run(self) -> ReconcileResult:
-        if self.chain is not None and (self.queue_status or {}).get("requeueChain") != self.chain:
+        status = self.queue_status or {}
+        if self.chain is not None and self.chain not in (
+            status.get("requeueChain"),
+            # the run of this very message wrote its successor, then failed to send it
+            status.get("requeueChainFrom"),
+        ):
             # A later run started its own chain (or needs none): this message has no work left.
             self.result.outcome = "superseded"
             self.result.tags_pending = sorted(self.read_share_tags)
@@ -626,6 +631,9 @@ class _Run:
             "requeueChain": self.result.chain
             if self.requeues
             else (self.queue_status or {}).get("requeueChain"),
+            "requeueChainFrom": self.chain
+            if self.requeues
+            else (self.queue_status or {}).get("requeueChainFrom"),
             "updatedAt": self.stamp,
         }
 

@@ -67,15 +67,16 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "alerted": list,
     "waitingFor": list,
     "errors": list,
-    "heldChange": dict,
+    "heldChange": (dict, type(None)),
     "managed": dict,
     "resources": dict,
     "appliedTags": dict,
-    "observedGeneration": str,
-    "lastApprovedChange": str,
-    "requeueChain": str,
+    "observedGeneration": (str, type(None)),
+    "lastApprovedChange": (str, type(None)),
+    "requeueChain": (str, type(None)),
+    "requeueChainFrom": (str, type(None)),
     "lastAppliedAt": str,
-    "lastError": str,
+    "lastError": (str, type(None)),
 }
 
 
@@ -138,7 +139,7 @@ def differs(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
 
     def strip(item: Mapping[str, Any]) -> str:
         return json.dumps(
-            {k: plain(v) for k, v in item.items() if k not in _VOLATILE},
+            {k: plain(v) for k, v in item.items() if k not in _VOLATILE and k != PARTITION_KEY},
             sort_keys=True,
             default=str,
         )
