@@ -419,3 +419,54 @@ def test_a_converged_queue_is_not_rewritten_by_every_resync(
     stack.advance(stack.shape.resync_seconds)
 
     assert writes == []  # status is written when it changes, not on every reconcile
+
+
+def share_tags(stack: LocalStack, name: str) -> dict[str, str]:
+    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    arn = next(s for s in shares if s["quotaShareName"] == name)["quotaShareArn"]
+    return dict(stack.batch.list_tags_for_resource(resourceArn=arn)["tags"])
+
+
+def test_share_tags_a_requeue_carries_are_read_even_when_another_chain_took_over(
+    stack: LocalStack,
+) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    wanted = share_tags(stack, "team-a")
+    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    arn = next(s for s in shares if s["quotaShareName"] == "team-a")["quotaShareArn"]
+    stack.batch.tag_resource(resourceArn=arn, tags={"added": "in-the-console"})
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 2
+    stack.apply(doc)
+    stack.run_until_idle()  # team-a is UPDATING
+    stack.resync()
+    stack.run_until_idle()  # its tags cannot be read yet: the requeue carries them on
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 2
+    stack.apply(doc)
+    stack.run_until_idle()  # an unrelated edit: its run starts another requeue chain
+    stack.postpone_resync(3600)
+
+    stack.advance(1200)
+
+    assert share_tags(stack, "team-a") == wanted
+
+
+def test_a_chain_message_that_finds_the_queue_locked_stays_in_its_chain(
+    stack: LocalStack,
+) -> None:
+    from quota_controller import composition
+    from quota_controller.reconcile import reconcile
+
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    until = int(stack.clock.time()) + 600
+    stack.table.put_item(
+        Item={"queue": QUEUE, "item": "LOCK#RECONCILE", "owner": "other", "expiresAt": until}
+    )
+
+    locked = reconcile(QUEUE, composition.reconcile_deps(owner="me"), chain="chain-1")
+
+    # Its requeue carries the chain on, so it is superseded if another chain took over,
+    # instead of coming back chainless (and so never superseded) on every collision.
+    assert (locked.outcome, locked.chain) == ("locked", "chain-1")

@@ -127,6 +127,7 @@ def reconcile(
             "locked",
             requeue_after=deps.settings.requeue_seconds,
             tags_pending=sorted(read_share_tags),
+            chain=chain,  # a locked chain message stays in its chain (superseded if it lost)
         )
     try:
         run = _Run(queue, deps, now, frozenset(read_share_tags), chain)
@@ -200,10 +201,15 @@ class _Run:
 
     def run(self) -> ReconcileResult:
         status = self.queue_status or {}
-        if self.chain is not None and self.chain not in (
-            status.get("requeueChain"),
-            # the run of this very message wrote its successor, then failed to send it
-            status.get("requeueChainFrom"),
+        if (
+            self.chain is not None
+            and not self.read_share_tags  # tags to read: work no other message carries
+            and self.chain
+            not in (
+                status.get("requeueChain"),
+                # the run of this very message wrote its successor, then failed to send it
+                status.get("requeueChainFrom"),
+            )
         ):
             # A later run started its own chain (or needs none): this message has no work left.
             self.result.outcome = "superseded"
