@@ -130,9 +130,10 @@ def handle_event(
         tags_read.setdefault(queue, set()).update(unread)
         outcome.results[queue] = result
         if result.requeue_after is not None:
-            requeuer.requeue(
-                queue, result.requeue_after, result.outcome, result.tags_pending, result.chain
-            )
+            # A locked run did nothing: its requeue keeps what sent it (a resync's reconcile
+            # then still counts what it repairs as DriftRepaired).
+            reason = trigger if result.outcome == "locked" else result.outcome
+            requeuer.requeue(queue, result.requeue_after, reason, result.tags_pending, result.chain)
 
     def run_stream(record: DynamoDBRecord) -> None:
         run(queue_of_stream_record(record), "stream")
