@@ -304,6 +304,7 @@ class SqsSource:
                     )
                 else:
                     self._held.remove(message)
+                    self._seen_at.pop(message["MessageId"], None)
                     self._sqs.delete_message(
                         QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"]
                     )

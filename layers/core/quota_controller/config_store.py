@@ -26,7 +26,13 @@ from botocore.exceptions import (
 )
 
 from quota_controller.ports import RetryableError
-from quota_controller.status import CHANGE_PREFIX, LEASE_ITEM, QUEUE_STATUS, share_status_key
+from quota_controller.status import (
+    CHANGE_PREFIX,
+    LEASE_ITEM,
+    QUEUE_STATUS,
+    share_status_key,
+    well_formed,
+)
 from quota_controller.table_keys import (
     CONFIG_ATTRIBUTES,
     CONTROLLER_PREFIXES,
@@ -299,14 +305,17 @@ class DynamoConfigStore:
                     queue, key = str(item[PARTITION_KEY]), str(item.get(SORT_KEY, ""))
                     if not key.startswith(share_status):
                         queues.add(queue)
-                    elif item.get("quotaShareArn") and isinstance(item.get("appliedTags"), dict):
-                        # (a status item edited by hand into another shape is not compared)
+                        continue
+                    # A status item edited by hand into another shape is not compared (read as
+                    # the reconcile reads it).
+                    applied = well_formed(plain(item)).get("appliedTags")
+                    if item.get("quotaShareArn") and applied is not None:
                         view.applied_share_tags.append(
                             AppliedShareTags(
                                 queue,
                                 key[len(share_status) :],
                                 str(item["quotaShareArn"]),
-                                {str(k): str(v) for k, v in plain(item["appliedTags"]).items()},
+                                dict(applied),
                             )
                         )
                 if "LastEvaluatedKey" not in page:

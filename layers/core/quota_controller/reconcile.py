@@ -130,9 +130,7 @@ def reconcile(
             chain=chain,  # a locked chain message stays in its chain (superseded if it lost)
         )
     try:
-        run = _Run(queue, deps, now, frozenset(read_share_tags), chain)
-        run.requeues = requeues
-        return run.run_and_report()
+        return _Run(queue, deps, now, frozenset(read_share_tags), chain, requeues).run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)
 
@@ -145,10 +143,11 @@ class _Run:
         now: datetime,
         read_share_tags: frozenset[str] = frozenset(),
         chain: str | None = None,
+        requeues: bool = True,
     ):
         self.queue = queue
         self.chain = chain
-        self.requeues = True
+        self.requeues = requeues
         self.deps = deps
         self.now = now
         self.read_share_tags = read_share_tags
@@ -177,8 +176,7 @@ class _Run:
         self.raised: list[str] = []
         # The last approved change applied (the next change id depends on it), and the id
         # this run's approvedChange approves, if it approves what the guard holds.
-        last = (self.queue_status or {}).get("lastApprovedChange")
-        self.last_approved: str | None = last if isinstance(last, str) else None
+        self.last_approved: str | None = (self.queue_status or {}).get("lastApprovedChange")
         self.approving: str | None = None
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
@@ -213,7 +211,6 @@ class _Run:
         ):
             # A later run started its own chain (or needs none): this message has no work left.
             self.result.outcome = "superseded"
-            self.result.tags_pending = sorted(self.read_share_tags)
             return self.result
         if not self.config and self.queue_status is None:
             self.result.outcome = "absent"

@@ -322,12 +322,13 @@ def _check_request(name: str, request: Request) -> None:
     checked by botocore already; this holds the same for callers of the core itself."""
     try:
         from botocore.exceptions import ParamValidationError
+        from botocore.model import OperationNotFoundError
         from botocore.validate import validate_parameters
     except ImportError:  # the core runs without botocore too: then nothing is checked here
         return
     try:
         shape = _batch_model().operation_model(name).input_shape
-    except Exception:  # an operation the installed model does not know: nothing to check
+    except OperationNotFoundError:  # an operation the installed model does not know
         return
     if shape is None:
         return
