@@ -49,6 +49,8 @@ EXPECTED = {
     "state-change-preempted-failed.json": {"PreemptedJobsRule"},
     "state-change-foreign-queue.json": {"PreemptedJobsRule"},
     "state-change-stuck.json": {"StuckJobsRule"},
+    "queue-blocked-stuck.json": {"StuckJobsRule"},
+    "queue-blocked-other-reason.json": set(),  # the documented example's placeholder reason
     "state-change-succeeded.json": set(),
     "state-change-runnable-not-preempted.json": set(),
 }

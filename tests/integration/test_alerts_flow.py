@@ -298,6 +298,8 @@ SAMPLES = {
     "state-change-preempted-failed.json": (["PREEMPTION"], False),
     "state-change-foreign-queue.json": ([], False),
     "state-change-stuck.json": (["JOB_STUCK"], False),
+    "queue-blocked-stuck.json": (["JOB_STUCK"], False),
+    "queue-blocked-other-reason.json": ([], False),  # no rule matches the placeholder reason
     "state-change-succeeded.json": ([], False),  # no rule matches it
     "state-change-runnable-not-preempted.json": ([], False),
 }

@@ -509,6 +509,12 @@ def sample_job(preempted: bool) -> JobBuilder:
             False,
             (f"{SAMPLE_JOB}:stuck:MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED", "RUNNABLE"),
         ),
+        (
+            "queue-blocked-stuck.json",
+            False,
+            (f"{SAMPLE_JOB}:stuck:MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED", "RUNNABLE"),
+        ),
+        ("queue-blocked-other-reason.json", False, None),
         ("state-change-runnable-not-preempted.json", False, None),
         ("state-change-succeeded.json", False, None),
     ],

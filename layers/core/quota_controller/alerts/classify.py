@@ -137,7 +137,7 @@ def observe(event: BatchEvent, described: JobDetail | None) -> Observation | Non
     # the job ID (as in the documented state-change example).
     job_id = (described.jobId if described and described.jobId else None) or event.job_id()
     job = described or JobDetail()
-    if event.is_state_change:
+    if event.carries_job:
         detail = event.job_detail()
         job = _merge(detail, described)
         reason = detail.statusReason or ""

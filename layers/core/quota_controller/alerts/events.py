@@ -1,7 +1,11 @@
 """Inbound AWS Batch events (EventBridge), as the alert pipeline reads them.
 
 Batch adds fields over time, so every model ignores unknown ones; the preemption events carry
-only the job ARN, status and reason. Timestamps arrive as epoch milliseconds (the API) or
+only the job ARN, status and reason. State Change and Queue Blocked events carry the job as
+DescribeServiceJob shows it (without tags and payload): Batch sets a stuck job's reason when
+the job reaches the front of the queue and announces it with a Queue Blocked event
+(batch/latest/userguide/batch-service-job-queue-blocked-events.html), not on the State Change
+of its move to RUNNABLE. Timestamps arrive as epoch milliseconds (the API) or
 seconds (some documented samples): both are normalised to milliseconds.
 """
 
@@ -15,7 +19,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 STATE_CHANGE = "Batch Service Job State Change"
 PREEMPTION_STARTED = "Batch Service Job Preemption Started"
 PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
-DETAIL_TYPES = (STATE_CHANGE, PREEMPTION_STARTED, PREEMPTION_COMPLETED)
+QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
+DETAIL_TYPES = (STATE_CHANGE, PREEMPTION_STARTED, PREEMPTION_COMPLETED, QUEUE_BLOCKED)
 
 # Milliseconds since the epoch are > 1e11 for any date after 1973; seconds are not.
 _MS_THRESHOLD = 100_000_000_000
@@ -114,6 +119,7 @@ class BatchEvent(_Inbound):
         "Batch Service Job State Change",
         "Batch Service Job Preemption Started",
         "Batch Service Job Preemption Completed",
+        "Batch Service Job Queue Blocked",
     ] = Field(alias="detail-type")
     source: Literal["aws.batch"]
     account: str | None = None
@@ -124,12 +130,12 @@ class BatchEvent(_Inbound):
     detail: dict[str, Any]
 
     @property
-    def is_state_change(self) -> bool:
-        """A Service Job State Change."""
-        return self.detail_type == STATE_CHANGE
+    def carries_job(self) -> bool:
+        """A State Change or Queue Blocked event: its detail is the job (a `JobDetail`)."""
+        return self.detail_type in (STATE_CHANGE, QUEUE_BLOCKED)
 
     def job_detail(self) -> JobDetail:
-        """The state-change detail (raises ValidationError on a malformed one)."""
+        """The job of a State Change or Queue Blocked event (ValidationError if malformed)."""
         return JobDetail.model_validate(self.detail)
 
     def preemption_detail(self) -> PreemptionDetail:
@@ -142,7 +148,7 @@ class BatchEvent(_Inbound):
         The documented state-change example has a jobId that differs from the ARN's last
         segment; the jobId field is the one DescribeServiceJob takes.
         """
-        if self.is_state_change:
+        if self.carries_job:
             detail = self.job_detail()
             if detail.jobId:
                 return detail.jobId
