@@ -131,7 +131,16 @@ class LocalStack:
         server: bool = False,
         port: int = 0,
         run_jobs: bool = True,
+        variants: Mapping[str, Any] | str | os.PathLike[str] | None = None,
     ):
+        from quota_local.emulator.variants import VARIANTS_ENV, resolve_variants
+
+        # The emulator's open behaviours (docs/emulator.md, "Variants"): a mapping of name ->
+        # value, a profile name, or a conformance file; none given: $QUOTA_LOCAL_VARIANTS.
+        # Resolved here, so a bad name or value fails before anything starts.
+        if variants is None:
+            variants = os.environ.get(VARIANTS_ENV) or None
+        self.variants: dict[str, Any] = resolve_variants(variants)
         self.region = region
         self.prefix = prefix
         self.settle_seconds = settle_seconds
@@ -201,7 +210,10 @@ class LocalStack:
             self._mock.start()
         # A slow Batch call (Fault delay_seconds) moves the virtual clock, not the wall clock.
         emulator.configure(
-            clock=self.clock.time, settle_seconds=self.settle_seconds, sleep=self.clock.advance
+            clock=self.clock.time,
+            settle_seconds=self.settle_seconds,
+            sleep=self.clock.advance,
+            variants=self.variants,
         )
         self._create_resources()
         if self.run_jobs:
@@ -231,7 +243,9 @@ class LocalStack:
         if self.scheduler is not None:
             self.scheduler.detach()
             self.scheduler = None
-        emulator.configure(clock=time.time, settle_seconds=0.0, sleep=time.sleep)
+        emulator.configure(
+            clock=time.time, settle_seconds=0.0, sleep=time.sleep, variants="default"
+        )
         if self._installed_emulator:
             emulator.uninstall()
             self._installed_emulator = False

@@ -22,6 +22,14 @@ from quota_local.emulator.core import (
     throttling,
 )
 from quota_local.emulator.scheduler import Scheduler, attach_scheduler
+from quota_local.emulator.variants import (
+    PROFILES,
+    VARIANTS,
+    VARIANTS_ENV,
+    Variant,
+    load_conformance,
+    resolve_variants,
+)
 
 # moto versions the adapter was tested against; others are refused by `install` unless
 # QUOTA_LOCAL_ALLOW_UNTESTED_MOTO=1, because the adapter relies on moto internals.
@@ -30,19 +38,25 @@ ALLOW_UNTESTED_MOTO_ENV = "QUOTA_LOCAL_ALLOW_UNTESTED_MOTO"
 
 __all__ = [
     "ALLOW_UNTESTED_MOTO_ENV",
+    "PROFILES",
     "SUPPORTED_MOTO_VERSIONS",
+    "VARIANTS",
+    "VARIANTS_ENV",
     "BatchQuotaEmulator",
     "CallRecord",
     "EmulatorError",
     "EmulatorSettings",
     "Fault",
     "Scheduler",
+    "Variant",
     "attach_scheduler",
     "configure",
     "current_settings",
     "emulator_for",
     "install",
     "is_installed",
+    "load_conformance",
+    "resolve_variants",
     "server_error",
     "slow",
     "throttling",

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+from quota_local.emulator.variants import VariantSpec, defaults, resolve_variants
 
 Clock = Callable[[], float]
 # Lets `seconds` pass on the clock: time.sleep for the wall clock, a virtual clock's advance.
@@ -159,18 +160,27 @@ class EmulatorSettings:
     settle_seconds: float = 0.0
     # How a slow call (Fault.delay_seconds) lets time pass; with a virtual clock, its advance.
     sleep: Sleep = time.sleep
+    # The open behaviours (quota_local.emulator.variants), every name with its value.
+    variants: dict[str, Any] = field(default_factory=defaults)
 
 
 _SETTINGS = EmulatorSettings()
 
 
 def configure(
-    clock: Clock | None = None, settle_seconds: float | None = None, sleep: Sleep | None = None
+    clock: Clock | None = None,
+    settle_seconds: float | None = None,
+    sleep: Sleep | None = None,
+    variants: VariantSpec = None,
 ) -> None:
-    """Set the clock, settle time and sleep of all emulators; None leaves a setting unchanged.
+    """Set the clock, settle time, sleep and variants of all emulators; None leaves a setting
+    unchanged. `variants` is resolved whole (names not given take their defaults).
 
-    Restore the defaults with `configure(clock=time.time, settle_seconds=0.0, sleep=time.sleep)`.
+    Restore the defaults with `configure(clock=time.time, settle_seconds=0.0, sleep=time.sleep,
+    variants="default")`.
     """
+    if variants is not None:
+        _SETTINGS.variants = resolve_variants(variants)
     if settle_seconds is not None:
         if settle_seconds < 0:
             raise ValueError("settle_seconds must be >= 0")
@@ -184,7 +194,10 @@ def configure(
 def current_settings() -> EmulatorSettings:
     """A copy of the shared settings."""
     return EmulatorSettings(
-        clock=_SETTINGS.clock, settle_seconds=_SETTINGS.settle_seconds, sleep=_SETTINGS.sleep
+        clock=_SETTINGS.clock,
+        settle_seconds=_SETTINGS.settle_seconds,
+        sleep=_SETTINGS.sleep,
+        variants=dict(_SETTINGS.variants),
     )
 
 
@@ -478,6 +491,7 @@ class BatchQuotaEmulator:
         settle_seconds: float | None = None,
         sleep: Sleep | None = None,
         external_job_queues: ExternalJobQueues | None = None,
+        variants: VariantSpec = None,
     ) -> None:
         self.account_id = account_id
         self.region = region
@@ -485,6 +499,7 @@ class BatchQuotaEmulator:
         self._clock = clock
         self._settle_seconds = settle_seconds
         self._sleep = sleep
+        self._variants = None if variants is None else resolve_variants(variants)
         self.external_job_queues = external_job_queues
         self.scheduling_policies: dict[str, SchedulingPolicy] = {}
         self.service_environments: dict[str, ServiceEnvironment] = {}
@@ -537,6 +552,15 @@ class BatchQuotaEmulator:
     def sleep(self) -> Sleep:
         """How a slow call lets time pass (per-instance, else the shared one from `configure`)."""
         return self._sleep or _SETTINGS.sleep
+
+    @property
+    def variants(self) -> dict[str, Any]:
+        """Every variant's value (this emulator's own, else the shared ones from `configure`)."""
+        return self._variants if self._variants is not None else _SETTINGS.variants
+
+    def variant(self, name: str) -> Any:
+        """The value of one variant (KeyError for a name `VARIANTS` does not have)."""
+        return self.variants[name]
 
     @property
     def settle_seconds(self) -> float:
