@@ -214,6 +214,31 @@ def connect(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> T
     return target
 
 
+# For commands that take these options without the config table (quotactl conformance).
+region_name = _region
+endpoint_url = _endpoint_url
+
+
+def session_target(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> Target:
+    """Session, Region and endpoint from the options, for commands that need no config table."""
+    environ = os.environ if env is None else env
+    wanted = getattr(args, "region", None) or environ.get("AWS_REGION") or None
+    session = _session(getattr(args, "profile", None), wanted)
+    if not session.region_name:
+        raise UsageError("no AWS Region: pass --region, set AWS_REGION, or set one in the profile")
+    return Target(
+        session=session,
+        region=session.region_name,
+        table_name="",
+        endpoint_url=getattr(args, "endpoint_url", None),
+    )
+
+
+def local_target(args: argparse.Namespace) -> Target:
+    """The local stack of `quotactl local up` (UsageError when none is running)."""
+    return _local_target(args)
+
+
 def _local_target(args: argparse.Namespace) -> Target:
     import boto3
 

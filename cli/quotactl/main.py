@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--name", metavar="NAME", help="job name (default SHARE-job)")
 
+    from quotactl import conformance_cmd
+
+    conformance_cmd.add_parser(sub)
     _add_operator_commands(sub)
     return parser
 
@@ -210,6 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     out,
                 )
             return run_up(args.port, args.apply, out, speed=args.speed)
+        if args.command == "conformance":
+            from quotactl.conformance_cmd import run_conformance
+
+            return run_conformance(args, out)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operate import run
 

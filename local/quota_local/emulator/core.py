@@ -966,8 +966,13 @@ class BatchQuotaEmulator:
             if any(o["serviceEnvironment"] == env.arn for o in q.service_environment_order)
         ]
 
-    @staticmethod
-    def _refuse_if_transitional(kind: str, name: str, status: str, verb: str) -> None:
+    def _refuse_if_transitional(self, kind: str, name: str, status: str, verb: str) -> None:
+        if (
+            verb == "updated"
+            and status in ("CREATING", "UPDATING")
+            and self.variant("update_while_transitional") == "accept"
+        ):
+            return
         if status in TRANSITIONAL:
             raise _client_error(
                 f"{kind} {name} cannot be {verb} while its status is {status}; "

@@ -148,6 +148,16 @@ _ALL = (
         "whether a DISABLED share still dispatches the jobs already submitted to it",
     ),
     Variant(
+        "update_while_transitional",
+        "refuse",
+        "accept",
+        ("refuse", "accept"),
+        NOT_DOCUMENTED + " (whether an update of a resource that is CREATING or UPDATING is "
+        "refused or taken)",
+        "UpdateQuotaShare / UpdateServiceEnvironment / UpdateJobQueue / UpdateSchedulingPolicy "
+        "of a resource still CREATING or UPDATING: refused, or taken",
+    ),
+    Variant(
         "environment_reduction_preempts",
         "no",
         "yes",
