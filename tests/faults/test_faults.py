@@ -54,7 +54,9 @@ def other_queue() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def shared() -> Iterator[LocalStack]:
+def shared(emulator_variants: str) -> Iterator[LocalStack]:
+    # Asks for the variants (tests/conftest.py) so each variant run gets a stack of its own.
+    del emulator_variants
     with LocalStack(batch_max_attempts=1, settle_seconds=SETTLE, run_jobs=False) as local:
         write(local, good())
         local.advance(120)
