@@ -227,6 +227,23 @@ class Probe:
         assert answer.response is not None
         return answer.response
 
+    def _retry(self, operation: str, **request: Any) -> dict[str, Any]:
+        """A write that Batch may refuse while the resource is still changing (its status may
+        not show yet: reads can lag), tried until it is taken."""
+        last: list[Answer] = []
+
+        def taken() -> bool:
+            last[:] = [self._call(operation, **request)]
+            return last[0].ok
+
+        try:
+            self._until(f"{operation} to be taken", taken)
+        except ProbeError:
+            raise ProbeError(
+                f"{operation} failed: {last[0].code}: {last[0].message}" if last else operation
+            ) from None
+        return last[0].response or {}
+
     def _until(self, what: str, check: Callable[[], Any]) -> tuple[Any, float]:
         """Poll `check` until it returns something truthy; (that, seconds waited)."""
         start = self.clock.now()
@@ -261,6 +278,7 @@ class Probe:
             )
 
     def _setup(self, unit: str, count: int) -> None:
+        self.unit = unit
         self.say("creating a scheduling policy, a service environment, a job queue, 2 shares")
         start = self.clock.now()
         policy = self._must(
@@ -391,41 +409,34 @@ class Probe:
         self.report.set("describe_unknown_arn", value, [a.evidence() for a in answers])
 
     def _probe_update_while_transitional(self) -> None:
+        """Two updates of share b back to back: the second reaches Batch while the first is
+        UPDATING (updates take seconds; the calls follow within a round trip)."""
         arn = self.shares["b"]
-        first = self._must(
-            "UpdateQuotaShare",
-            quotaShareArn=arn,
-            capacityLimits=[{"capacityUnit": self._unit(), "maxCapacity": 2}],
-        )
-        del first
-        status = (self._share(arn) or {}).get("status")
-        second = self._call(
-            "UpdateQuotaShare",
-            quotaShareArn=arn,
-            capacityLimits=[{"capacityUnit": self._unit(), "maxCapacity": 1}],
-        )
-        evidence = {"statusBeforeSecondUpdate": status, "secondUpdate": second.evidence()}
-        if status not in TRANSITIONAL:
-            self.report.not_probed["update_while_transitional"] = (
-                f"the share was {status} before the second update: nothing to observe"
-            )
-            self._observations("update_while_transitional", evidence)
-        else:
-            self.report.set(
-                "update_while_transitional", "accept" if second.ok else "refuse", evidence
-            )
-        self._until(
-            "quota share b to settle", lambda: (self._share(arn) or {}).get("status") == "VALID"
-        )
-
-    def _probe_read_after_write(self) -> None:
-        arn = self.shares["b"]
-        start = self.clock.now()
         self._must(
             "UpdateQuotaShare",
             quotaShareArn=arn,
-            capacityLimits=[{"capacityUnit": self._unit(), "maxCapacity": 3}],
+            capacityLimits=[{"capacityUnit": self.unit, "maxCapacity": 2}],
         )
+        second = self._call(
+            "UpdateQuotaShare",
+            quotaShareArn=arn,
+            capacityLimits=[{"capacityUnit": self.unit, "maxCapacity": 1}],
+        )
+        # Read afterwards, for the record only: a lagging read may still show VALID.
+        status = (self._share(arn) or {}).get("status")
+        evidence = {"secondUpdate": second.evidence(), "statusReadAfter": status}
+        self.report.set("update_while_transitional", "accept" if second.ok else "refuse", evidence)
+        self._settled(lambda: self._share(arn))
+
+    def _probe_read_after_write(self) -> None:
+        arn = self.shares["b"]
+        self._settled(lambda: self._share(arn))
+        self._retry(
+            "UpdateQuotaShare",
+            quotaShareArn=arn,
+            capacityLimits=[{"capacityUnit": self.unit, "maxCapacity": 3}],
+        )
+        start = self.clock.now()
 
         def shows_three() -> bool:
             detail = self._call("DescribeQuotaShare", quotaShareArn=arn).response or {}
@@ -441,10 +452,6 @@ class Probe:
         # than that, which the emulator's 0 stands for.
         value = 0 if lag < self.poll else math.ceil(lag)
         self.report.set("read_after_write_lag_seconds", value, list(self._lags))
-
-    def _unit(self) -> str:
-        env = self._environment(self.env_arn) or {}
-        return str(env["capacityLimits"][0]["capacityUnit"])
 
     def _observations(self, name: str, evidence: Any) -> None:
         self.report.observations[name] = evidence
@@ -571,8 +578,7 @@ class Probe:
         first = self._submit("b-running", "b", one, 0)
         self._until("the first job of share b to be dispatched", lambda: self._active(first))
         waiting = self._submit("b-waiting", "b", one, 0)
-        self._must("UpdateQuotaShare", quotaShareArn=self.shares["b"], state="DISABLED")
-        self._settled(lambda: self._share(self.shares["b"]))
+        self._retry("UpdateQuotaShare", quotaShareArn=self.shares["b"], state="DISABLED")
         self._call("TerminateServiceJob", jobId=first, reason="quotactl conformance: done")
         deadline = self.clock.now() + min(self.wait, 120.0)
         started = False
@@ -670,28 +676,23 @@ class Probe:
             if status not in (None, "SUCCEEDED", "FAILED"):
                 self._must("TerminateServiceJob", jobId=item.name, reason="quotactl conformance")
         elif item.kind == "quota-share":
-            self._settled(lambda: self._share(item.arn))
-            self._must("UpdateQuotaShare", quotaShareArn=item.arn, state="DISABLED")
-            self._settled(lambda: self._share(item.arn))
-            self._must("DeleteQuotaShare", quotaShareArn=item.arn)
+            self._retry("UpdateQuotaShare", quotaShareArn=item.arn, state="DISABLED")
+            self._retry("DeleteQuotaShare", quotaShareArn=item.arn)
             self._until(f"share {item.name} to be deleted", lambda: self._share(item.arn) is None)
         elif item.kind == "job-queue":
-            self._settled(lambda: self._queue(item.arn))
-            self._must("UpdateJobQueue", jobQueue=item.arn, state="DISABLED")
-            self._settled(lambda: self._queue(item.arn))
-            self._must("DeleteJobQueue", jobQueue=item.arn)
+            self._retry("UpdateJobQueue", jobQueue=item.arn, state="DISABLED")
+            self._retry("DeleteJobQueue", jobQueue=item.arn)
             self._until(f"queue {item.name} to be deleted", lambda: self._queue(item.arn) is None)
         elif item.kind == "service-environment":
-            self._settled(lambda: self._environment(item.arn))
-            self._must("UpdateServiceEnvironment", serviceEnvironment=item.arn, state="DISABLED")
-            self._settled(lambda: self._environment(item.arn))
-            self._must("DeleteServiceEnvironment", serviceEnvironment=item.arn)
+            self._retry("UpdateServiceEnvironment", serviceEnvironment=item.arn, state="DISABLED")
+            self._retry("DeleteServiceEnvironment", serviceEnvironment=item.arn)
             self._until(
                 f"environment {item.name} to be deleted",
                 lambda: self._environment(item.arn) is None,
             )
         elif item.kind == "scheduling-policy":
-            self._must("DeleteSchedulingPolicy", arn=item.arn)
+            # Refused while the queue's deletion is still being finished.
+            self._retry("DeleteSchedulingPolicy", arn=item.arn)
         elif item.kind == "event-rule":
             self.events.remove_targets(Rule=item.name, Ids=["probe"])
             self.events.delete_rule(Name=item.name)
