@@ -864,7 +864,7 @@ class QuotaScheduler:
             ):
                 self._dispatch(job, now)
                 return True
-            victims = self._plan(job, share, unit, count)
+            victims = self._plan(job, share, unit, count, used, cap)
         if victims is None:
             return False
         for victim, reason in victims:
@@ -887,24 +887,26 @@ class QuotaScheduler:
         for unit, count in job.demand:
             if self._fits(share, unit, count):
                 continue
-            plan = self._plan(job, share, unit, count)
+            plan = self._plan(
+                job, share, unit, count, self._used.get((job.share, unit), 0), share.cap_of(unit)
+            )
             if plan is None:
                 return None
             for victim, reason in plan:
                 victims.setdefault(victim.job_id, (victim, reason))
         return list(victims.values())
 
-    def _plan(self, job: _Job, share: _Share, unit: str, count: int) -> list[Victim] | None:
-        """Victims that make room for `count` instances of `unit` for `job`, or None when no
-        preemption can.
+    def _plan(
+        self, job: _Job, share: _Share, unit: str, count: int, used: int, cap: float
+    ) -> list[Victim] | None:
+        """Victims that make room for `count` instances of `unit` for `job` (its share holds
+        `used` of a ceiling of `cap`), or None when no preemption can.
 
         First reclaim capacity lent to other shares (only for a job that needs no borrowing),
         then, with in-share preemption, take lower-priority jobs of the job's own share, one by
         one, retrying the reclaim after each.
         """
         key = (job.share, unit)
-        used = self._used.get(key, 0)
-        cap = share.cap_of(unit)
         own = share.limit(unit)
         in_share_free = 0
         if share.config.in_share_preemption:
