@@ -75,6 +75,10 @@ IN_SHARE_PREEMPTION = (
 CAPACITY_LIMIT_PREEMPTION = (
     "Preemption triggered because the quota share's usage exceeds its updated capacity limits"
 )
+ENVIRONMENT_LIMIT_PREEMPTION = (
+    "Preemption triggered because the service environment's usage exceeds its updated capacity "
+    "limits"
+)
 PREEMPTION_IN_PROGRESS = "PREEMPTION_IN_PROGRESS"
 TIME_LIMIT_TERMINATION = "Terminated by JobStateTimeLimit action due to reason: {reason}"
 COMPLETED = "Received status from SageMaker: Training job completed"
@@ -94,6 +98,9 @@ class Kind(StrEnum):
     PREEMPT = "PREEMPT"  # SCHEDULED/STARTING/RUNNING -> RUNNABLE, or FAILED when out of retries
     TIME_LIMIT = "TIME_LIMIT"  # RUNNABLE -> FAILED by a jobStateTimeLimitActions entry
     REASON = "REASON"  # still RUNNABLE; its stuck reason changed (None = no longer stuck)
+    # Still RUNNABLE; a stuck job reached the front of its share, or its reason changed there
+    # (only with `announce_at_front`): what Batch announces with a Queue Blocked event.
+    BLOCKED = "BLOCKED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +170,9 @@ class JobSpec:
     preemption_retries: int | None = None
     # First-come-first-served position; None = order of submission to this scheduler.
     order: int | None = None
+    # Further instance types the job needs at the same time (SageMaker InstanceGroups): the
+    # job fits only when every type fits. Units are distinct and differ from `unit`.
+    extra_units: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,8 @@ class JobState:
     preemptions: int
     dispatched_at: float | None
     priority: int
+    # With `announce_at_front`: the job is stuck at the front of its share, its reason shown.
+    at_front: bool = False
 
 
 class _Share:
@@ -209,10 +221,16 @@ class _Share:
 
 class _Job:
     __slots__ = (
+        "announced",
         "count",
+        "demand",
         "dispatched_at",
+        "front",
+        "front_since",
         "job_id",
         "limit_due",
+        "multi",
+        "needs",
         "order",
         "preemptions",
         "priority",
@@ -246,6 +264,21 @@ class _Job:
         self.dispatched_at: float | None = None
         self.preemptions = 0
         self.limit_due: float | None = None
+        # Every (unit, count) the job holds at once; `multi` only for several units, so the
+        # single-type hot path never loops.
+        self.demand: tuple[tuple[str, int], ...] = ((spec.unit, spec.count), *spec.extra_units)
+        self.multi = bool(spec.extra_units)
+        self.needs: dict[str, int] = dict(self.demand)
+        # announce_at_front: at the front of its share with its reason announced (and since when).
+        self.front = False
+        self.front_since = 0.0
+        self.announced: str | None = None
+
+    def need(self, unit: str) -> int:
+        """Instances of `unit` the job holds while active."""
+        if not self.multi:
+            return self.count if unit == self.unit else 0
+        return self.needs.get(unit, 0)
 
 
 _PHASE = 0
@@ -257,9 +290,28 @@ _Eligible = Callable[[_Job], bool]
 class QuotaScheduler:
     """Schedules the jobs of one service environment and its quota shares."""
 
-    def __init__(self, config: PoolConfig, phases: Phases | None = None) -> None:
+    def __init__(
+        self,
+        config: PoolConfig,
+        phases: Phases | None = None,
+        *,
+        announce_at_front: bool = False,
+        environment_reduction_preempts: bool = False,
+    ) -> None:
+        """`announce_at_front`: a stuck job's reason is announced (Kind.BLOCKED) when the job is
+        at the front of its share, and jobStateTimeLimitActions count the time it spends there
+        (AWS: "remained at the head of the queue"); off, the reason counts from when the job
+        became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
+        below its usage preempts jobs until usage fits; off, nothing new dispatches until it
+        does."""
         self.phases = phases or Phases()
         self.config = config
+        self._announce = announce_at_front
+        self._environment_preempts = environment_reduction_preempts
+        # announce_at_front: stuck RUNNABLE jobs per share, and shares whose front may have moved.
+        self._stuck: dict[str, dict[str, _Job]] = {}
+        self._front_dirty: set[str] = set()
+        self._queues_by_share: dict[str, set[tuple[str, str]]] = {}
         self._env: dict[str, int] = {}
         self._shares: dict[str, _Share] = {}
         self._lender_limits: dict[str, int] = {}
@@ -317,8 +369,11 @@ class QuotaScheduler:
         known = self._jobs.get(spec.job_id)
         if known is not None:
             return known.reason
-        if spec.count < 1:
+        if spec.count < 1 or any(count < 1 for _, count in spec.extra_units):
             raise ValueError(f"job {spec.job_id}: count must be >= 1")
+        units = [spec.unit, *(unit for unit, _ in spec.extra_units)]
+        if len(set(units)) != len(units):
+            raise ValueError(f"job {spec.job_id}: an instance type is given twice")
         self._now = now
         job = _Job(spec, next(self._orders) if spec.order is None else spec.order)
         self._jobs[job.job_id] = job
@@ -336,14 +391,17 @@ class QuotaScheduler:
             return
         self._now = now
         if job.status in ACTIVE_STATUSES:
-            held = self._held_by_priority[(job.share, job.unit)]
-            held[job.priority] -= job.count
-            held[priority] = held.get(priority, 0) + job.count
+            for unit, count in job.demand:
+                held = self._held_by_priority[(job.share, unit)]
+                held[job.priority] -= count
+                held[priority] = held.get(priority, 0) + count
             job.priority = priority
             return
         job.priority = priority
         if job.queued:
             self._push_queue(job)
+        if self._announce and job.share in self._stuck:
+            self._front_dirty.add(job.share)
 
     def set_status(self, job_id: str, status: str, now: float) -> None:
         """Adopt a status set from outside (a test lever, a termination, a deletion)."""
@@ -380,6 +438,8 @@ class QuotaScheduler:
         """Process everything due up to `until`, in time order; return the transitions."""
         if self._dirty_queues or self._dirty_units:
             self._dispatch_pass(self._now)
+        if self._front_dirty:
+            self._update_fronts(self._now)
         timers = self._timers
         while timers and timers[0][0] <= until:
             due, _, kind, job_id, version = heapq.heappop(timers)
@@ -391,8 +451,11 @@ class QuotaScheduler:
                 else:
                     self._time_limit(job, due)
             # One dispatch pass per instant, after every timer of that instant.
-            if (self._dirty_queues or self._dirty_units) and (not timers or timers[0][0] > due):
-                self._dispatch_pass(due)
+            if not timers or timers[0][0] > due:
+                if self._dirty_queues or self._dirty_units:
+                    self._dispatch_pass(due)
+                if self._front_dirty:
+                    self._update_fronts(due)
         if until > self._now:
             self._now = until
         out, self._out = self._out, []
@@ -417,7 +480,9 @@ class QuotaScheduler:
         job = self._jobs.get(job_id)
         if job is None:
             return None
-        return JobState(job.status, job.reason, job.preemptions, job.dispatched_at, job.priority)
+        return JobState(
+            job.status, job.reason, job.preemptions, job.dispatched_at, job.priority, job.front
+        )
 
     def usage(self) -> dict[str, dict[str, int]]:
         """Instances held (SCHEDULED, STARTING, RUNNING) per share and unit."""
@@ -466,19 +531,26 @@ class QuotaScheduler:
 
     def _static_reason(self, job: _Job) -> str | None:
         """Why the job can never run under the current configuration (None: it can)."""
-        env_cap = self._env.get(job.unit)
-        if env_cap is None or job.count > env_cap:
+        if not job.multi:
+            return self._unit_reason(job.share, job.unit, job.count)
+        # Several instance types: the first reason in the documented order any of them has.
+        reasons = {self._unit_reason(job.share, unit, count) for unit, count in job.demand}
+        return next((r for r in _REASON_ORDER if r in reasons), None)
+
+    def _unit_reason(self, share_name: str, unit: str, count: int) -> str | None:
+        env_cap = self._env.get(unit)
+        if env_cap is None or count > env_cap:
             return SERVICE_ENVIRONMENT_MAX_RESOURCE
-        share = self._shares.get(job.share)
+        share = self._shares.get(share_name)
         if share is None:
             return None
-        own = share.limit(job.unit)
+        own = share.limit(unit)
         if share.config.strategy != LEND_AND_BORROW:
-            return QUOTA_SHARE_LIMIT_EXCEEDED if job.count > own else None
-        if job.count > share.cap_of(job.unit):
+            return QUOTA_SHARE_LIMIT_EXCEEDED if count > own else None
+        if count > share.cap_of(unit):
             return QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED
-        lendable = self._lender_limits.get(job.unit, 0) - own
-        if job.count - own > lendable:
+        lendable = self._lender_limits.get(unit, 0) - own
+        if count - own > lendable:
             return BORROWABLE_CAPACITY_EXCEEDED
         return None
 
@@ -490,13 +562,33 @@ class QuotaScheduler:
             excess = self._used[key] - share.cap_of(key[1])
             if excess > 0:
                 victims = self._ranked(key, share.limit(key[1]), lambda _job: True)
-                for victim in self._take(victims, excess):
+                for victim in self._take(victims, excess, key[1]):
                     self._preempt(victim, CAPACITY_LIMIT_PREEMPTION, now, None)
+        if self._environment_preempts:
+            for unit in list(self._env_used):
+                excess = self._env_used[unit] - self._env.get(unit, 0)
+                if excess > 0:
+                    victims = self._environment_candidates(unit)
+                    taken = self._take(victims, excess, unit)
+                    for victim in taken if taken else victims:
+                        self._preempt(victim, ENVIRONMENT_LIMIT_PREEMPTION, now, None)
         for unit in [u for u, free in self._pool.items() if free < 0]:
             victims = self._borrowed_candidates(unit, exclude=None)
-            taken = self._take(victims, -self._pool[unit])
+            taken = self._take(victims, -self._pool[unit], unit)
             for victim in taken if taken else victims:
                 self._preempt(victim, CROSS_SHARE_PREEMPTION, now, None)
+
+    def _environment_candidates(self, unit: str) -> list[_Job]:
+        """Active jobs holding `unit`, in any share, in victim order (the documented heuristic:
+        borrowed instances, then priority, then run duration)."""
+        ranked: list[tuple[tuple[int, int, float, int], _Job]] = []
+        for key in [k for k in self._active if k[1] == unit]:
+            share = self._shares.get(key[0])
+            own = share.limit(unit) if share is not None else 0
+            for job, lent in self._borrowing(key, own).items():
+                ranked.append((self._victim_key(job, lent), job))
+        ranked.sort(key=lambda pair: pair[0])
+        return [job for _, job in ranked]
 
     # ----- queues -----------------------------------------------------------------------------
 
@@ -511,6 +603,8 @@ class QuotaScheduler:
 
     def _set_stuck(self, job: _Job, reason: str | None) -> None:
         job.reason = reason
+        if self._announce:
+            self._track_stuck(job, reason)
         if reason is None:
             job.limit_due = None
             if not job.queued:
@@ -520,16 +614,67 @@ class QuotaScheduler:
         job.qver += 1
         self._arm_time_limit(job)
 
+    def _track_stuck(self, job: _Job, reason: str | None) -> None:
+        stuck = self._stuck.get(job.share)
+        if reason is None:
+            job.front = False
+            job.announced = None
+            if stuck is not None:
+                stuck.pop(job.job_id, None)
+                if not stuck:
+                    del self._stuck[job.share]
+                # A job no longer stuck may now be ahead of the stuck ones.
+                self._front_dirty.add(job.share)
+            return
+        if stuck is None:
+            stuck = self._stuck[job.share] = {}
+        stuck[job.job_id] = job
+        self._front_dirty.add(job.share)
+
+    def _update_fronts(self, now: float) -> None:
+        """Announce stuck jobs that are at the front of their share: no RUNNABLE job of the
+        share (waiting or stuck, any instance type) is ahead of them in dispatch order."""
+        dirty, self._front_dirty = self._front_dirty, set()
+        for name in dirty:
+            stuck = self._stuck.get(name)
+            if not stuck:
+                continue
+            best = min(stuck.values(), key=_queue_key)
+            best_key = _queue_key(best)
+            at_front = True
+            for key in self._queues_by_share.get(name, ()):
+                head = self._head(key)
+                if head is not None and _queue_key(head) < best_key:
+                    at_front = False
+                    break
+            for job in stuck.values():
+                if job is best and at_front:
+                    if not job.front:
+                        job.front = True
+                        job.front_since = now
+                    elif job.announced == job.reason:
+                        continue
+                    job.announced = job.reason
+                    self._out.append(
+                        Transition(job.job_id, Kind.BLOCKED, now, RUNNABLE, RUNNABLE, job.reason)
+                    )
+                    self._arm_time_limit(job)
+                elif job.front:
+                    # Behind another job now: the time at the head of the queue stops.
+                    job.front = False
+                    job.limit_due = None
+
     def _arm_time_limit(self, job: _Job) -> None:
         share = self._shares.get(job.share)
-        if share is None or job.reason is None:
+        if share is None or job.reason is None or (self._announce and not job.front):
             job.limit_due = None
             return
         seconds = share.config.time_limits.get(reason_code(job.reason))
         if seconds is None:
             job.limit_due = None
             return
-        due = job.runnable_since + seconds
+        start = job.front_since if self._announce else job.runnable_since
+        due = start + seconds
         if job.limit_due != due:
             job.limit_due = due
             heapq.heappush(self._timers, (due, next(self._seq), _LIMIT, job.job_id, job.version))
@@ -540,6 +685,11 @@ class QuotaScheduler:
         if queue is None:
             queue = self._queues[key] = []
             self._queues_by_unit.setdefault(job.unit, set()).add(key)
+            self._queues_by_share.setdefault(job.share, set()).add(key)
+        if job.multi:
+            # Capacity coming back in any of its types may let the job run.
+            for unit, _ in job.demand:
+                self._queues_by_unit.setdefault(unit, set()).add(key)
         job.qver += 1
         job.queued = True
         heapq.heappush(queue, (-job.priority, job.order, job.qver, job.job_id))
@@ -560,29 +710,39 @@ class QuotaScheduler:
         job.queued = False
         job.qver += 1
         job.limit_due = None
+        if self._announce and job.share in self._stuck:
+            self._track_stuck(job, None)
+            self._front_dirty.add(job.share)
 
     # ----- capacity ---------------------------------------------------------------------------
 
     def _hold(self, job: _Job, sign: int) -> None:
-        key = (job.share, job.unit)
-        amount = sign * job.count
+        if job.multi:
+            for unit, count in job.demand:
+                self._hold_unit(job, unit, count, sign)
+        else:
+            self._hold_unit(job, job.unit, job.count, sign)
+
+    def _hold_unit(self, job: _Job, unit: str, count: int, sign: int) -> None:
+        key = (job.share, unit)
+        amount = sign * count
         before = self._used.get(key, 0)
         self._used[key] = before + amount
-        self._env_used[job.unit] = self._env_used.get(job.unit, 0) + amount
+        self._env_used[unit] = self._env_used.get(unit, 0) + amount
         share = self._shares.get(job.share)
         if share is not None and share.lends:
-            self._pool[job.unit] = self._pool.get(job.unit, 0) - amount
-            own = share.limit(job.unit)
+            self._pool[unit] = self._pool.get(unit, 0) - amount
+            own = share.limit(unit)
             over = max(0, before + amount - own) - max(0, before - own)
             if over:
-                self._borrowed[job.unit] = self._borrowed.get(job.unit, 0) + over
+                self._borrowed[unit] = self._borrowed.get(unit, 0) + over
         held = self._held_by_priority.setdefault(key, {})
         held[job.priority] = held.get(job.priority, 0) + amount
         if sign > 0:
             self._active.setdefault(key, {})[job.job_id] = job
         else:
             self._active[key].pop(job.job_id, None)
-            self._dirty_units.add(job.unit)
+            self._dirty_units.add(unit)
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
         job.status = status
@@ -668,24 +828,43 @@ class QuotaScheduler:
     def _borrows(self, job: _Job) -> bool:
         """Whether the job needs more than what is left of its share's own limit."""
         share = self._shares.get(job.share)
+        if job.multi:
+            return any(
+                self._used.get((job.share, unit), 0) + count
+                > (share.limit(unit) if share is not None else 0)
+                for unit, count in job.demand
+            )
         own = share.limit(job.unit) if share is not None else 0
         return self._used.get((job.share, job.unit), 0) + job.count > own
+
+    def _fits(self, share: _Share, unit: str, count: int) -> bool:
+        return (
+            self._used.get((share.name, unit), 0) + count <= share.cap_of(unit)
+            and self._env_used.get(unit, 0) + count <= self._env.get(unit, 0)
+            and (not share.lends or self._pool.get(unit, 0) >= count)
+        )
 
     def _place(self, job: _Job, now: float) -> bool:
         share = self._shares.get(job.share)
         if share is None or not share.enabled:
             return False
-        unit, count = job.unit, job.count
-        used = self._used.get((job.share, unit), 0)
-        cap = share.cap_of(unit)
-        if (
-            used + count <= cap
-            and self._env_used.get(unit, 0) + count <= self._env.get(unit, 0)
-            and (not share.lends or self._pool.get(unit, 0) >= count)
-        ):
-            self._dispatch(job, now)
-            return True
-        victims = self._plan(job, share, used, cap, now)
+        if job.multi:
+            if all(self._fits(share, unit, count) for unit, count in job.demand):
+                self._dispatch(job, now)
+                return True
+            victims = self._plan_all(job, share)
+        else:
+            unit, count = job.unit, job.count
+            used = self._used.get((job.share, unit), 0)
+            cap = share.cap_of(unit)
+            if (
+                used + count <= cap
+                and self._env_used.get(unit, 0) + count <= self._env.get(unit, 0)
+                and (not share.lends or self._pool.get(unit, 0) >= count)
+            ):
+                self._dispatch(job, now)
+                return True
+            victims = self._plan(job, share, unit, count, used, cap)
         if victims is None:
             return False
         for victim, reason in victims:
@@ -701,18 +880,33 @@ class QuotaScheduler:
 
     # ----- preemption -------------------------------------------------------------------------
 
+    def _plan_all(self, job: _Job, share: _Share) -> list[Victim] | None:
+        """Victims that make room for a job of several instance types: a plan per type (each
+        alone frees enough of its type), together; None when one type has none."""
+        victims: dict[str, Victim] = {}
+        for unit, count in job.demand:
+            if self._fits(share, unit, count):
+                continue
+            plan = self._plan(
+                job, share, unit, count, self._used.get((job.share, unit), 0), share.cap_of(unit)
+            )
+            if plan is None:
+                return None
+            for victim, reason in plan:
+                victims.setdefault(victim.job_id, (victim, reason))
+        return list(victims.values())
+
     def _plan(
-        self, job: _Job, share: _Share, used: int, cap: float, now: float
+        self, job: _Job, share: _Share, unit: str, count: int, used: int, cap: float
     ) -> list[Victim] | None:
-        """Victims that make room for `job`, or None when no preemption can.
+        """Victims that make room for `count` instances of `unit` for `job` (its share holds
+        `used` of a ceiling of `cap`), or None when no preemption can.
 
         First reclaim capacity lent to other shares (only for a job that needs no borrowing),
         then, with in-share preemption, take lower-priority jobs of the job's own share, one by
         one, retrying the reclaim after each.
         """
-        del now
-        key = (job.share, job.unit)
-        unit, count = job.unit, job.count
+        key = (job.share, unit)
         own = share.limit(unit)
         in_share_free = 0
         if share.config.in_share_preemption:
@@ -739,7 +933,7 @@ class QuotaScheduler:
         freed = 0
         for taken in range(len(in_share) + 1):
             if taken:
-                freed += in_share[taken - 1].count
+                freed += in_share[taken - 1].need(unit)
             mine = [(v, IN_SHARE_PREEMPTION) for v in in_share[:taken]]
             left_pool = pool + (freed if share.lends else 0)
             env_short = env_used - freed + count - env_cap
@@ -749,7 +943,7 @@ class QuotaScheduler:
             if used - freed + count <= own and reclaimable:
                 if borrowed is None:
                     borrowed = self._borrowed_candidates(unit, exclude=job.share)
-                cross = self._take(borrowed, max(env_short, pool_short))
+                cross = self._take(borrowed, max(env_short, pool_short), unit)
                 if cross:
                     return mine + [(v, CROSS_SHARE_PREEMPTION) for v in cross]
         return None
@@ -777,7 +971,7 @@ class QuotaScheduler:
         if excess <= 0:
             return result
         for job in sorted(active.values(), key=_latest_first):
-            lent = min(job.count, excess)
+            lent = min(job.need(key[1]), excess)
             result[job] = lent
             excess -= lent
             if excess <= 0:
@@ -798,15 +992,15 @@ class QuotaScheduler:
         return (-lent, job.priority, -dispatched, -job.order)
 
     @staticmethod
-    def _take(victims: Iterable[_Job], need: float) -> list[_Job]:
-        """The first victims whose instances add up to `need` ([] if they cannot)."""
+    def _take(victims: Iterable[_Job], need: float, unit: str) -> list[_Job]:
+        """The first victims whose instances of `unit` add up to `need` ([] if they cannot)."""
         if need <= 0:
             return []
         taken: list[_Job] = []
         freed = 0
         for job in victims:
             taken.append(job)
-            freed += job.count
+            freed += job.need(unit)
             if freed >= need:
                 return taken
         return []
@@ -828,6 +1022,19 @@ class QuotaScheduler:
         stuck = self._enqueue(job, now)
         if stuck is not None:
             self._out.append(Transition(job.job_id, Kind.REASON, now, RUNNABLE, RUNNABLE, stuck))
+
+
+def _queue_key(job: _Job) -> tuple[int, int]:
+    # Dispatch order within a share: higher priority first, then first come first served.
+    return (-job.priority, job.order)
+
+
+_REASON_ORDER = (
+    SERVICE_ENVIRONMENT_MAX_RESOURCE,
+    QUOTA_SHARE_LIMIT_EXCEEDED,
+    QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED,
+    BORROWABLE_CAPACITY_EXCEEDED,
+)
 
 
 def _latest_first(job: _Job) -> tuple[float, int]:

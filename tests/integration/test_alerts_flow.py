@@ -369,3 +369,30 @@ def test_a_reduction_among_sixty_change_records_of_one_edit_is_still_found() -> 
         (alert,) = preemption_alerts(stack)
         assert alert["cause"] == "QUOTA_REDUCTION"
         assert alert["change"]["by"] == "alice"
+
+
+@pytest.mark.parametrize("delivery", ["queue_blocked_event", "state_change", "both"])
+def test_batchs_own_stuck_job_events_alert_once_under_every_delivery(delivery: str) -> None:
+    # Batch's scheduler runs here and announces the stuck job as the variant says: a Queue
+    # Blocked event (AWS's documented way), a State Change carrying the reason, or both.
+    with LocalStack(variants={"stuck_reason_delivery": delivery}) as stack:
+        stack.apply(guide_layout().set(reductionPolicy="warn").build())
+        stack.advance(120)
+        job = stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 2, name="too-big")
+        stack.advance(60)
+
+        assert stack.scheduler is not None
+        sent = {
+            e["detail-type"]
+            for e in stack.scheduler.events
+            if e["detail"].get("statusReason", "").startswith("MISCONFIGURATION:")
+        }
+        expected = {
+            "queue_blocked_event": {"Batch Service Job Queue Blocked"},
+            "state_change": {"Batch Service Job State Change"},
+            "both": {"Batch Service Job Queue Blocked", "Batch Service Job State Change"},
+        }[delivery]
+        assert sent == expected
+        stuck = [a for a in stack.alerts() if a["kind"] == "JOB_STUCK"]
+        assert len(stuck) == 1
+        assert [j["jobId"] for j in stuck[0]["jobs"]] == [job]

@@ -23,6 +23,9 @@ START = 1_800_000_000.0
 SAMPLE_EVENTS = Path(__file__).resolve().parents[2] / "events" / "alert"
 CROSS_SHARE = "Cross-share preemption triggered to reclaim borrowed capacity"
 QM_LIMIT = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+SE_MAX = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+STATE_CHANGE = "Batch Service Job State Change"
+QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
 
 
 class FakeClock:
@@ -145,6 +148,19 @@ def batch(installed_emulator: None, clock: FakeClock) -> Iterator[Batch]:
     emulator.configure(clock=clock, settle_seconds=0.0)
     with mock_aws():
         yield Batch(clock)
+
+
+@pytest.fixture
+def variant_batch(
+    installed_emulator: None, clock: FakeClock, request: pytest.FixtureRequest
+) -> Iterator[Batch]:
+    """A Batch under the variants given by indirect parametrization (the rest default)."""
+    emulator.configure(clock=clock, settle_seconds=0.0, variants=request.param)
+    try:
+        with mock_aws():
+            yield Batch(clock)
+    finally:
+        emulator.configure(variants="default")
 
 
 def sample(name: str) -> dict[str, Any]:
@@ -294,8 +310,12 @@ def test_guide_borrow_limit_examples(batch: Batch) -> None:
     assert batch.job(beyond)["statusReason"] == (
         f"{QM_LIMIT} - Job requires borrowing that exceeds all configured borrowable capacity."
     )
-    # The RUNNABLE event already carries the reason (rules match on its prefix).
-    assert batch.events(beyond)[0]["detail"]["statusReason"].startswith(QM_LIMIT)
+    # The move to RUNNABLE carries no reason; a Queue Blocked event announces it (the default
+    # stuck_reason_delivery, as AWS documents it).
+    assert batch.trail(beyond) == [(STATE_CHANGE, "RUNNABLE"), (QUEUE_BLOCKED, "RUNNABLE")]
+    runnable, blocked = batch.events(beyond)
+    assert "statusReason" not in runnable["detail"]
+    assert blocked["detail"]["statusReason"].startswith(QM_LIMIT)
 
 
 def test_stuck_reasons_of_reserve_shares_and_the_environment(batch: Batch) -> None:
@@ -307,6 +327,9 @@ def test_stuck_reasons_of_reserve_shares_and_the_environment(batch: Batch) -> No
     assert batch.job(over_share)["statusReason"] == (
         f"{QM_LIMIT} - Job requirements exceed quota share capacity limits."
     )
+    # Only the job at the front of the share shows its reason; the next one once it is there.
+    assert "statusReason" not in batch.job(over_env)
+    batch.client.terminate_service_job(jobId=over_share, reason="too big")
     assert batch.job(over_env)["statusReason"] == (
         "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) associated "
         "with the job queue cannot meet the capacity requirement of the job."
@@ -546,3 +569,288 @@ def test_next_event_at_lets_a_virtual_clock_jump_from_event_to_event(batch: Batc
         seen.append((due - START, batch.status(job)[0]))
 
     assert seen == [(5.0, "STARTING"), (15.0, "RUNNING"), (115.0, "SUCCEEDED")]
+
+
+def _cycle_preemptions(batch: Batch, borrower: str, times: int) -> None:
+    """The owner (team-c) takes its lent instance back `times` times."""
+    for _ in range(times):
+        batch.later(20)  # the borrower is RUNNING again
+        batch.submit("qm", "team-c", 1, runtime=1)  # preempts it
+        batch.later(20)  # the owner's job is done: the borrower is dispatched again
+
+
+@pytest.mark.parametrize(
+    ("variant_batch", "newest_first"),
+    [({"preempted_attempts_order": "oldest_first"}, False),
+     ({"preempted_attempts_order": "newest_first"}, True)],
+    indirect=["variant_batch"],
+)  # fmt: skip
+def test_recent_preempted_attempts_keep_the_five_latest_in_the_variants_order(
+    variant_batch: Batch, newest_first: bool
+) -> None:
+    batch = variant_batch
+    batch.stack("qm", {G5: 2}, GUIDE_SHARES)  # the borrower holds the whole environment
+    borrower = batch.submit("qm", "team-a", 2)
+
+    _cycle_preemptions(batch, borrower, 6)
+
+    def stops(summary: dict[str, Any]) -> list[int]:
+        return [a["stoppedAt"] for a in summary["recentPreemptedAttempts"]]
+
+    first = batch.events(borrower, "Batch Service Job Preemption Completed")[0]
+    oldest = stops(first["detail"]["preemptionSummary"])[0]
+    described = batch.job(borrower)["preemptionSummary"]
+    assert described["preemptedAttemptCount"] == 6
+    shown = stops(described)
+    assert len(shown) == len(set(shown)) == 5
+    assert oldest not in shown  # the oldest of the six fell out of the window
+    assert shown == sorted(shown, reverse=newest_first)
+    completed = batch.events(borrower, "Batch Service Job Preemption Completed")[-1]
+    requeued = [
+        e for e in batch.events(borrower, STATE_CHANGE) if "preemptionSummary" in e["detail"]
+    ][-1]
+    assert stops(completed["detail"]["preemptionSummary"]) == shown
+    assert stops(requeued["detail"]["preemptionSummary"]) == shown
+
+
+STUCK_SHARE = {"team": {"limits": {G5: 1}}}
+SHARE_LIMIT = f"{QM_LIMIT} - Job requirements exceed quota share capacity limits."
+
+
+def _reasons(batch: Batch, *job_ids: str) -> tuple[str | None, ...]:
+    listed = {
+        j["jobId"]: j.get("statusReason")
+        for j in batch.client.list_service_jobs(jobQueue="qm", jobStatus="RUNNABLE")[
+            "jobSummaryList"
+        ]
+    }
+    described = tuple(batch.job(job_id).get("statusReason") for job_id in job_ids)
+    assert described == tuple(listed.get(job_id) for job_id in job_ids)
+    return described
+
+
+def _event_reasons(batch: Batch, job_id: str) -> list[tuple[str, str | None]]:
+    return [(e["detail-type"], e["detail"].get("statusReason")) for e in batch.events(job_id)]
+
+
+@pytest.mark.parametrize(
+    "variant_batch", [{"stuck_reason_delivery": "queue_blocked_event"}], indirect=True
+)
+def test_queue_blocked_event_announces_the_stuck_job_at_the_front_of_its_share(
+    variant_batch: Batch,
+) -> None:
+    batch = variant_batch
+    batch.stack("qm", {G5: 3}, STUCK_SHARE)
+    first = batch.submit("qm", "team", 2)
+    second = batch.submit("qm", "team", 2)
+
+    # Only the front job's reason is set; the State Change of the move to RUNNABLE has none.
+    assert _reasons(batch, first, second) == (SHARE_LIMIT, None)
+    assert _event_reasons(batch, first) == [(STATE_CHANGE, None), (QUEUE_BLOCKED, SHARE_LIMIT)]
+    assert _event_reasons(batch, second) == [(STATE_CHANGE, None)]
+    blocked = batch.events(first, QUEUE_BLOCKED)[0]
+    described = batch.job(first)
+    described.pop("ResponseMetadata")
+    assert blocked["detail"] == {
+        k: v for k, v in described.items() if k not in ("tags", "serviceRequestPayload")
+    }
+    assert keys(blocked) == {**keys(sample("queue-blocked-stuck.json")), "detail": keys(
+        blocked["detail"])}  # fmt: skip
+
+    # The reason changes while at the front: a new Queue Blocked event, no State Change.
+    env = batch.client.describe_service_environments()["serviceEnvironments"][0]
+    batch.client.update_service_environment(
+        serviceEnvironment=env["serviceEnvironmentArn"],
+        capacityLimits=[{"capacityUnit": G5, "maxCapacity": 1}],
+    )
+    assert _reasons(batch, first, second)[0].startswith(SE_MAX)
+    assert [t for t, _ in _event_reasons(batch, first)] == [STATE_CHANGE] + [QUEUE_BLOCKED] * 2
+
+    # The front job goes: the next one reaches the front and is announced.
+    batch.client.terminate_service_job(jobId=first, reason="too big")
+    assert _reasons(batch, second)[0].startswith(SE_MAX)
+    assert [t for t, _ in _event_reasons(batch, second)] == [STATE_CHANGE, QUEUE_BLOCKED]
+
+
+@pytest.mark.parametrize(
+    ("variant_batch", "blocked_events"),
+    [({"stuck_reason_delivery": "state_change"}, False),
+     ({"stuck_reason_delivery": "both"}, True)],
+    indirect=["variant_batch"],
+)  # fmt: skip
+def test_state_change_delivery_sets_every_stuck_reason_at_once(
+    variant_batch: Batch, blocked_events: bool
+) -> None:
+    batch = variant_batch
+    batch.stack("qm", {G5: 3}, STUCK_SHARE)
+    first = batch.submit("qm", "team", 2)
+    second = batch.submit("qm", "team", 2)
+
+    assert _reasons(batch, first, second) == (SHARE_LIMIT, SHARE_LIMIT)
+    assert _event_reasons(batch, second) == [(STATE_CHANGE, SHARE_LIMIT)]
+    expected = [(STATE_CHANGE, SHARE_LIMIT)]
+    if blocked_events:
+        expected.append((QUEUE_BLOCKED, SHARE_LIMIT))
+    assert _event_reasons(batch, first) == expected
+    batch.client.terminate_service_job(jobId=first, reason="too big")
+    assert len(batch.events(second, QUEUE_BLOCKED)) == (1 if blocked_events else 0)
+
+
+@pytest.mark.parametrize(
+    ("variant_batch", "keeps_running"),
+    [({"disabled_share_dispatch": "none"}, False),
+     ({"disabled_share_dispatch": "submitted_continue"}, True)],
+    indirect=["variant_batch"],
+)  # fmt: skip
+def test_a_disabled_share_runs_what_was_submitted_only_with_submitted_continue(
+    variant_batch: Batch, keeps_running: bool
+) -> None:
+    batch = variant_batch
+    arns = batch.stack("qm", {G5: 2}, {"a": {"limits": {G5: 1}}, "b": {"limits": {G5: 1}}})
+    running = batch.submit("qm", "b", runtime=100)
+    waiting = batch.submit("qm", "b", runtime=100)
+
+    batch.client.update_quota_share(quotaShareArn=arns["b"], state="DISABLED")
+    batch.later(200)
+
+    assert batch.status(running) == ("SUCCEEDED",)
+    assert batch.status(waiting) == (("RUNNING",) if keeps_running else ("RUNNABLE",))
+    with pytest.raises(batch.client.exceptions.ClientException, match="DISABLED"):
+        batch.submit("qm", "b")
+
+
+@pytest.mark.parametrize(
+    ("variant_batch", "preempts"),
+    [({"environment_reduction_preempts": "no"}, False),
+     ({"environment_reduction_preempts": "yes"}, True)],
+    indirect=["variant_batch"],
+)  # fmt: skip
+def test_lowering_the_environment_below_its_usage(variant_batch: Batch, preempts: bool) -> None:
+    batch = variant_batch
+    batch.stack("qm", {G5: 3}, {"a": {"limits": {G5: 3}}})
+    oldest = batch.submit("qm", "a", runtime=1000)
+    batch.later(30)
+    newer = [batch.submit("qm", "a", runtime=1000) for _ in range(2)]
+    batch.later(30)
+    env = batch.client.describe_service_environments()["serviceEnvironments"][0]
+
+    batch.client.update_service_environment(
+        serviceEnvironment=env["serviceEnvironmentArn"],
+        capacityLimits=[{"capacityUnit": G5, "maxCapacity": 1}],
+    )
+
+    if preempts:
+        # The shortest runs go first; the oldest job keeps the one instance left.
+        assert batch.status(oldest, *newer) == ("RUNNING", "RUNNABLE", "RUNNABLE")
+        reason = batch.job(newer[0])["preemptionSummary"]["recentPreemptedAttempts"][0]
+        assert reason["statusReason"] == (
+            "Preemption triggered because the service environment's usage exceeds its updated "
+            "capacity limits"
+        )
+    else:
+        assert batch.status(oldest, *newer) == ("RUNNING",) * 3
+        batch.later(960)  # the oldest ends: 2 still run on an environment of 1
+        assert batch.status(oldest, *newer) == ("SUCCEEDED", "RUNNING", "RUNNING")
+        assert batch.status(batch.submit("qm", "a")) == ("RUNNABLE",)  # nothing new fits
+
+
+def test_earliest_time_at_position_is_when_the_job_reached_its_place(batch: Batch) -> None:
+    batch.stack("qm", {G5: 2}, {"a": {"limits": {G5: 1}}, "b": {"limits": {G5: 1}}})
+    batch.submit("qm", "a", runtime=100)
+    second = batch.submit("qm", "a")
+    third = batch.submit("qm", "a")
+    start = int(START * 1000)
+
+    def times() -> tuple[dict[str, int], dict[str, int]]:
+        snapshot = batch.client.get_job_queue_snapshot(jobQueue="qm")
+        queue = {
+            j["jobArn"].rsplit("/", 1)[-1]: j["earliestTimeAtPosition"]
+            for j in snapshot["frontOfQueue"]["jobs"]
+        }
+        fronts = {
+            name: entries[0]["earliestTimeAtPosition"]
+            for name, entries in snapshot["frontOfQuotaShares"]["quotaShares"].items()
+        }
+        return queue, fronts
+
+    assert times() == ({second: start, third: start}, {"a": start})
+    batch.later(40)
+    urgent = batch.submit("qm", "a", schedulingPriority=9)  # goes ahead of both
+    assert times() == (
+        {urgent: start + 40_000, second: start + 40_000, third: start + 40_000},
+        {"a": start + 40_000},
+    )
+    batch.later(100)  # the first job ends at 115 s: the urgent one runs, the others move up
+    assert times() == ({second: start + 115_000, third: start + 115_000}, {"a": start + 115_000})
+    # A change in another share moves the queue position, not the share position.
+    batch.submit("qm", "b", runtime=10)
+    batch.later(5)
+    b_waiting = batch.submit("qm", "b", schedulingPriority=9)
+    queue, fronts = times()
+    assert queue[second] == start + 145_000
+    assert fronts["a"] == start + 115_000
+    assert fronts["b"] == queue[b_waiting] == start + 145_000
+
+
+def _groups_payload(groups: dict[str, int]) -> str:
+    return json.dumps(
+        {
+            "TrainingJobName": "hetero",
+            "ResourceConfig": {
+                "InstanceGroups": [
+                    {"InstanceType": unit, "InstanceCount": n, "InstanceGroupName": f"g{i}"}
+                    for i, (unit, n) in enumerate(groups.items())
+                ]
+            },
+            "StoppingCondition": {"MaxRuntimeInSeconds": 100},
+        }
+    )
+
+
+def test_an_instance_groups_job_needs_every_type_at_once(batch: Batch) -> None:
+    batch.stack("qm", {G5: 4, M5: 2}, {"a": {"limits": {G5: 4, M5: 2}}})
+    m5_only = batch.submit("qm", "a", 2, instance=M5, runtime=50)
+
+    def submit(groups: dict[str, int]) -> str:
+        job_id: str = batch.client.submit_service_job(
+            jobName="hetero",
+            jobQueue="qm",
+            serviceJobType="SAGEMAKER_TRAINING",
+            quotaShareName="a",
+            serviceRequestPayload=_groups_payload(groups),
+        )["jobId"]
+        return job_id
+
+    both = submit({G5: 2, M5: 1})
+    # Its ml.g5 instances are free, its ml.m5 one is not: it waits, holding nothing.
+    assert batch.status(both) == ("RUNNABLE",)
+    assert batch.job(both)["capacityUsage"] == [
+        {"capacityUnit": G5, "quantity": 2.0},
+        {"capacityUnit": M5, "quantity": 1.0},
+    ]
+    too_many = submit({G5: 1, M5: 3})
+    batch.later(85)  # the ml.m5 job ends at 65 s: the heterogeneous one starts
+    assert batch.status(m5_only, both) == ("SUCCEEDED", "RUNNING")
+    usage = batch.client.get_job_queue_snapshot(jobQueue="qm")["queueUtilization"]
+    assert usage["totalCapacityUsage"] == [
+        {"capacityUnit": G5, "quantity": 2.0},
+        {"capacityUnit": M5, "quantity": 1.0},
+    ]
+    assert batch.job(too_many)["statusReason"].startswith(SE_MAX)
+
+
+def test_a_payload_sagemaker_cannot_run_fails_when_handed_over(batch: Batch) -> None:
+    batch.stack("qm", {G5: 1}, {"a": {"limits": {G5: 1}}})
+    job_id = batch.client.submit_service_job(
+        jobName="no-demand",
+        jobQueue="qm",
+        serviceJobType="SAGEMAKER_TRAINING",
+        quotaShareName="a",
+        serviceRequestPayload=json.dumps({"TrainingJobName": "x"}),
+    )["jobId"]
+
+    job = batch.job(job_id)
+    assert (job["status"], job["capacityUsage"], job.get("isTerminated")) == ("FAILED", [], False)
+    assert job["statusReason"].startswith("Received status from SageMaker: ")
+    assert batch.trail(job_id) == [(STATE_CHANGE, "RUNNABLE"), (STATE_CHANGE, "FAILED")]
+    assert batch.events(job_id)[-1]["detail"]["statusReason"] == job["statusReason"]

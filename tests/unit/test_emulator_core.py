@@ -423,7 +423,11 @@ def test_unknown_operation_is_refused(emu: BatchQuotaEmulator) -> None:
     )
 
 
-def test_payload_must_carry_the_resource_config(emu: BatchQuotaEmulator) -> None:
+def test_a_payload_without_a_readable_demand_is_accepted_with_no_usage(
+    emu: BatchQuotaEmulator,
+) -> None:
+    # Batch passes serviceRequestPayload through to SageMaker unvalidated (only its size is
+    # limited): the job is accepted; SageMaker refuses it later (the scheduler's tests).
     stack = Stack(emu).policy_().env().queue_()
     stack.share("a")
     request = {
@@ -433,14 +437,38 @@ def test_payload_must_carry_the_resource_config(emu: BatchQuotaEmulator) -> None
         "quotaShareName": "a",
     }
 
-    missing = message_of(lambda: emu.submit_service_job({**request, "serviceRequestPayload": "{}"}))
-    broken = message_of(lambda: emu.submit_service_job({**request, "serviceRequestPayload": "{"}))
+    for payload in ("{}", "{", '{"ResourceConfig": {"InstanceType": "ml.g5.xlarge"}}'):
+        job = emu.submit_service_job({**request, "serviceRequestPayload": payload})
+        detail = emu.describe_service_job({"jobId": job["jobId"]})
+        assert detail["capacityUsage"] == [], payload
+        assert detail["serviceRequestPayload"] == payload
 
-    assert missing == (
-        "serviceRequestPayload must be a CreateTrainingJob request with "
-        "ResourceConfig.InstanceType and ResourceConfig.InstanceCount (>= 1)"
+
+def test_instance_groups_count_every_type_summed(emu: BatchQuotaEmulator) -> None:
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    groups = [
+        {"InstanceType": "ml.g5.xlarge", "InstanceCount": 2, "InstanceGroupName": "gpu"},
+        {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "InstanceGroupName": "cpu"},
+        {"InstanceType": "ml.g5.xlarge", "InstanceCount": 3, "InstanceGroupName": "gpu-2"},
+    ]
+    payload = json.dumps({"ResourceConfig": {"InstanceGroups": groups, "VolumeSizeInGB": 30}})
+
+    job = emu.submit_service_job(
+        {
+            "jobName": "hetero",
+            "jobQueue": "queue",
+            "serviceJobType": "SAGEMAKER_TRAINING",
+            "quotaShareName": "a",
+            "serviceRequestPayload": payload,
+        }
     )
-    assert broken.startswith("serviceRequestPayload is not valid JSON")
+
+    usage = emu.describe_service_job({"jobId": job["jobId"]})["capacityUsage"]
+    assert usage == [
+        {"capacityUnit": "ml.g5.xlarge", "quantity": 5.0},
+        {"capacityUnit": "ml.m5.xlarge", "quantity": 1.0},
+    ]
 
 
 def test_update_share_strategy_replaces_borrow_limit(emu: BatchQuotaEmulator) -> None:

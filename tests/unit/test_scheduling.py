@@ -19,6 +19,7 @@ from quota_local.scheduling import (
     CAPACITY_LIMIT_PREEMPTION,
     COMPLETED,
     CROSS_SHARE_PREEMPTION,
+    ENVIRONMENT_LIMIT_PREEMPTION,
     IN_SHARE_PREEMPTION,
     LEND,
     LEND_AND_BORROW,
@@ -660,3 +661,126 @@ def test_ten_thousand_jobs_on_twenty_shares_in_seconds() -> None:
     statuses = {state.status for i in range(10_000) if (state := core.job(f"j{i}"))}
     assert statuses == {"SUCCEEDED"}
     assert elapsed < 10, f"10k jobs took {elapsed:.1f}s"
+
+
+def test_a_stuck_job_is_announced_when_it_reaches_the_front_of_its_share() -> None:
+    config = pool(3, share("a", 1, in_share=False))
+    sim = Sim(config)
+    sim.core = QuotaScheduler(config, INSTANT, announce_at_front=True)
+    sim.submit("a-run", "a", run=100)
+    sim.submit("a-wait", "a", run=100)
+    sim.submit("a-stuck", "a", 2)
+
+    def blocked() -> list[tuple[str, float]]:
+        return [(m.job_id, m.at) for m in sim.log if m.kind is Kind.BLOCKED]
+
+    # a-wait is ahead of it: the stuck job is not at the front yet.
+    assert blocked() == []
+    sim.step(100)  # a-run ends, a-wait runs: a-stuck is at the front
+    assert blocked() == [("a-stuck", 100.0)]
+    state = sim.core.job("a-stuck")
+    assert state is not None
+    assert state.at_front
+    # A higher-priority job goes ahead of it, then runs: it re-reaches the front.
+    sim.submit("a-urgent", "a", priority=5, run=10)
+    assert sim.core.job("a-stuck").at_front is False  # type: ignore[union-attr]
+    sim.step(100)
+    sim.step(10)
+    assert blocked() == [("a-stuck", 100.0), ("a-stuck", 200.0)]
+    # A reason change at the front is announced again.
+    sim.reconfigure(pool(1, share("a", 1)))
+    last = [m for m in sim.log if m.kind is Kind.BLOCKED][-1]
+    assert (last.job_id, last.reason) == ("a-stuck", SERVICE_ENVIRONMENT_MAX_RESOURCE)
+
+
+@pytest.mark.parametrize(("announce", "second_ends_at"), [(False, 600.0), (True, 1200.0)])
+def test_time_limit_counts_the_time_at_the_head_of_the_queue_when_announcing(
+    announce: bool, second_ends_at: float
+) -> None:
+    config = pool(3, share("a", 1, time_limits={QM_LIMIT: 600}))
+    sim = Sim(config)
+    sim.core = QuotaScheduler(config, INSTANT, announce_at_front=announce)
+    sim.submit("first", "a", 2)
+    sim.submit("second", "a", 2)
+
+    sim.step(600)
+    sim.step(600)
+
+    ends = {m.job_id: m.at for m in sim.log if m.kind is Kind.TIME_LIMIT}
+    assert ends == {"first": 600.0, "second": second_ends_at}
+
+
+@pytest.mark.parametrize("preempts", [False, True])
+def test_lowering_the_environment_below_usage(preempts: bool) -> None:
+    config = pool(4, share("a", 2, LEND_AND_BORROW), share("b", 2, LEND))
+    sim = Sim(config)
+    sim.core = QuotaScheduler(config, INSTANT, environment_reduction_preempts=preempts)
+    sim.submit("a-old", "a", run=1000)
+    sim.step(10)
+    sim.submit("a-borrow", "a", 2, run=1000)  # 1 own + 1 borrowed; started last but one
+    sim.step(10)
+    sim.submit("b-new", "b", run=1000, priority=3)
+
+    sim.reconfigure(pool(2, share("a", 2, LEND_AND_BORROW), share("b", 2, LEND)))
+
+    if preempts:
+        # The borrowed instance goes first (a-borrow, 2 instances): usage 4 -> 2.
+        assert [(v, s, r) for v, s, r, _ in sim.preemptions()] == [
+            ("a-borrow", "RUNNABLE", ENVIRONMENT_LIMIT_PREEMPTION)
+        ]
+        assert sim.running() == {"a-old", "b-new"}
+    else:
+        assert sim.preemptions() == []
+        assert sim.running() == {"a-old", "a-borrow", "b-new"}
+
+
+def test_a_job_of_several_types_runs_only_when_every_type_fits() -> None:
+    config = pool({G5: 4, M5: 2}, share("a", {G5: 4, M5: 2}))
+    sim = Sim(config)
+    sim.submit("a-m5", "a", 2, unit=M5, run=50)
+    spec = JobSpec("a-both", "a", G5, 2, 100.0, extra_units=((M5, 1),))
+    sim.core.submit(spec, sim.now)
+    sim.step()
+    assert sim.status("a-both") == "RUNNABLE"
+    assert sim.core.usage() == {"a": {M5: 2}}
+
+    sim.step(50)  # the ml.m5 instances come back: the job of both types starts at once
+
+    assert sim.status("a-both") == "RUNNING"
+    assert sim.core.usage() == {"a": {G5: 2, M5: 1}}
+    sim.step(100)
+    assert sim.core.usage() == {}
+
+
+def test_a_job_of_several_types_reclaims_lent_capacity_of_each_type() -> None:
+    config = pool(
+        {G5: 2, M5: 2},
+        share("a", {G5: 1, M5: 1}, LEND_AND_BORROW),
+        share("b", {G5: 1, M5: 1}, LEND),
+    )
+    sim = Sim(config)
+    sim.submit("a-g5", "a", 2, run=1000)
+    sim.submit("a-m5", "a", 2, unit=M5, run=1000)
+    spec = JobSpec("b-both", "b", G5, 1, 100.0, extra_units=((M5, 1),))
+    sim.core.submit(spec, sim.now)
+    sim.step()
+
+    assert sorted((v, r, c) for v, _, r, c in sim.preemptions()) == [
+        ("a-g5", CROSS_SHARE_PREEMPTION, "b-both"),
+        ("a-m5", CROSS_SHARE_PREEMPTION, "b-both"),
+    ]
+    assert sim.status("b-both") == "RUNNING"
+    assert assert_within_limits(sim.core, config) is None
+
+
+def test_a_job_of_several_types_is_stuck_for_the_first_documented_reason() -> None:
+    config = pool({G5: 4, M5: 2}, share("a", {G5: 1, M5: 2}))
+    sim = Sim(config)
+
+    spec = JobSpec("a-x", "a", G5, 2, 100.0, extra_units=((M5, 3),))
+    reason = sim.core.submit(spec, sim.now)
+
+    # G5 exceeds the share, M5 the environment: the environment's reason comes first.
+    assert reason == SERVICE_ENVIRONMENT_MAX_RESOURCE
+    with pytest.raises(ValueError, match="given twice"):
+        sim.core.submit(JobSpec("a-y", "a", G5, 1, extra_units=((G5, 1),)), sim.now)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+from quota_local.emulator.positions import QueuePositions
 from quota_local.emulator.variants import VariantSpec, defaults, resolve_variants
 
 Clock = Callable[[], float]
@@ -214,6 +215,7 @@ TickHook = Callable[[], None]
 # Called with the job and its status before the change (the same status for a priority change).
 JobListener = Callable[["ServiceJob", str], None]
 DispatchOrder = Callable[["JobQueue", list["ServiceJob"]], list["ServiceJob"]]
+DispatchKey = Callable[["ServiceJob"], Any]
 
 
 @dataclass
@@ -473,10 +475,14 @@ def _with_token(response: Response, token: str | None) -> Response:
     return response
 
 
-def _default_dispatch_order(queue: JobQueue, jobs: list[ServiceJob]) -> list[ServiceJob]:
+def _default_dispatch_key(job: ServiceJob) -> tuple[int, int, int]:
     # Without a scheduler: higher schedulingPriority first, then first come first served.
+    return (-job.priority, job.runnable_at or 0, job.seq)
+
+
+def _default_dispatch_order(queue: JobQueue, jobs: list[ServiceJob]) -> list[ServiceJob]:
     del queue
-    return sorted(jobs, key=lambda job: (-job.priority, job.runnable_at or 0, job.seq))
+    return sorted(jobs, key=_default_dispatch_key)
 
 
 class BatchQuotaEmulator:
@@ -512,6 +518,8 @@ class BatchQuotaEmulator:
         self.calls: list[CallRecord] = []
         self.faults: list[Fault] = []
         self.dispatch_order: DispatchOrder = _default_dispatch_order
+        self._dispatch_key: DispatchKey = _default_dispatch_key
+        self._positions = QueuePositions()
         self._hooks: list[MutationHook] = []
         self._tick_hooks: list[TickHook] = []
         self._job_listeners: list[JobListener] = []
@@ -673,7 +681,33 @@ class BatchQuotaEmulator:
         """Stop calling a listener added with `add_job_listener`."""
         self._job_listeners.remove(listener)
 
+    @property
+    def dispatch_key(self) -> DispatchKey:
+        """The sort key behind `dispatch_order` (set the two together): earliestTimeAtPosition
+        is the time the jobs ahead of a job, in this order, last changed."""
+        return self._dispatch_key
+
+    @dispatch_key.setter
+    def dispatch_key(self, key: DispatchKey) -> None:
+        self._dispatch_key = key
+        # Positions under the old order mean nothing under the new one: start again from when
+        # each job became RUNNABLE.
+        self._positions = QueuePositions()
+        for job in sorted(self.jobs.values(), key=lambda j: j.runnable_at or 0):
+            if job.status == "RUNNABLE":
+                self._track_position(job, job.runnable_at or self.now_ms())
+
+    def _track_position(self, job: ServiceJob, at: int) -> None:
+        share = job.quota_share_name or job.share_identifier
+        self._positions.join(job.queue_arn, job.job_id, self._dispatch_key(job), share, at)
+
     def _notify(self, job: ServiceJob, previous: str) -> None:
+        if job.status == "RUNNABLE":
+            known = self._positions.key_of(job.queue_arn, job.job_id)
+            if known is None or known != self._dispatch_key(job):
+                self._track_position(job, self.now_ms())
+        elif previous == "RUNNABLE":
+            self._positions.leave(job.queue_arn, job.job_id, self.now_ms())
         for listener in list(self._job_listeners):
             listener(job, previous)
 
@@ -1531,24 +1565,32 @@ class BatchQuotaEmulator:
                 f"serviceRequestPayload is {len(payload.encode('utf-8'))} bytes; the maximum is "
                 f"{MAX_PAYLOAD_BYTES} bytes (10 KiB)"
             )
+        # Batch passes the payload (SageMaker's CreateTrainingJob request) through unvalidated:
+        # one it cannot read a demand from is accepted with no capacityUsage, and the scheduler
+        # fails the job when it hands it to SageMaker.
         try:
             body = json.loads(payload)
-        except ValueError as err:
-            raise _client_error(f"serviceRequestPayload is not valid JSON: {err}") from err
+        except ValueError:
+            return []
         config = body.get("ResourceConfig") if isinstance(body, dict) else None
-        instance_type = config.get("InstanceType") if isinstance(config, dict) else None
-        count = config.get("InstanceCount") if isinstance(config, dict) else None
-        if (
-            not isinstance(instance_type, str)
-            or not isinstance(count, int)
-            or isinstance(count, bool)
-            or count < 1
-        ):
-            raise _client_error(
-                "serviceRequestPayload must be a CreateTrainingJob request with "
-                "ResourceConfig.InstanceType and ResourceConfig.InstanceCount (>= 1)"
-            )
-        return [{"capacityUnit": instance_type, "quantity": float(count)}]
+        if not isinstance(config, dict):
+            return []
+        groups = config.get("InstanceGroups")
+        if groups:
+            # Heterogeneous cluster: every group at once; counts summed per instance type.
+            if not isinstance(groups, list):
+                return []
+            totals: dict[str, int] = {}
+            for group in groups:
+                demand = _demand(group) if isinstance(group, dict) else None
+                if demand is None:
+                    return []
+                totals[demand[0]] = totals.get(demand[0], 0) + demand[1]
+            return [{"capacityUnit": unit, "quantity": float(n)} for unit, n in totals.items()]
+        demand = _demand(config)
+        if demand is None:
+            return []
+        return [{"capacityUnit": demand[0], "quantity": float(demand[1])}]
 
     @staticmethod
     def _retry_strategy(strategy: Any) -> dict[str, Any]:
@@ -1727,8 +1769,16 @@ class BatchQuotaEmulator:
         if job.attempts:
             detail["attempts"] = [json.loads(json.dumps(a)) for a in job.attempts]
         if job.preemption_summary is not None:
-            detail["preemptionSummary"] = json.loads(json.dumps(job.preemption_summary))
+            detail["preemptionSummary"] = self._preemption_summary(job.preemption_summary)
         return detail
+
+    def _preemption_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """A copy of a preemption summary as shown (variant preempted_attempts_order: the
+        attempts are kept oldest first; `newest_first` shows them reversed)."""
+        copy: dict[str, Any] = json.loads(json.dumps(summary))
+        if self.variant("preempted_attempts_order") == "newest_first":
+            copy["recentPreemptedAttempts"].reverse()
+        return copy
 
     def job_detail(self, job: ServiceJob) -> dict[str, Any]:
         """DescribeServiceJob's answer for `job`, without recording a call."""
@@ -1882,7 +1932,7 @@ class BatchQuotaEmulator:
         response: dict[str, Any] = {
             "frontOfQueue": {
                 "jobs": [
-                    {"jobArn": j.arn, "earliestTimeAtPosition": j.runnable_at}
+                    {"jobArn": j.arn, "earliestTimeAtPosition": self._position_since(j)[0]}
                     for j in ordered[:MAX_PAGE]
                 ],
                 "lastUpdatedAt": now,
@@ -1898,7 +1948,7 @@ class BatchQuotaEmulator:
             for job in ordered:
                 if job.quota_share_name and job.quota_share_name not in front:
                     front[job.quota_share_name] = [
-                        {"jobArn": job.arn, "earliestTimeAtPosition": job.runnable_at}
+                        {"jobArn": job.arn, "earliestTimeAtPosition": self._position_since(job)[1]}
                     ]
             response["frontOfQuotaShares"] = {"quotaShares": front, "lastUpdatedAt": now}
             utilization["quotaShareUtilization"] = {
@@ -1917,6 +1967,14 @@ class BatchQuotaEmulator:
             }
         response["queueUtilization"] = utilization
         return response
+
+    def _position_since(self, job: ServiceJob) -> tuple[int, int]:
+        """When the job reached its position in the queue and in its quota share (ms)."""
+        since = self._positions.since(job.queue_arn, job.job_id)
+        if since is None:  # a RUNNABLE job always is tracked; this only guards the snapshot
+            at = job.runnable_at or job.created_at
+            return at, at
+        return since
 
     # ----- scheduler-facing -------------------------------------------------------------------
 
@@ -2000,7 +2058,7 @@ class BatchQuotaEmulator:
 
         The attempt gets `stoppedAt` and `statusReason`; `preemptionSummary` counts it and keeps
         the last `recent_window` preempted attempts; the job goes back to RUNNABLE (`requeue`) or
-        to FAILED with `isTerminated`. Returns the new preemption summary.
+        to FAILED with `isTerminated`. Returns the new preemption summary, as shown.
         """
         with self._lock:
             job = self._job(job_id)
@@ -2034,8 +2092,7 @@ class BatchQuotaEmulator:
                 # Out of preemption retries: AWS says the job is terminated.
                 job.is_terminated = True
             self._set_status(job, "RUNNABLE" if requeue else "FAILED", reason)
-            copy: dict[str, Any] = json.loads(json.dumps(summary))
-            return copy
+            return self._preemption_summary(summary)
 
     # ----- tags -------------------------------------------------------------------------------
 
@@ -2073,6 +2130,21 @@ class BatchQuotaEmulator:
         """ListTagsForResource on an emulator-owned ARN."""
         target = self._tag_target(_require(request, "resourceArn", "ListTagsForResource"))
         return {"tags": dict(target.tags)}
+
+
+def _demand(config: dict[str, Any]) -> tuple[str, int] | None:
+    """(InstanceType, InstanceCount >= 1) of a ResourceConfig or an InstanceGroup, or None."""
+    instance_type = config.get("InstanceType")
+    count = config.get("InstanceCount")
+    if (
+        not isinstance(instance_type, str)
+        or not instance_type
+        or not isinstance(count, int)
+        or isinstance(count, bool)
+        or count < 1
+    ):
+        return None
+    return instance_type, count
 
 
 def _sum_usage(jobs: list[ServiceJob]) -> list[dict[str, Any]]:

@@ -49,6 +49,14 @@ EventSink = Callable[[dict[str, Any]], None]
 STATE_CHANGE = "Batch Service Job State Change"
 PREEMPTION_STARTED = "Batch Service Job Preemption Started"
 PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
+QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
+# A payload SageMaker could not run (no instance type and count to read): Batch passes the
+# payload through unvalidated, so the job fails when it is handed to SageMaker. The wording is
+# the emulator's; AWS prefixes SageMaker's answers with "Received status from SageMaker: ".
+NO_DEMAND_REASON = (
+    "Received status from SageMaker: ValidationException: the CreateTrainingJob request has no "
+    "ResourceConfig.InstanceType and InstanceCount (>= 1) or ResourceConfig.InstanceGroups"
+)
 # A job tag that sets the run time (seconds); it wins over StoppingCondition.MaxRuntimeInSeconds.
 RUNTIME_TAG = "runtimeSeconds"
 DEFAULT_RUN_SECONDS = 3600.0
@@ -124,12 +132,21 @@ class Scheduler:
         # Events not yet handed to on_event: delivered once the emulator state is consistent, so
         # a failing callback cannot leave a transition half-applied.
         self._outbox: list[dict[str, Any]] = []
+        # Jobs with nothing to run, to fail once the change that made them RUNNABLE is out.
+        self._refused: list[str] = []
         self._pools: dict[str, _Pool] = {}
         self._config_dirty = True
         self._applying = False
         self._running = False
         self._auto_tick = auto_tick
+        # Variants (quota_local.emulator.variants), read once when the scheduler is attached.
+        self._delivery = str(emulator.variant("stuck_reason_delivery"))
+        self._disabled_continue = (
+            emulator.variant("disabled_share_dispatch") == "submitted_continue"
+        )
+        self._environment_preempts = emulator.variant("environment_reduction_preempts") == "yes"
         self._saved_dispatch_order = emulator.dispatch_order
+        self._saved_dispatch_key = emulator.dispatch_key
         now = emulator.clock()
         self._sync_config(now)
         self._applying = True
@@ -140,6 +157,7 @@ class Scheduler:
         finally:
             self._applying = False
         emulator.dispatch_order = _dispatch_order
+        emulator.dispatch_key = _dispatch_key
         emulator.add_job_listener(self._on_job)
         emulator.add_mutation_hook(self._on_mutation)
         if auto_tick:
@@ -194,6 +212,7 @@ class Scheduler:
             if self._auto_tick:
                 emulator.remove_tick_hook(self.tick)
             emulator.dispatch_order = self._saved_dispatch_order
+            emulator.dispatch_key = self._saved_dispatch_key
             if _attached.get(emulator) is self:
                 del _attached[emulator]
 
@@ -247,7 +266,10 @@ class Scheduler:
                             if share.borrow_limit is None
                             else share.borrow_limit,
                             in_share_preemption=share.in_share_preemption == "ENABLED",
-                            enabled=running and share.state == "ENABLED",
+                            # submitted_continue: a DISABLED share refuses new jobs (at
+                            # SubmitServiceJob) but still runs the ones it has.
+                            enabled=running
+                            and (share.state == "ENABLED" or self._disabled_continue),
                             time_limits=time_limits,
                         )
                     )
@@ -259,7 +281,13 @@ class Scheduler:
         for env_arn, (config, counts_instances) in self._pool_configs().items():
             pool = self._pools.get(env_arn)
             if pool is None:
-                self._pools[env_arn] = _Pool(QuotaScheduler(config, self.phases), counts_instances)
+                core = QuotaScheduler(
+                    config,
+                    self.phases,
+                    announce_at_front=self._delivery != "state_change",
+                    environment_reduction_preempts=self._environment_preempts,
+                )
+                self._pools[env_arn] = _Pool(core, counts_instances)
             elif pool.core.config != config:
                 pool.core.configure(config, now)
                 pool.counts_instances = counts_instances
@@ -283,26 +311,50 @@ class Scheduler:
 
     def _spec(self, job: ServiceJob, pool: _Pool) -> JobSpec:
         queue = self.emulator.job_queues[job.queue_arn]
-        usage = job.capacity_usage[0]
+        demand = [(str(u["capacityUnit"]), int(u["quantity"])) for u in job.capacity_usage]
+        if pool.counts_instances:
+            demand = [(NUM_INSTANCES, sum(count for _, count in demand))]
         retries = (job.preemption_configuration or {}).get("preemptionRetriesBeforeTermination")
         return JobSpec(
             job_id=job.job_id,
             share=(job.quota_share_name or "") if queue.is_quota_managed else queue.arn,
-            unit=NUM_INSTANCES if pool.counts_instances else str(usage["capacityUnit"]),
-            count=int(usage["quantity"]),
+            unit=demand[0][0],
+            count=demand[0][1],
             run_seconds=run_seconds(job, self.default_run_seconds),
             priority=job.priority,
             preemption_retries=None if retries is None else int(retries),
             order=job.seq,
+            extra_units=tuple(demand[1:]),
         )
 
     def _adopt(self, job: ServiceJob, now: float) -> None:
         pool = self._pool_of_job(job, now)
         if pool is None:
             return
+        if not job.capacity_usage:
+            # Nothing for SageMaker to run: the job fails when Batch hands it over.
+            self._refused.append(job.job_id)
+            return
         reason = pool.core.submit(self._spec(job, pool), now, status=job.status)
-        if job.status == RUNNABLE and reason is not None:
+        if job.status == RUNNABLE and reason is not None and self._reason_on_state_change:
             job.status_reason = reason
+
+    @property
+    def _reason_on_state_change(self) -> bool:
+        return self._delivery != "queue_blocked_event"
+
+    def _refuse_pending(self) -> None:
+        emulator = self.emulator
+        while self._refused:
+            job = emulator.jobs.get(self._refused.pop(0))
+            if job is None or job.status != RUNNABLE:
+                continue
+            self._applying = True
+            try:
+                emulator.set_job_status(job.job_id, "FAILED", NO_DEMAND_REASON)
+            finally:
+                self._applying = False
+            self._emit_state_change(job)
 
     def _on_job(self, job: ServiceJob, previous: str) -> None:
         if self._applying:
@@ -321,10 +373,16 @@ class Scheduler:
                 if state.status != job.status:
                     core.set_status(job.job_id, job.status, now)
                     after = core.job(job.job_id)
-                    if job.status == RUNNABLE and after is not None and after.reason:
+                    if (
+                        job.status == RUNNABLE
+                        and after is not None
+                        and after.reason
+                        and self._reason_on_state_change
+                    ):
                         job.status_reason = after.reason
         if previous != job.status and job.status != "SUBMITTED":
             self._emit_state_change(job)
+        self._refuse_pending()
         self._deliver()
 
     def _on_mutation(self, emulator: BatchQuotaEmulator, operation: str) -> None:
@@ -365,7 +423,19 @@ class Scheduler:
     def _apply_one(self, job: ServiceJob, move: Transition) -> None:
         emulator = self.emulator
         if move.kind is Kind.REASON:
+            if move.reason is not None and not self._reason_on_state_change:
+                # queue_blocked_event: the reason shows when the job reaches the front (BLOCKED).
+                return
             job.status_reason = move.reason
+            if move.reason is None and not self._reason_on_state_change:
+                return  # no longer stuck: the reason goes, silently
+        elif move.kind is Kind.BLOCKED:
+            job.status_reason = move.reason
+            detail = self.emulator.job_detail(job)
+            detail.pop("tags", None)
+            detail.pop("serviceRequestPayload", None)
+            self._emit(QUEUE_BLOCKED, job, detail)
+            return
         elif move.kind is Kind.DISPATCH:
             job.status_reason = None
             emulator.set_job_status(job.job_id, move.status)
@@ -459,8 +529,12 @@ def iso_time(epoch_seconds: float) -> str:
     return datetime.fromtimestamp(epoch_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _dispatch_order(queue: JobQueue, jobs: list[ServiceJob]) -> list[ServiceJob]:
+def _dispatch_key(job: ServiceJob) -> tuple[int, int]:
     # The core's order within a share: higher schedulingPriority first, then submission order
     # (a preempted job keeps its place).
+    return (-job.priority, job.seq)
+
+
+def _dispatch_order(queue: JobQueue, jobs: list[ServiceJob]) -> list[ServiceJob]:
     del queue
-    return sorted(jobs, key=lambda job: (-job.priority, job.seq))
+    return sorted(jobs, key=_dispatch_key)
