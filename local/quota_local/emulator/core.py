@@ -1689,9 +1689,11 @@ class BatchQuotaEmulator:
             "serviceJobType": job.service_job_type,
             "status": job.status,
             "createdAt": job.created_at,
-            "isTerminated": job.is_terminated,
             "capacityUsage": [dict(u) for u in job.capacity_usage],
         }
+        if job.is_terminated:
+            # API_ServiceJobSummary.html: isTerminated "is only present when the value is true".
+            summary["isTerminated"] = True
         optional = {
             "statusReason": job.status_reason,
             "quotaShareName": job.quota_share_name,
