@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import functools
 import heapq
 import itertools
@@ -519,6 +520,8 @@ class BatchQuotaEmulator:
         self._pending: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._client_tokens: dict[str, tuple[str, str]] = {}
+        # GetJobQueueSnapshot answers per queue: (queue, computed at, answer), for its lag.
+        self._snapshots: dict[str, tuple[JobQueue | None, float, Response]] = {}
         self._lock = threading.RLock()
 
     # ----- settings, clock, transitions -------------------------------------------------------
@@ -1865,15 +1868,30 @@ class BatchQuotaEmulator:
 
     @_operation("GetJobQueueSnapshot", mutates=False)
     def get_job_queue_snapshot(self, request: Request) -> Response:
-        """GetJobQueueSnapshot: front of queue/shares and SCHEDULED+STARTING+RUNNING usage."""
+        """GetJobQueueSnapshot: front of queue/shares and SCHEDULED+STARTING+RUNNING usage,
+        recomputed per queue only once the last computation is `snapshot_lag_seconds` old."""
         ident = _require(request, "jobQueue", "GetJobQueueSnapshot")
         queue = self.find_job_queue(ident)
-        now = self.now_ms()
-        if queue is None:
-            if self._external_queues([ident]):
-                # Container queues are moto's: nothing of theirs is emulated.
-                return {"frontOfQueue": {"jobs": [], "lastUpdatedAt": now}}
+        if queue is None and not self._external_queues([ident]):
             raise _client_error(f"Job queue {ident} does not exist")
+        # API_GetJobQueueSnapshot.html: lastUpdatedAt is when the answer was computed; how
+        # often Batch computes it is not documented, hence the variant.
+        lag = float(self.variant("snapshot_lag_seconds"))
+        key = ident if queue is None else queue.arn
+        now = self.clock()
+        cached = self._snapshots.get(key)
+        if lag > 0 and cached is not None and cached[0] is queue and now - cached[1] < lag:
+            return copy.deepcopy(cached[2])
+        response = self._snapshot_of(queue, self.now_ms())
+        if lag > 0:
+            self._snapshots[key] = (queue, now, copy.deepcopy(response))
+        return response
+
+    def _snapshot_of(self, queue: JobQueue | None, now: int) -> Response:
+        """GetJobQueueSnapshot's answer computed at `now` (epoch ms); None: a moto queue."""
+        if queue is None:
+            # Container queues are moto's: nothing of theirs is emulated.
+            return {"frontOfQueue": {"jobs": [], "lastUpdatedAt": now}}
         jobs = self.jobs_of(queue)
         ordered = self.dispatch_order(queue, [j for j in jobs if j.status == "RUNNABLE"])
         response: dict[str, Any] = {
