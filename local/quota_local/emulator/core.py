@@ -36,6 +36,7 @@ from typing import Any, Protocol, TypeVar
 
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
 from quota_local.emulator.variants import VariantSpec, defaults, resolve_variants
+from quota_local.emulator.visibility import TRACKED_STORES, VersionHistory
 
 Clock = Callable[[], float]
 # Lets `seconds` pass on the clock: time.sleep for the wall clock, a virtual clock's advance.
@@ -387,6 +388,20 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
     return decorate
 
 
+def _as_of_lag[F: Callable[..., Response]](fn: F) -> F:
+    """Answer a List/Describe from the state `read_after_write_lag_seconds` ago (the variant;
+    without a lag, from the true state). Goes under `_operation`, which applies due changes."""
+
+    @functools.wraps(fn)
+    def wrapper(self: BatchQuotaEmulator, request: Request) -> Response:
+        if not self._history.active:
+            return fn(self, request)
+        with self._visible_state():
+            return fn(self, request)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _partition(region: str) -> str:
     if region.startswith("cn-"):
         return "aws-cn"
@@ -522,6 +537,8 @@ class BatchQuotaEmulator:
         self._client_tokens: dict[str, tuple[str, str]] = {}
         # GetJobQueueSnapshot answers per queue: (queue, computed at, answer), for its lag.
         self._snapshots: dict[str, tuple[JobQueue | None, float, Response]] = {}
+        # Versions of the resources reads show under read_after_write_lag_seconds.
+        self._history = VersionHistory()
         self._lock = threading.RLock()
 
     # ----- settings, clock, transitions -------------------------------------------------------
@@ -581,11 +598,45 @@ class BatchQuotaEmulator:
 
     def _advance(self) -> int:
         now = self.clock()
+        self._record_versions(now)
         applied = 0
         while self._pending and self._pending[0][0] <= now:
-            heapq.heappop(self._pending)[2]()
+            due, _, action = heapq.heappop(self._pending)
+            action()
+            self._record_versions(due)
             applied += 1
         return applied
+
+    def _read_lag(self) -> float:
+        return float(self.variant("read_after_write_lag_seconds"))
+
+    def _record_versions(self, at: float) -> None:
+        """Note the changes of the resources reads lag behind, as made `at` (nothing to do
+        without a lag). The first call with a lag starts the history from the state then."""
+        lag = self._read_lag()
+        history = self._history
+        if lag <= 0:
+            if history.active:
+                history.stop()
+            return
+        stores = {name: getattr(self, name) for name in TRACKED_STORES}
+        if history.active:
+            history.record(stores, at, self.clock() - lag)
+        else:
+            history.start(stores)
+
+    @contextlib.contextmanager
+    def _visible_state(self) -> Iterator[None]:
+        """Inside the block the stores reads use hold what was visible `lag` seconds ago."""
+        views = self._history.view(self.clock() - self._read_lag())
+        saved = {name: getattr(self, name) for name in views}
+        try:
+            for name, view in views.items():
+                setattr(self, name, view)
+            yield
+        finally:
+            for name, store in saved.items():
+                setattr(self, name, store)
 
     def apply_due_transitions(self) -> int:
         """Apply the pending transitions that are due at the clock's now; return how many."""
@@ -653,6 +704,7 @@ class BatchQuotaEmulator:
         self._hooks.remove(hook)
 
     def _run_hooks(self, operation: str) -> None:
+        self._record_versions(self.clock())
         for hook in list(self._hooks):
             hook(self, operation)
 
@@ -803,6 +855,7 @@ class BatchQuotaEmulator:
         return {"name": name, "arn": arn}
 
     @_operation("DescribeSchedulingPolicies", mutates=False)
+    @_as_of_lag
     def describe_scheduling_policies(self, request: Request) -> Response:
         """DescribeSchedulingPolicies: unknown ARNs are left out of the answer."""
         arns = _require(request, "arns", "DescribeSchedulingPolicies")
@@ -826,6 +879,7 @@ class BatchQuotaEmulator:
         return {"schedulingPolicies": details}
 
     @_operation("ListSchedulingPolicies", mutates=False)
+    @_as_of_lag
     def list_scheduling_policies(self, request: Request) -> Response:
         """ListSchedulingPolicies, paginated."""
         page, token = _paginate(list(self.scheduling_policies), request)
@@ -1036,6 +1090,7 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("DescribeServiceEnvironments", mutates=False)
+    @_as_of_lag
     def describe_service_environments(self, request: Request) -> Response:
         """DescribeServiceEnvironments: filter by names/ARNs, paginated."""
         wanted = request.get("serviceEnvironments")
@@ -1313,6 +1368,7 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("DescribeJobQueues", mutates=False)
+    @_as_of_lag
     def describe_job_queues(self, request: Request) -> Response:
         """DescribeJobQueues: moto's container queues first, then ours; paginated."""
         wanted = request.get("jobQueues") or None
@@ -1506,12 +1562,14 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("DescribeQuotaShare", mutates=False)
+    @_as_of_lag
     def describe_quota_share(self, request: Request) -> Response:
         """DescribeQuotaShare by ARN; a deleted share is a ClientException."""
         share = self._share_or_error(_require(request, "quotaShareArn", "DescribeQuotaShare"))
         return self._share_detail(share, with_tags=True)
 
     @_operation("ListQuotaShares", mutates=False)
+    @_as_of_lag
     def list_quota_shares(self, request: Request) -> Response:
         """ListQuotaShares of one job queue (name or ARN), paginated."""
         queue = self._queue_or_error(_require(request, "jobQueue", "ListQuotaShares"))
@@ -1979,17 +2037,17 @@ class BatchQuotaEmulator:
         queue's statusReason (the other two have none)."""
         with self._lock:
             queue = self.find_job_queue(identifier)
-            if queue is not None:
-                queue.status, queue.status_reason = status, reason
-                return
             env = self.find_service_environment(identifier)
             shares = [s for s in self.quota_shares.values() if identifier in (s.arn, s.name)]
-            if env is not None:
+            if queue is not None:
+                queue.status, queue.status_reason = status, reason
+            elif env is not None:
                 env.status = status
             elif len(shares) == 1:
                 shares[0].status = status
             else:
                 raise _client_error(f"no single resource named {identifier}")
+            self._record_versions(self.clock())
 
     def set_job_status(self, job_id: str, status: str, reason: str | None = None) -> None:
         """Move a job to `status` (a scheduler's or a test's lever; not a Batch operation)."""
@@ -2084,6 +2142,7 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("ListTagsForResource", mutates=False)
+    @_as_of_lag
     def list_tags_for_resource(self, request: Request) -> Response:
         """ListTagsForResource on an emulator-owned ARN."""
         target = self._tag_target(_require(request, "resourceArn", "ListTagsForResource"))
