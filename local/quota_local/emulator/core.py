@@ -598,21 +598,25 @@ class BatchQuotaEmulator:
 
     def _advance(self) -> int:
         now = self.clock()
-        self._record_versions(now)
+        self._record_versions(None)  # starts or stops the history as the lag now says
         applied = 0
         while self._pending and self._pending[0][0] <= now:
             due, _, action = heapq.heappop(self._pending)
             action()
-            self._record_versions(due)
             applied += 1
+            if not self._pending or self._pending[0][0] != due:
+                # Reads lag behind a settled transition from when it was due, not from the
+                # call that happened to apply it (one record per instant).
+                self._record_versions(due)
         return applied
 
     def _read_lag(self) -> float:
         return float(self.variant("read_after_write_lag_seconds"))
 
-    def _record_versions(self, at: float) -> None:
-        """Note the changes of the resources reads lag behind, as made `at` (nothing to do
-        without a lag). The first call with a lag starts the history from the state then."""
+    def _record_versions(self, at: float | None) -> None:
+        """Note the changes of the resources reads lag behind, as made `at` (None: only start
+        or stop the history); nothing to do without a lag. The history starts from the state
+        at the first call with a lag: what exists then has always been visible."""
         lag = self._read_lag()
         history = self._history
         if lag <= 0:
@@ -620,14 +624,15 @@ class BatchQuotaEmulator:
                 history.stop()
             return
         stores = {name: getattr(self, name) for name in TRACKED_STORES}
-        if history.active:
-            history.record(stores, at, self.clock() - lag)
-        else:
+        if not history.active:
             history.start(stores)
+        elif at is not None:
+            history.record(stores, at, self.clock() - lag)
 
     @contextlib.contextmanager
     def _visible_state(self) -> Iterator[None]:
         """Inside the block the stores reads use hold what was visible `lag` seconds ago."""
+        self._record_versions(self.clock())  # changes made outside an operation, e.g. by a test
         views = self._history.view(self.clock() - self._read_lag())
         saved = {name: getattr(self, name) for name in views}
         try:

@@ -72,8 +72,8 @@ class VersionHistory:
                     snapshot = copy.deepcopy(obj)
                     _append(versions.setdefault(key, []), at, snapshot, cutoff)
                     latest[key] = snapshot
-            if len(latest) > len(store) or any(key not in store for key in latest):
-                for key in [k for k in latest if k not in store]:
+            if latest.keys() != store.keys():
+                for key in latest.keys() - store.keys():
                     _append(versions.setdefault(key, []), at, None, cutoff)
                     del latest[key]
 
