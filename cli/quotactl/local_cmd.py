@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -113,8 +114,68 @@ def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
     return None
 
 
-def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int:
+def up_variants(assignments: Sequence[str], conformance: str | None) -> dict[str, Any] | None:
+    """The emulator variants `local up` was asked for: a conformance file's, then each
+    NAME=VALUE over them; None when neither is given (the stack then reads
+    $QUOTA_LOCAL_VARIANTS). ValueError names what is wrong and what is allowed."""
+    from quota_local.emulator.variants import defaults, load_conformance, parse_assignment
+
+    if not assignments and not conformance:
+        return None
+    values = load_conformance(conformance) if conformance else defaults()
+    given: set[str] = set()
+    for text in assignments:
+        name, value = parse_assignment(text)
+        if name in given:
+            raise ValueError(f"--variant {name} is given twice")
+        given.add(name)
+        values[name] = value
+    return values
+
+
+def _checked_variants(
+    assignments: Sequence[str], conformance: str | None, err: TextIO
+) -> dict[str, Any] | int:
+    """Every variant's value for the stack, or exit code 2 after saying what is wrong."""
+    from quota_local.emulator.variants import VARIANTS_ENV, resolve_variants
+
+    try:
+        chosen = up_variants(assignments, conformance)
+    except ValueError as exc:
+        print(f"quotactl local up: {exc}; nothing was started", file=err)
+        return 2
+    if chosen is not None:
+        return chosen
+    try:
+        return resolve_variants(os.environ.get(VARIANTS_ENV) or None)
+    except ValueError as exc:
+        print(f"quotactl local up: ${VARIANTS_ENV}: {exc}; nothing was started", file=err)
+        return 2
+
+
+def _not_default(variants: dict[str, Any]) -> str:
+    from quota_local.emulator.variants import VARIANTS
+
+    changed = [
+        f"{name}={f'{value:g}' if isinstance(value, float) else value}"
+        for name, value in variants.items()
+        if value != VARIANTS[name].default
+    ]
+    return ", ".join(changed)
+
+
+def run_up(
+    port: int,
+    apply: str | None,
+    out: TextIO,
+    speed: float = 1.0,
+    variants: Sequence[str] = (),
+    conformance: str | None = None,
+) -> int:
     """Start the local stack server and serve until interrupted."""
+    chosen = _checked_variants(variants, conformance, sys.stderr)
+    if isinstance(chosen, int):
+        return chosen
     refused = refusal(port, apply, sys.stderr)
     if refused is not None:
         return refused
@@ -128,7 +189,7 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
-    with LocalStack(server=True, port=port) as stack:
+    with LocalStack(server=True, port=port, variants=chosen) as stack:
         state = {
             "endpoint": stack.endpoint_url,
             "region": stack.region,
@@ -142,6 +203,9 @@ def run_up(port: int, apply: str | None, out: TextIO, speed: float = 1.0) -> int
         try:
             if apply:
                 stack.apply(apply, by="quotactl local up")
+            changed = _not_default(stack.variants)
+            if changed:
+                print(f"emulator variants not at their default: {changed}", file=out, flush=True)
             print(
                 f"local stack listening on {stack.endpoint_url} (table {stack.table_name}); "
                 f"state in {path}. In another shell, add --local to a command: "

@@ -61,6 +61,18 @@ def _parser() -> argparse.ArgumentParser:
         default=1.0,
         help="run the clock this many times faster than real time (default 1)",
     )
+    up.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set one of the emulator's variants (docs/emulator.md, Variants); repeatable",
+    )
+    up.add_argument(
+        "--conformance",
+        metavar="FILE",
+        help="take the variants a conformance.json recorded (--variant overrides its entries)",
+    )
 
     alerts = local_sub.add_parser(
         "alerts", help="print the alerts the running local stack published since the last call"
@@ -212,7 +224,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.name,
                     out,
                 )
-            return run_up(args.port, args.apply, out, speed=args.speed)
+            return run_up(
+                args.port,
+                args.apply,
+                out,
+                speed=args.speed,
+                variants=args.variant,
+                conformance=args.conformance,
+            )
         if args.command == "conformance":
             from quotactl.conformance_cmd import run_conformance
 

@@ -35,14 +35,15 @@ def payload() -> Callable[..., str]:
 
 @pytest.fixture
 def installed_emulator() -> Iterator[None]:
-    """The emulator installed with default settings; an earlier installation is kept."""
-    emulator.configure(clock=time.time, settle_seconds=0.0)
+    """The emulator installed with default settings and variants; an earlier installation is
+    kept."""
+    emulator.configure(clock=time.time, settle_seconds=0.0, variants="default")
     was_installed = emulator.is_installed()
     emulator.install()
     yield
     if not was_installed:
         emulator.uninstall()
-    emulator.configure(clock=time.time, settle_seconds=0.0)
+    emulator.configure(clock=time.time, settle_seconds=0.0, variants="default")
 
 
 @pytest.fixture

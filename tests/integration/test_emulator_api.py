@@ -965,6 +965,59 @@ def test_settle_time_makes_creating_observable_and_refuses_dependents(
     assert "statusReason" not in queue
 
 
+def test_read_after_write_lag_delays_what_boto3_reads_not_what_it_changes(
+    installed_emulator: None, guide_stack: Any
+) -> None:
+    now = [1_800_000_000.0]
+    emulator.configure(clock=lambda: now[0], variants={"read_after_write_lag_seconds": 5})
+    with mock_aws():
+        batch = boto3.client("batch", region_name=REGION)
+        stack = guide_stack(batch)  # the creates refer to what reads do not show yet
+        unseen = batch.describe_job_queues(jobQueues=["qm-queue"])["jobQueues"]
+        listed_early = batch.describe_service_environments()["serviceEnvironments"]
+        no_queue_yet = error_of(lambda: batch.list_quota_shares(jobQueue="qm-queue"))
+        duplicate = error_of(lambda: make_env(batch, "qm-env"))
+        batch.update_quota_share(quotaShareArn=stack["team-a"], state="DISABLED")
+        now[0] += 5
+        queues = batch.describe_job_queues(jobQueues=["qm-queue"])["jobQueues"]
+        state = batch.describe_quota_share(quotaShareArn=stack["team-a"])["state"]
+        batch.tag_resource(resourceArn=stack["queue"], tags={"team": "ml"})
+        tags_early = batch.list_tags_for_resource(resourceArn=stack["queue"])["tags"]
+        now[0] += 5
+        tags = batch.list_tags_for_resource(resourceArn=stack["queue"])["tags"]
+
+    assert unseen == listed_early == []
+    assert no_queue_yet[:2] == ("ClientException", "Job queue qm-queue does not exist")
+    assert duplicate[:2] == ("ClientException", "Service environment qm-env already exists")
+    assert [q["status"] for q in queues] == ["VALID"]
+    assert state == "DISABLED"  # the update was made at the create's instant
+    assert (tags_early, tags) == ({}, {"team": "ml"})
+
+
+def test_snapshot_lag_serves_the_last_computation_until_it_is_old(
+    installed_emulator: None, guide_stack: Any, payload: Callable[..., str]
+) -> None:
+    now = [1_800_000_000.0]
+    emulator.configure(clock=lambda: now[0], variants={"snapshot_lag_seconds": 60})
+    with mock_aws():
+        batch = boto3.client("batch", region_name=REGION)
+        guide_stack(batch)
+        first = batch.get_job_queue_snapshot(jobQueue="qm-queue")
+        now[0] += 59
+        submit(batch, payload)
+        stale = batch.get_job_queue_snapshot(jobQueue="qm-queue")
+        now[0] += 1
+        fresh = batch.get_job_queue_snapshot(jobQueue="qm-queue")
+
+    assert strip_metadata(stale) == strip_metadata(first)
+    assert stale["frontOfQueue"] == {"jobs": [], "lastUpdatedAt": 1_800_000_000_000}
+    assert len(fresh["frontOfQueue"]["jobs"]) == 1
+    assert {
+        fresh[part]["lastUpdatedAt"]
+        for part in ("frontOfQueue", "frontOfQuotaShares", "queueUtilization")
+    } == {1_800_000_060_000}
+
+
 def test_moto_reset_clears_emulator_state(installed_emulator: None, guide_stack: Any) -> None:
     with mock_aws():
         guide_stack(boto3.client("batch", region_name=REGION))

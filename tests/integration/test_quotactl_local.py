@@ -157,6 +157,95 @@ def test_local_up_speed_must_be_positive(tmp_path: Path) -> None:
     assert "'-3' is not a number of times from 0 to 1000" in result.stderr
 
 
+def conformance_file(path: Path, **values: Any) -> Path:
+    variants = {name: {"value": value} for name, value in values.items()}
+    path.write_text(json.dumps({"format": 1, "variants": variants}))
+    return path
+
+
+def test_local_up_refuses_bad_variants_and_starts_nothing(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    from quotactl.main import main
+
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+    odd = conformance_file(tmp_path / "odd.json", describe_unknown_arn="sometimes")
+    cases: list[tuple[list[str], str]] = [
+        (["--variant", "bogus=1"], "unknown variant 'bogus'; the variants are: "),
+        (
+            ["--variant", "snapshot_lag_seconds=soon"],
+            "variant snapshot_lag_seconds: 'soon' is not allowed; it takes a number of "
+            "seconds >= 0",
+        ),
+        (
+            ["--variant", "error_wording=loud"],
+            "variant error_wording: 'loud' is not allowed; it takes emulator | terse",
+        ),
+        (["--variant", "error_wording"], "--variant 'error_wording': expected NAME=VALUE"),
+        (
+            ["--variant", "error_wording=terse", "--variant", "error_wording=emulator"],
+            "--variant error_wording is given twice",
+        ),
+        (["--conformance", str(tmp_path / "missing.json")], "missing.json: No such file"),
+        (
+            ["--conformance", str(odd)],
+            f"conformance file {odd}: variant describe_unknown_arn: 'sometimes' is not allowed",
+        ),
+    ]
+    for args, says in cases:
+        assert main(["local", "up", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert says in err, err
+        assert "nothing was started" in err
+        assert "Traceback" not in err
+    monkeypatch.setenv("QUOTA_LOCAL_VARIANTS", "read_after_write_lag_seconds=-1")
+    assert main(["local", "up"]) == 2
+    assert (
+        "$QUOTA_LOCAL_VARIANTS: variant read_after_write_lag_seconds: " in capsys.readouterr().err
+    )
+    assert not (tmp_path / "local.json").exists(), "no state file for a stack never started"
+
+
+def test_local_up_serves_the_variants_it_is_given(tmp_path: Path) -> None:
+    import boto3
+
+    recorded = conformance_file(
+        tmp_path / "conformance.json", snapshot_lag_seconds=60, read_after_write_lag_seconds=1
+    )
+    env = {**os.environ, "QUOTACTL_LOCAL_STATE": str(tmp_path / "local.json")}
+    env.pop("QUOTA_LOCAL_VARIANTS", None)
+    up = subprocess.Popen(
+        [str(QUOTACTL), "local", "up", "--conformance", str(recorded),
+         "--variant", "read_after_write_lag_seconds=3600"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert up.stdout is not None
+        lines = [up.stdout.readline(), up.stdout.readline()]
+        assert lines[0] == (
+            "emulator variants not at their default: snapshot_lag_seconds=60, "
+            "read_after_write_lag_seconds=3600\n"
+        ), up.stderr.read() if up.stderr else lines
+        assert lines[1].startswith("local stack listening on ")
+        state = json.loads((tmp_path / "local.json").read_text())
+        batch = boto3.client(
+            "batch",
+            region_name=state["region"],
+            endpoint_url=state["endpoint"],
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        batch.create_scheduling_policy(name="lagged")
+        # An hour of read-after-write lag: the server's emulator does not show it yet.
+        assert batch.list_scheduling_policies()["schedulingPolicies"] == []
+    finally:
+        up.send_signal(signal.SIGTERM)
+        up.wait(timeout=30)
+
+
 @contextlib.contextmanager
 def served_example(tmp_path: Path) -> Iterator[Any]:
     """A server-mode stack running the example layout, recorded in tmp_path's state file as

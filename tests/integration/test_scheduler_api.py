@@ -362,6 +362,31 @@ def test_time_limit_action_terminates_a_stuck_job(batch: Batch) -> None:
     assert batch.trail(stuck)[-1] == ("Batch Service Job State Change", "FAILED")
 
 
+def test_is_terminated_is_present_only_on_terminated_jobs(batch: Batch) -> None:
+    # API_ServiceJobSummary.html: isTerminated "is only present when the value is true"; the
+    # events carry DescribeServiceJob's detail, so they follow it.
+    batch.stack("qm", {G5: 3}, {"team": {"limits": {G5: 3}}})
+    done = batch.submit("qm", "team", runtime=30)
+    stopped = batch.submit("qm", "team")
+    batch.later(60)
+    batch.client.terminate_service_job(jobId=stopped, reason="not needed")
+
+    assert batch.status(done, stopped) == ("SUCCEEDED", "FAILED")
+    assert "isTerminated" not in batch.job(done)
+    assert batch.job(stopped)["isTerminated"] is True
+    assert all("isTerminated" not in e["detail"] for e in batch.events(done))
+    assert [e["detail"].get("isTerminated") for e in batch.events(stopped)][-1] is True
+    summaries = {
+        s["jobId"]: s
+        for status in ("SUCCEEDED", "FAILED")
+        for s in batch.client.list_service_jobs(jobQueue="qm", jobStatus=status)[
+            "jobSummaryList"
+        ]
+    }
+    assert "isTerminated" not in summaries[done]
+    assert summaries[stopped]["isTerminated"] is True
+
+
 def test_raising_priority_preempts_in_share_and_exhausted_retries_fail_the_job(
     batch: Batch,
 ) -> None:

@@ -388,7 +388,8 @@ def test_dispatch_moves_record_attempts_and_timestamps(
     assert job["startedAt"] + 3000 == job["stoppedAt"]
     assert job["latestAttempt"]["serviceResourceId"]["name"] == "TrainingJobArn"
     assert job["attempts"][0]["stoppedAt"] == job["stoppedAt"]
-    assert job["isTerminated"] is False
+    # The model: isTerminated "is only present when the value is true".
+    assert "isTerminated" not in job
 
 
 def test_mutation_hooks_run_after_mutations_only(emu: BatchQuotaEmulator) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import functools
 import heapq
 import itertools
@@ -36,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
 from quota_local.emulator.positions import QueuePositions
 from quota_local.emulator.variants import VariantSpec, defaults, resolve_variants
+from quota_local.emulator.visibility import TRACKED_STORES, VersionHistory
 
 Clock = Callable[[], float]
 # Lets `seconds` pass on the clock: time.sleep for the wall clock, a virtual clock's advance.
@@ -388,6 +390,20 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
     return decorate
 
 
+def _as_of_lag[F: Callable[..., Response]](fn: F) -> F:
+    """Answer a List/Describe from the state `read_after_write_lag_seconds` ago (the variant;
+    without a lag, from the true state). Goes under `_operation`, which applies due changes."""
+
+    @functools.wraps(fn)
+    def wrapper(self: BatchQuotaEmulator, request: Request) -> Response:
+        if not self._history.active:
+            return fn(self, request)
+        with self._visible_state():
+            return fn(self, request)
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _partition(region: str) -> str:
     if region.startswith("cn-"):
         return "aws-cn"
@@ -527,6 +543,10 @@ class BatchQuotaEmulator:
         self._pending: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._client_tokens: dict[str, tuple[str, str]] = {}
+        # GetJobQueueSnapshot answers per queue: (queue, computed at, answer), for its lag.
+        self._snapshots: dict[str, tuple[JobQueue | None, float, Response]] = {}
+        # Versions of the resources reads show under read_after_write_lag_seconds.
+        self._history = VersionHistory()
         self._lock = threading.RLock()
 
     # ----- settings, clock, transitions -------------------------------------------------------
@@ -586,11 +606,50 @@ class BatchQuotaEmulator:
 
     def _advance(self) -> int:
         now = self.clock()
+        self._record_versions(None)  # starts or stops the history as the lag now says
         applied = 0
         while self._pending and self._pending[0][0] <= now:
-            heapq.heappop(self._pending)[2]()
+            due, _, action = heapq.heappop(self._pending)
+            action()
             applied += 1
+            if not self._pending or self._pending[0][0] != due:
+                # Reads lag behind a settled transition from when it was due, not from the
+                # call that happened to apply it (one record per instant).
+                self._record_versions(due)
         return applied
+
+    def _read_lag(self) -> float:
+        return float(self.variant("read_after_write_lag_seconds"))
+
+    def _record_versions(self, at: float | None) -> None:
+        """Note the changes of the resources reads lag behind, as made `at` (None: only start
+        or stop the history); nothing to do without a lag. The history starts from the state
+        at the first call with a lag: what exists then has always been visible."""
+        lag = self._read_lag()
+        history = self._history
+        if lag <= 0:
+            if history.active:
+                history.stop()
+            return
+        stores = {name: getattr(self, name) for name in TRACKED_STORES}
+        if not history.active:
+            history.start(stores)
+        elif at is not None:
+            history.record(stores, at, self.clock() - lag)
+
+    @contextlib.contextmanager
+    def _visible_state(self) -> Iterator[None]:
+        """Inside the block the stores reads use hold what was visible `lag` seconds ago."""
+        self._record_versions(self.clock())  # changes made outside an operation, e.g. by a test
+        views = self._history.view(self.clock() - self._read_lag())
+        saved = {name: getattr(self, name) for name in views}
+        try:
+            for name, view in views.items():
+                setattr(self, name, view)
+            yield
+        finally:
+            for name, store in saved.items():
+                setattr(self, name, store)
 
     def apply_due_transitions(self) -> int:
         """Apply the pending transitions that are due at the clock's now; return how many."""
@@ -658,6 +717,7 @@ class BatchQuotaEmulator:
         self._hooks.remove(hook)
 
     def _run_hooks(self, operation: str) -> None:
+        self._record_versions(self.clock())
         for hook in list(self._hooks):
             hook(self, operation)
 
@@ -834,6 +894,7 @@ class BatchQuotaEmulator:
         return {"name": name, "arn": arn}
 
     @_operation("DescribeSchedulingPolicies", mutates=False)
+    @_as_of_lag
     def describe_scheduling_policies(self, request: Request) -> Response:
         """DescribeSchedulingPolicies: unknown ARNs are left out of the answer."""
         arns = _require(request, "arns", "DescribeSchedulingPolicies")
@@ -857,6 +918,7 @@ class BatchQuotaEmulator:
         return {"schedulingPolicies": details}
 
     @_operation("ListSchedulingPolicies", mutates=False)
+    @_as_of_lag
     def list_scheduling_policies(self, request: Request) -> Response:
         """ListSchedulingPolicies, paginated."""
         page, token = _paginate(list(self.scheduling_policies), request)
@@ -1072,6 +1134,7 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("DescribeServiceEnvironments", mutates=False)
+    @_as_of_lag
     def describe_service_environments(self, request: Request) -> Response:
         """DescribeServiceEnvironments: filter by names/ARNs, paginated."""
         wanted = request.get("serviceEnvironments")
@@ -1349,6 +1412,7 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("DescribeJobQueues", mutates=False)
+    @_as_of_lag
     def describe_job_queues(self, request: Request) -> Response:
         """DescribeJobQueues: moto's container queues first, then ours; paginated."""
         wanted = request.get("jobQueues") or None
@@ -1542,12 +1606,14 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("DescribeQuotaShare", mutates=False)
+    @_as_of_lag
     def describe_quota_share(self, request: Request) -> Response:
         """DescribeQuotaShare by ARN; a deleted share is a ClientException."""
         share = self._share_or_error(_require(request, "quotaShareArn", "DescribeQuotaShare"))
         return self._share_detail(share, with_tags=True)
 
     @_operation("ListQuotaShares", mutates=False)
+    @_as_of_lag
     def list_quota_shares(self, request: Request) -> Response:
         """ListQuotaShares of one job queue (name or ARN), paginated."""
         queue = self._queue_or_error(_require(request, "jobQueue", "ListQuotaShares"))
@@ -1736,9 +1802,11 @@ class BatchQuotaEmulator:
             "serviceJobType": job.service_job_type,
             "status": job.status,
             "createdAt": job.created_at,
-            "isTerminated": job.is_terminated,
             "capacityUsage": [dict(u) for u in job.capacity_usage],
         }
+        if job.is_terminated:
+            # API_ServiceJobSummary.html: isTerminated "is only present when the value is true".
+            summary["isTerminated"] = True
         optional = {
             "statusReason": job.status_reason,
             "quotaShareName": job.quota_share_name,
@@ -1918,15 +1986,30 @@ class BatchQuotaEmulator:
 
     @_operation("GetJobQueueSnapshot", mutates=False)
     def get_job_queue_snapshot(self, request: Request) -> Response:
-        """GetJobQueueSnapshot: front of queue/shares and SCHEDULED+STARTING+RUNNING usage."""
+        """GetJobQueueSnapshot: front of queue/shares and SCHEDULED+STARTING+RUNNING usage,
+        recomputed per queue only once the last computation is `snapshot_lag_seconds` old."""
         ident = _require(request, "jobQueue", "GetJobQueueSnapshot")
         queue = self.find_job_queue(ident)
-        now = self.now_ms()
-        if queue is None:
-            if self._external_queues([ident]):
-                # Container queues are moto's: nothing of theirs is emulated.
-                return {"frontOfQueue": {"jobs": [], "lastUpdatedAt": now}}
+        if queue is None and not self._external_queues([ident]):
             raise _client_error(f"Job queue {ident} does not exist")
+        # API_GetJobQueueSnapshot.html: lastUpdatedAt is when the answer was computed; how
+        # often Batch computes it is not documented, hence the variant.
+        lag = float(self.variant("snapshot_lag_seconds"))
+        key = ident if queue is None else queue.arn
+        now = self.clock()
+        cached = self._snapshots.get(key)
+        if lag > 0 and cached is not None and cached[0] is queue and now - cached[1] < lag:
+            return copy.deepcopy(cached[2])
+        response = self._snapshot_of(queue, self.now_ms())
+        if lag > 0:
+            self._snapshots[key] = (queue, now, copy.deepcopy(response))
+        return response
+
+    def _snapshot_of(self, queue: JobQueue | None, now: int) -> Response:
+        """GetJobQueueSnapshot's answer computed at `now` (epoch ms); None: a moto queue."""
+        if queue is None:
+            # Container queues are moto's: nothing of theirs is emulated.
+            return {"frontOfQueue": {"jobs": [], "lastUpdatedAt": now}}
         jobs = self.jobs_of(queue)
         ordered = self.dispatch_order(queue, [j for j in jobs if j.status == "RUNNABLE"])
         response: dict[str, Any] = {
@@ -2022,17 +2105,17 @@ class BatchQuotaEmulator:
         queue's statusReason (the other two have none)."""
         with self._lock:
             queue = self.find_job_queue(identifier)
-            if queue is not None:
-                queue.status, queue.status_reason = status, reason
-                return
             env = self.find_service_environment(identifier)
             shares = [s for s in self.quota_shares.values() if identifier in (s.arn, s.name)]
-            if env is not None:
+            if queue is not None:
+                queue.status, queue.status_reason = status, reason
+            elif env is not None:
                 env.status = status
             elif len(shares) == 1:
                 shares[0].status = status
             else:
                 raise _client_error(f"no single resource named {identifier}")
+            self._record_versions(self.clock())
 
     def set_job_status(self, job_id: str, status: str, reason: str | None = None) -> None:
         """Move a job to `status` (a scheduler's or a test's lever; not a Batch operation)."""
@@ -2126,6 +2209,7 @@ class BatchQuotaEmulator:
         return {}
 
     @_operation("ListTagsForResource", mutates=False)
+    @_as_of_lag
     def list_tags_for_resource(self, request: Request) -> Response:
         """ListTagsForResource on an emulator-owned ARN."""
         target = self._tag_target(_require(request, "resourceArn", "ListTagsForResource"))
