@@ -875,7 +875,7 @@ def test_a_payload_sagemaker_cannot_run_fails_when_handed_over(batch: Batch) -> 
     )["jobId"]
 
     job = batch.job(job_id)
-    assert (job["status"], job["capacityUsage"], job.get("isTerminated")) == ("FAILED", [], False)
+    assert (job["status"], job["capacityUsage"], job.get("isTerminated")) == ("FAILED", [], None)
     assert job["statusReason"].startswith("Received status from SageMaker: ")
     assert batch.trail(job_id) == [(STATE_CHANGE, "RUNNABLE"), (STATE_CHANGE, "FAILED")]
     assert batch.events(job_id)[-1]["detail"]["statusReason"] == job["statusReason"]
