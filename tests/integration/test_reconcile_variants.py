@@ -16,6 +16,7 @@ from builders import guide_layout
 from quota_controller.batch_gateway import BotoBatchGateway
 from quota_controller.batch_reader import BotoAlertReader
 from quota_controller.planner import Action, Scope
+from quota_local import emulator
 from quota_local.stack import LocalStack
 from quotactl.main import main
 
@@ -27,6 +28,18 @@ OPEN = {"error_wording": "terse", "describe_unknown_arn": "error"}
 def stack() -> Iterator[LocalStack]:
     with LocalStack(variants=OPEN) as local:
         yield local
+
+
+@pytest.fixture
+def opened() -> Iterator[LocalStack]:
+    """A stack whose first reconciles ran under the default variants; the test itself runs
+    under OPEN (so what it proves is not only the first reconcile of a new queue)."""
+    with LocalStack() as local:
+        yield local
+
+
+def open_up(stack: LocalStack) -> None:
+    emulator.configure(variants=OPEN)  # LocalStack.stop restores the defaults
 
 
 def conditions(view: dict[str, Any]) -> dict[str, str]:
@@ -84,8 +97,10 @@ def test_a_new_queue_converges_and_is_removed_renamed_and_torn_down(stack: Local
     assert [a["kind"] for a in stack.alerts()] == []
 
 
-def test_a_refused_create_of_what_exists_as_asked_counts_as_done(stack: LocalStack) -> None:
+def test_a_refused_create_of_what_exists_as_asked_counts_as_done(opened: LocalStack) -> None:
+    stack = opened
     converge(stack)
+    open_up(stack)
     gateway = BotoBatchGateway(stack.batch, Scope("123456789012", "us-east-1"))
     share = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"][0]
     same = {
@@ -104,8 +119,10 @@ def test_a_refused_create_of_what_exists_as_asked_counts_as_done(stack: LocalSta
         gateway.execute(Action("CreateQuotaShare", {**other, "jobQueue": QUEUE}, "share", "x"))
 
 
-def test_reads_of_what_is_gone_say_so_without_reading_the_error_text(stack: LocalStack) -> None:
+def test_reads_of_what_is_gone_say_so_without_reading_the_error_text(opened: LocalStack) -> None:
+    stack = opened
     converge(stack)
+    open_up(stack)
     reader = BotoAlertReader(stack.batch)
     share = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"][0]["quotaShareArn"]
     assert reader.share_tags(share) is not None
@@ -117,21 +134,31 @@ def test_reads_of_what_is_gone_say_so_without_reading_the_error_text(stack: Loca
 
 
 def test_the_resync_skips_a_queue_batch_no_longer_has(
-    stack: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    opened: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from quota_controller import composition
+
+    stack = opened
     converge(stack)
-    for key in ("SHARE#team-a", "SHARE#team-b", "SHARE#team-c", "QUEUE"):
-        stack.delete_item(QUEUE, key)
-    stack.advance(900)
-    capsys.readouterr()
+    open_up(stack)
+    # Deleted behind the controller's back: the resync's reads of it are refused.
+    stack.batch.update_job_queue(jobQueue=QUEUE, state="DISABLED")
+    stack.emulator.settle_all()
+    stack.batch.delete_job_queue(jobQueue=QUEUE)
+    stack.emulator.settle_all()
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
-    stack.resync()
-    stack.run_until_idle()
-    assert stack.dead_letters() == {k: [] for k in stack.dead_letters()}
+
+    # What the resync function calls for its share-usage metrics, on the stack's clients.
+    usage = composition.publish_share_usage([QUEUE], "BatchQuotaController")
+
+    assert usage.failed == {}
+    assert usage.skipped == {QUEUE: "job queue does not exist"}
 
 
-def test_an_alert_about_a_job_batch_no_longer_has_is_still_sent(stack: LocalStack) -> None:
+def test_an_alert_about_a_job_batch_no_longer_has_is_still_sent(opened: LocalStack) -> None:
+    stack = opened
     converge(stack)
+    open_up(stack)
     job = stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="victim")
     stack.emulator.set_job_status(job, "RUNNING")
     events = preemption_events(
@@ -168,9 +195,11 @@ def queued_job(stack: LocalStack, share: str = "team-c") -> str:
 
 
 def test_warn_names_the_queued_jobs_a_share_removal_terminates_then_removes_it(
-    stack: LocalStack,
+    opened: LocalStack,
 ) -> None:
+    stack = opened
     converge(stack, reductionPolicy="warn")
+    open_up(stack)
     job = queued_job(stack)
     stack.delete_item(QUEUE, "SHARE#team-c")
     stack.advance(120)
@@ -184,9 +213,11 @@ def test_warn_names_the_queued_jobs_a_share_removal_terminates_then_removes_it(
 
 
 def test_block_holds_a_share_removal_with_queued_jobs_until_it_is_approved(
-    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+    opened: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    stack = opened
     converge(stack, reductionPolicy="block")
+    open_up(stack)
     job = queued_job(stack)
     stack.delete_item(QUEUE, "SHARE#team-c")
     stack.advance(120)
@@ -214,9 +245,11 @@ def test_block_holds_a_share_removal_with_queued_jobs_until_it_is_approved(
 
 
 def test_drain_waits_for_running_jobs_then_holds_the_queued_ones_it_would_terminate(
-    stack: LocalStack,
+    opened: LocalStack,
 ) -> None:
+    stack = opened
     converge(stack, reductionPolicy="drain")
+    open_up(stack)
     running = stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 1, name="running")
     stack.emulator.set_job_status(running, "RUNNING")
     job = queued_job(stack)
@@ -241,9 +274,11 @@ def test_drain_waits_for_running_jobs_then_holds_the_queued_ones_it_would_termin
 
 
 def test_quotactl_plan_names_the_queued_jobs_a_removal_terminates(
-    stack: LocalStack, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+    opened: LocalStack, tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    stack = opened
     converge(stack, reductionPolicy="block")
+    open_up(stack)
     job = queued_job(stack)
     stack.delete_item(QUEUE, "SHARE#team-c")
     stack.advance(60)  # disabled, its deletion held: what the plan previews
