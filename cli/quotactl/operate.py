@@ -233,6 +233,9 @@ def _preview_data(p: Preview) -> dict[str, Any]:
                 "reason": g.reason,
                 "reductions": [r.describe() for r in g.action.reductions],
                 "risks": [_risk_data(r) for r in g.risks],
+                "atRisk": [
+                    {"jobId": a.job.jobId, "status": a.job.status, "why": a.why} for a in g.at_risk
+                ],
             }
             for n, g in enumerate(p.decided, 1)
         ],
@@ -281,8 +284,8 @@ def _print_preview(p: Preview, out: TextIO) -> None:
             print(f"  {g.action.operation} {g.action.resource}: {g.decision}", file=out)
             for risk in g.risks:
                 print(f"    {risk.describe()}", file=out)
-                for job in risk.jobs:
-                    print(f"      at risk: {_job_text(job)}", file=out)
+            for at in g.at_risk:
+                print(f"      at risk: {_job_text(at.job)}: {at.why}", file=out)
             if g.reason:
                 print(f"    {g.reason}", file=out)
         if any(g.decision == "blocked" for g in p.decided):
@@ -501,6 +504,8 @@ def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = Fa
             print(f"  - {change}", file=out)
         if held.get("jobs"):
             print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
+        for at in held.get("atRisk") or []:
+            print(f"    {at.get('jobId')}: {at.get('why')}", file=out)
         for reason in held.get("reasons", []):
             print(f"  {reason}", file=out)
         if held.get("decision") == "blocked":

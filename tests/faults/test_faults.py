@@ -266,14 +266,19 @@ def batch_share(stack: LocalStack, name: str, queue: str = QUEUE) -> dict[str, A
 
 
 def env_limits(stack: LocalStack, name: str = f"{QUEUE}-env") -> list[dict[str, Any]]:
-    envs = stack.batch.describe_service_environments(serviceEnvironments=[name])
-    live = [e for e in envs["serviceEnvironments"] if e["status"] not in ("DELETING", "DELETED")]
+    # Unfiltered: whether Batch omits or refuses an unknown name is a variant.
+    envs = stack.batch.describe_service_environments()
+    live = [
+        e
+        for e in envs["serviceEnvironments"]
+        if e["serviceEnvironmentName"] == name and e["status"] not in ("DELETING", "DELETED")
+    ]
     return list(live[0]["capacityLimits"]) if live else []
 
 
 def batch_queue(stack: LocalStack, name: str = QUEUE) -> dict[str, Any] | None:
-    queues = stack.batch.describe_job_queues(jobQueues=[name])["jobQueues"]
-    return next((q for q in queues if q["status"] != "DELETED"), None)
+    queues = stack.batch.describe_job_queues()["jobQueues"]  # unfiltered, as env_limits
+    return next((q for q in queues if q["jobQueueName"] == name and q["status"] != "DELETED"), None)
 
 
 # -- Batch throttling (429) and 5xx on every kind of call the controller makes ----------------

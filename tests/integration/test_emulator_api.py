@@ -1068,3 +1068,24 @@ def test_version_guard_refuses_untested_moto(
         assert emulator.is_installed()
     finally:
         emulator.uninstall()
+
+
+def test_variants_reach_boto3_callers(batch: Any, guide_stack: Any) -> None:
+    """error_wording=terse and describe_unknown_arn=error as a boto3 client sees them, also
+    for a refusal moto itself makes (a container job queue's)."""
+    guide_stack(batch)
+    emulator.configure(variants={"error_wording": "terse", "describe_unknown_arn": "error"})
+    try:
+        for call in (
+            lambda: make_share(batch, "team-a"),  # already exists
+            lambda: batch.describe_job_queues(jobQueues=["qm-queue", "nope"]),
+            lambda: batch.describe_service_environments(serviceEnvironments=["nope"]),
+            lambda: batch.describe_scheduling_policies(
+                arns=[f"arn:aws:batch:{REGION}:{ACCOUNT}:scheduling-policy/nope"]
+            ),
+            lambda: batch.update_job_queue(jobQueue="no-such-queue", priority=2),  # moto's
+        ):
+            assert error_of(call) == ("ClientException", emulator.TERSE_MESSAGE, 400)
+        assert len(batch.describe_job_queues(jobQueues=["qm-queue"])["jobQueues"]) == 1
+    finally:
+        emulator.configure(variants="default")

@@ -343,8 +343,13 @@ class FakeBatch:
         self.observes += 1
         return self.observed
 
-    def active_jobs(self, queue: str, shares: Sequence[str]) -> dict[str, list[ActiveJob]]:
+    def active_jobs(
+        self, queue: str, shares: Sequence[str], statuses: Sequence[str] | None = None
+    ) -> dict[str, list[ActiveJob]]:
         return {s: [] for s in shares}
+
+    def queue_jobs(self, queue: str) -> list[ActiveJob]:
+        return []
 
     def execute(self, action: Action) -> None:
         self.executed.append(action)

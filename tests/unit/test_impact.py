@@ -430,6 +430,72 @@ def test_forced_delete_applies_and_warns_about_the_terminated_jobs() -> None:
     assert victims(decision.risks) == ["j0", "j1", "j2"]
 
 
+# -- queued jobs a deletion terminates (API_DeleteQuotaShare, API_DeleteJobQueue) ------------
+
+QUEUED = jobs_of(job("q0", "RUNNABLE"), job("q1", "SUBMITTED"))
+DELETE_QUEUE = Action(
+    "DeleteJobQueue", {"jobQueue": "q"}, "job queue q", "delete job queue q", deletes_queue=True
+)
+
+
+@pytest.mark.parametrize(
+    ("policy", "approved", "expected"),
+    [
+        ("warn", False, "apply-with-warning"),
+        ("block", False, "blocked"),
+        ("block", True, "apply-with-warning"),
+        # Queued jobs in a DISABLED share may never start: drain holds them for an approval.
+        ("drain", False, "blocked"),
+        ("drain", True, "apply-with-warning"),
+    ],
+)
+def test_the_queued_jobs_a_removal_terminates_are_named_and_left_to_the_policy(
+    policy: str, approved: bool, expected: str
+) -> None:
+    held_id = change_id([delete_share()])
+    (decision,), held = guard([delete_share()], QUEUED, {}, policy, held_id if approved else None)
+
+    assert decision.decision == expected
+    assert held == held_id
+    assert [(a.job.jobId, a.why) for a in decision.at_risk] == [
+        ("q0", "terminated when quota share team-a is deleted (it is RUNNABLE)"),
+        ("q1", "terminated when quota share team-a is deleted (it is SUBMITTED)"),
+    ]
+    if expected == "blocked":
+        assert held_id in decision.reason
+
+
+def test_a_removal_waits_for_dispatched_jobs_and_names_the_queued_ones_too() -> None:
+    both = jobs_of(job("r0", "RUNNING"), job("q0", "RUNNABLE"))
+    (decision,), held = guard([delete_share()], both, {}, "warn", None)
+
+    assert decision.decision == "waiting-for-idle"
+    assert "1 active job(s)" in decision.reason
+    assert "its 1 queued job(s) would be terminated too" in decision.reason
+    assert [a.job.jobId for a in decision.at_risk] == ["r0", "q0"]
+    assert held is None
+
+
+def test_deleting_the_queue_names_its_unfinished_jobs() -> None:
+    (idle,), _ = guard([DELETE_QUEUE], {}, {}, "warn", None)
+    assert idle.decision == "apply"
+    queued = [job("q0", "RUNNABLE", share="gone")]
+    (decision,), _ = guard([DELETE_QUEUE], {}, {}, "warn", None, queue_jobs=queued)
+    assert decision.decision == "apply-with-warning"
+    assert [a.why for a in decision.at_risk] == [
+        "terminated when the job queue is deleted (it is RUNNABLE)"
+    ]
+    running = [job("r0", "RUNNING", share="gone")]
+    (waiting,), _ = guard([DELETE_QUEUE], {}, {}, "warn", None, queue_jobs=running)
+    assert waiting.decision == "waiting-for-idle"
+
+
+def test_queued_jobs_hold_no_capacity_a_limit_reduction_counts() -> None:
+    jobs = jobs_of(job("r0", "RUNNING"), job("q0", "RUNNABLE", **{G5: 3}))
+    (decision,), _ = guard([lowered(after=1)], jobs, {}, "warn", None)
+    assert decision.decision == "apply"
+
+
 # -- change_id -------------------------------------------------------------------------------
 
 

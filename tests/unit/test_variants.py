@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from quota_local.emulator import PROFILES, VARIANTS, BatchQuotaEmulator, resolve_variants
+from quota_local.emulator.core import TERSE_MESSAGE, EmulatorError, server_error
 from quota_local.emulator.variants import load_conformance, parse_assignment
 
 # Tests outside this repository select these names: they must not change.
@@ -101,3 +102,75 @@ def test_an_emulator_takes_its_own_variants_or_the_shared_ones() -> None:
     shared = BatchQuotaEmulator("123456789012", "us-east-1")
     assert own.variant("error_wording") == "terse"
     assert shared.variant("error_wording") == "emulator"
+
+
+def _quota_stack(emu: BatchQuotaEmulator) -> str:
+    policy = emu.create_scheduling_policy(
+        {"name": "p", "quotaSharePolicy": {"idleResourceAssignmentStrategy": "FIFO"}}
+    )["arn"]
+    emu.create_service_environment(
+        {
+            "serviceEnvironmentName": "env",
+            "serviceEnvironmentType": "SAGEMAKER_TRAINING",
+            "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 2}],
+        }
+    )
+    emu.create_job_queue(
+        {
+            "jobQueueName": "q",
+            "jobQueueType": "SAGEMAKER_TRAINING",
+            "priority": 1,
+            "schedulingPolicyArn": policy,
+            "serviceEnvironmentOrder": [{"order": 1, "serviceEnvironment": "env"}],
+        }
+    )
+    return str(policy)
+
+
+@pytest.mark.parametrize("value", ["omit", "error"])
+def test_describe_unknown_arn_omits_or_refuses_what_does_not_exist(value: str) -> None:
+    emu = BatchQuotaEmulator("123456789012", "us-east-1", variants={"describe_unknown_arn": value})
+    policy = _quota_stack(emu)
+    missing = emu.arn("scheduling-policy/nope")
+    reads = [
+        (emu.describe_scheduling_policies, {"arns": [policy, missing]}, "schedulingPolicies"),
+        (
+            emu.describe_service_environments,
+            {"serviceEnvironments": ["env", "nope"]},
+            "serviceEnvironments",
+        ),
+        (emu.describe_job_queues, {"jobQueues": ["q", emu.arn("job-queue/nope")]}, "jobQueues"),
+    ]
+    for read, request, key in reads:
+        if value == "omit":
+            assert len(read(request)[key]) == 1
+        else:
+            with pytest.raises(EmulatorError, match="does not exist") as caught:
+                read(request)
+            assert caught.value.code == "ClientException"
+        # What exists is always described.
+        first = {k: v[:1] for k, v in request.items()}
+        assert len(read(first)[key]) == 1
+
+
+def test_error_wording_terse_replaces_every_client_exception_message() -> None:
+    emu = BatchQuotaEmulator("123456789012", "us-east-1", variants={"error_wording": "terse"})
+    policy = _quota_stack(emu)
+    refused = [
+        lambda: emu.create_scheduling_policy(  # already exists
+            {"name": "p", "quotaSharePolicy": {"idleResourceAssignmentStrategy": "FIFO"}}
+        ),
+        lambda: emu.describe_quota_share({"quotaShareArn": emu.arn("job-queue/q/quota-share/x")}),
+        lambda: emu.delete_scheduling_policy({"arn": policy}),  # still used by the queue
+        lambda: emu.create_quota_share({"quotaShareName": "s"}),  # fails the model check
+        lambda: emu.handle("NoSuchOperation", {}),
+    ]
+    for request in refused:
+        with pytest.raises(EmulatorError) as caught:
+            request()
+        assert (caught.value.code, caught.value.message) == ("ClientException", TERSE_MESSAGE)
+    emu.inject(server_error("DescribeJobQueues"))
+    with pytest.raises(EmulatorError) as caught:
+        emu.describe_job_queues({})
+    assert caught.value.code == "ServerException"
+    assert caught.value.message != TERSE_MESSAGE  # only ClientException texts are replaced

@@ -3,9 +3,11 @@
 Throttling (429 TooManyRequestsException) and 5xx are retried by botocore's retry mode
 (configured where the client is built, see `composition`); what still fails surfaces as
 RetryableError so the event source retries the record. Batch reports every refusal as a
-ClientException with a message (no typed NotFound/Conflict codes), so "already exists" on a
-create is matched on the text and treated as done: two reconciles racing to create the same
-resource both succeed.
+ClientException whose text is not documented (API reference, CommonErrors), so no decision
+rests on it: a refused create is read back, and when the resource exists with the shape asked
+for it counts as done (two reconciles racing to create the same resource both succeed).
+Describes of names or ARNs that may not exist yet go through `describe_existing`, which works
+whether Batch leaves them out or refuses them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ from typing import Any
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.batch_reader import call, error_message, is_retryable
-from quota_controller.impact import ACTIVE_STATUSES, ActiveJob
+from quota_controller.batch_reader import (
+    call,
+    describe_existing,
+    error_message,
+    is_retryable,
+    pages,
+)
+from quota_controller.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
 from quota_controller.observed import (
     ObservedEnvironment,
     ObservedPolicy,
@@ -51,7 +59,7 @@ class BotoBatchGateway:
         self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
     ) -> ObservedState:
         """Four reads when the queue exists: queue, policies, environments, shares."""
-        queues = self._call("describe_job_queues", jobQueues=[queue]).get("jobQueues", [])
+        queues = describe_existing(self._client, "job-queue", [queue])
         observed_queue = next(
             (ObservedQueue.model_validate(q) for q in queues if q.get("jobQueueName") == queue),
             None,
@@ -59,23 +67,16 @@ class BotoBatchGateway:
         policy_arns = [self._scope.arn(f"scheduling-policy/{n}") for n in policy_names]
         if observed_queue and observed_queue.schedulingPolicyArn:
             policy_arns.append(observed_queue.schedulingPolicyArn)
-        policies = self._call("describe_scheduling_policies", arns=sorted(set(policy_arns))).get(
-            "schedulingPolicies", []
-        )
+        policies = describe_existing(self._client, "scheduling-policy", policy_arns)
         wanted_policy = policy_names[0] if policy_names else None
         observed_policy = _pick_policy(policies, wanted_policy, policy_names)
         env_refs = list(environment_names)
         if observed_queue:
             env_refs += [o.serviceEnvironment for o in observed_queue.serviceEnvironmentOrder]
         environments: dict[str, ObservedEnvironment] = {}
-        if env_refs:
-            pages = self._client.get_paginator("describe_service_environments").paginate(
-                serviceEnvironments=sorted(set(env_refs))
-            )
-            for page in self._pages(pages):
-                for env in page.get("serviceEnvironments", []):
-                    parsed = ObservedEnvironment.model_validate(env)
-                    environments[parsed.serviceEnvironmentName] = parsed
+        for env in describe_existing(self._client, "service-environment", env_refs):
+            parsed = ObservedEnvironment.model_validate(env)
+            environments[parsed.serviceEnvironmentName] = parsed
         shares: dict[str, ObservedShare] = {}
         if observed_queue and observed_queue.status != "DELETED":
             pages = self._client.get_paginator("list_quota_shares").paginate(
@@ -105,26 +106,48 @@ class BotoBatchGateway:
         except BotoCoreError as err:
             raise RetryableError(str(err)) from err
 
-    def active_jobs(self, queue: str, shares: Sequence[str]) -> dict[str, list[ActiveJob]]:
-        """ListServiceJobs per share and active status, then the priority of each job."""
+    def active_jobs(
+        self, queue: str, shares: Sequence[str], statuses: Sequence[str] | None = None
+    ) -> dict[str, list[ActiveJob]]:
+        """ListServiceJobs per share and status, then the priority of each dispatched job."""
         out: dict[str, list[ActiveJob]] = {}
         for share in shares:
-            jobs: list[ActiveJob] = []
-            for status in ACTIVE_STATUSES:
-                pages = self._client.get_paginator("list_service_jobs").paginate(
-                    jobQueue=queue,
-                    jobStatus=status,
-                    filters=[{"name": "QUOTA_SHARE_NAME", "values": [share]}],
-                )
-                for page in self._pages(pages):
-                    for summary in page.get("jobSummaryList", []):
-                        jobs.append(self._active_job(summary, share))
-            out[share] = jobs
+            filters = [{"name": "QUOTA_SHARE_NAME", "values": [share]}]
+            out[share] = self._jobs(queue, statuses or ACTIVE_STATUSES, filters, share)
         return out
 
-    def _active_job(self, summary: dict[str, Any], share: str) -> ActiveJob:
-        # The summary has no priority; the victim heuristic weighs it, so ask for it.
-        detail = self._call("describe_service_job", jobId=summary["jobId"])
+    def queue_jobs(self, queue: str) -> list[ActiveJob]:
+        """ListServiceJobs of the queue in every unfinished status."""
+        return self._jobs(queue, UNFINISHED_STATUSES, None, None)
+
+    def _jobs(
+        self,
+        queue: str,
+        statuses: Sequence[str],
+        filters: list[dict[str, Any]] | None,
+        share: str | None,
+    ) -> list[ActiveJob]:
+        jobs: list[ActiveJob] = []
+        # One status per request: without a filter no status means RUNNING only
+        # (API_ListServiceJobs), and a share filter combines with jobStatus.
+        for status in statuses:
+            params: dict[str, Any] = {"jobQueue": queue, "jobStatus": status}
+            if filters:
+                params["filters"] = filters
+            pages = self._client.get_paginator("list_service_jobs").paginate(**params)
+            for page in self._pages(pages):
+                for summary in page.get("jobSummaryList", []):
+                    jobs.append(self._active_job(summary, share))
+        return jobs
+
+    def _active_job(self, summary: dict[str, Any], share: str | None) -> ActiveJob:
+        detail: dict[str, Any] = {}
+        if summary.get("status") in ACTIVE_STATUSES:
+            # The summary has no priority; the victim heuristic weighs it, so ask for it.
+            try:
+                detail = self._call("describe_service_job", jobId=summary["jobId"])
+            except ClientError:  # finished and gone since the list: no priority to weigh
+                detail = {}
         usage: dict[str, int] = {}
         for entry in summary.get("capacityUsage") or detail.get("capacityUsage") or []:
             unit = entry.get("capacityUnit")
@@ -135,7 +158,7 @@ class BotoBatchGateway:
             jobName=summary.get("jobName", ""),
             jobArn=summary.get("jobArn", ""),
             status=summary.get("status", ""),
-            share=share,
+            share=share or str(summary.get("quotaShareName") or ""),
             usage=usage,
             priority=detail.get("schedulingPriority"),
             startedAt=summary.get("startedAt"),
@@ -152,14 +175,63 @@ class BotoBatchGateway:
         return {str(k): str(v) for k, v in (result.get("tags") or {}).items()}
 
     def execute(self, action: Action) -> None:
-        """Make the request; an "already exists" on a create counts as done."""
+        """Make the request; a refused create whose resource exists as asked counts as done."""
         try:
             self._call(xform_name(action.operation), **action.params)
         except ClientError as err:
-            message = error_message(err)
-            if action.operation.startswith("Create") and "already exist" in message.lower():
+            if action.operation.startswith("Create") and self._created(action):
                 return
-            raise ActionFailed(action, message) from err
+            raise ActionFailed(action, error_message(err)) from err
+
+    def _created(self, action: Action) -> bool:
+        try:
+            return self._read_back(action)
+        except ClientError:  # the read is refused too (the queue of a share is gone): not done
+            return False
+
+    def _read_back(self, action: Action) -> bool:
+        """Whether what a refused Create* asked for exists with that shape: read back, since
+        the refusal's text says nothing a client may rely on."""
+        params = action.params
+        found: list[dict[str, Any]]
+        if action.operation == "CreateSchedulingPolicy":
+            arn = self._scope.arn(f"scheduling-policy/{params['name']}")
+            found = describe_existing(self._client, "scheduling-policy", [arn])
+            return any("quotaSharePolicy" in p for p in found)
+        if action.operation == "CreateServiceEnvironment":
+            name = params["serviceEnvironmentName"]
+            found = describe_existing(self._client, "service-environment", [name])
+            return any(
+                e.get("serviceEnvironmentName") == name
+                and e.get("status") not in ("DELETING", "DELETED")
+                and _limits(e.get("capacityLimits")) == _limits(params.get("capacityLimits"))
+                for e in found
+            )
+        if action.operation == "CreateJobQueue":
+            name = params["jobQueueName"]
+            found = describe_existing(self._client, "job-queue", [name])
+            return any(
+                q.get("jobQueueName") == name
+                and q.get("status") not in ("DELETING", "DELETED")
+                and q.get("schedulingPolicyArn") == params.get("schedulingPolicyArn")
+                for q in found
+            )
+        if action.operation == "CreateQuotaShare":
+            name = params["quotaShareName"]
+            found = pages(
+                self._client, "list_quota_shares", "quotaShares", jobQueue=params["jobQueue"]
+            )
+            return any(
+                s.get("quotaShareName") == name
+                and s.get("status") not in ("DELETING", "DELETED")
+                and _limits(s.get("capacityLimits")) == _limits(params.get("capacityLimits"))
+                for s in found
+            )
+        return False
+
+
+def _limits(limits: Any) -> set[tuple[Any, Any]]:
+    return {(c.get("capacityUnit"), c.get("maxCapacity")) for c in limits or []}
 
 
 def _pick_policy(

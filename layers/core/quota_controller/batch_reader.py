@@ -7,6 +7,7 @@ neither the planner nor the observed-state models (see `make bench`, cold_start)
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -51,36 +52,105 @@ def call(client: Any, operation: str, **params: Any) -> dict[str, Any]:
         raise RetryableError(f"{operation}: {err}") from err
 
 
+def pages(client: Any, operation: str, key: str, **params: Any) -> list[dict[str, Any]]:
+    """Every item under `key` of a paginated read (nextToken), through `call`."""
+    items: list[dict[str, Any]] = []
+    while True:
+        page = call(client, operation, **params)
+        items.extend(page.get(key) or [])
+        if not page.get("nextToken"):
+            return items
+        params["nextToken"] = page["nextToken"]
+
+
+def _named(item: Mapping[str, Any], name_key: str, arn_key: str, wanted: set[str]) -> bool:
+    return item.get(name_key) in wanted or item.get(arn_key) in wanted
+
+
+def describe_existing(client: Any, kind: str, wanted: Sequence[str]) -> list[dict[str, Any]]:
+    """DescribeJobQueues / DescribeServiceEnvironments / DescribeSchedulingPolicies of the
+    names or ARNs `wanted`, whichever of them exist.
+
+    AWS does not document whether a Describe naming something that does not exist leaves it out
+    or fails with a ClientException (the reconciler describes the ARNs it derives before it
+    creates them). On a ClientException the unfiltered read settles it: every resource of the
+    kind is listed and those wanted are kept; what that read refuses stands."""
+    operation, key, param, name_key, arn_key = _DESCRIBES[kind]
+    names = sorted(set(wanted))
+    if not names:
+        return []
+    try:
+        return pages(client, operation, key, **{param: names})
+    except ClientError:  # not retryable: `call` raised those as RetryableError
+        pass
+    wanted_set = set(names)
+    if kind != "scheduling-policy":
+        return [
+            item
+            for item in pages(client, operation, key)
+            if _named(item, name_key, arn_key, wanted_set)
+        ]
+    # DescribeSchedulingPolicies needs ARNs: list them, then describe those that exist.
+    arns = [
+        str(p["arn"])
+        for p in pages(client, "list_scheduling_policies", "schedulingPolicies")
+        if p.get("arn") in wanted_set
+    ]
+    return pages(client, operation, key, **{param: arns}) if arns else []
+
+
+_DESCRIBES: dict[str, tuple[str, str, str, str, str]] = {
+    "job-queue": ("describe_job_queues", "jobQueues", "jobQueues", "jobQueueName", "jobQueueArn"),
+    "service-environment": (
+        "describe_service_environments",
+        "serviceEnvironments",
+        "serviceEnvironments",
+        "serviceEnvironmentName",
+        "serviceEnvironmentArn",
+    ),
+    "scheduling-policy": (
+        "describe_scheduling_policies",
+        "schedulingPolicies",
+        "arns",
+        "name",
+        "arn",
+    ),
+}
+
+
+def queue_exists(client: Any, queue: str) -> bool:
+    """Whether the job queue (name or ARN) exists and is not DELETED, by a read."""
+    return any(
+        q.get("status") != "DELETED" for q in describe_existing(client, "job-queue", [queue])
+    )
+
+
 class BotoAlertReader:
     """What the alert pipeline and the resync read from Batch: one job, a queue's snapshot, a
-    queue's quota shares, a share's tags."""
+    queue's quota shares, a share's tags.
+
+    Batch reports a missing resource as a ClientException whose text is not documented
+    (API reference, CommonErrors), so "gone" is never read from the message: a read settles it
+    (the queue's DescribeJobQueues, the share's ListQuotaShares), and when that read shows the
+    resource the refusal stands."""
 
     def __init__(self, client: Any):
         self._client = client
 
     def describe_job(self, job_id: str) -> dict[str, Any] | None:
-        """DescribeServiceJob; None when the job no longer exists."""
+        """DescribeServiceJob; None when Batch refuses it (a ClientException: the job is gone
+        or cannot be read; the alert then works from its event alone)."""
         try:
             return call(self._client, "describe_service_job", jobId=job_id)
-        except ClientError as err:
-            message = error_message(err).lower()
-            if "does not exist" in message or "not found" in message:
-                return None
-            raise
+        except ClientError:
+            return None
 
     def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
         """ListQuotaShares (every page); None when the queue does not exist."""
-        shares: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"jobQueue": queue}
         try:
-            while True:
-                page = call(self._client, "list_quota_shares", **params)
-                shares.extend(page.get("quotaShares", []))
-                if not page.get("nextToken"):
-                    return shares
-                params["nextToken"] = page["nextToken"]
-        except ClientError as err:
-            if "does not exist" in error_message(err).lower():
+            return pages(self._client, "list_quota_shares", "quotaShares", jobQueue=queue)
+        except ClientError:
+            if not queue_exists(self._client, queue):
                 return None
             raise
 
@@ -88,9 +158,11 @@ class BotoAlertReader:
         """ListTagsForResource of a quota share; None when the share no longer exists."""
         try:
             result = call(self._client, "list_tags_for_resource", resourceArn=share_arn)
-        except ClientError as err:
-            message = error_message(err).lower()
-            if "does not exist" in message or "not found" in message:
+        except ClientError:
+            # A share's ARN is <job queue ARN>/quota-share/<name> (API_CreateQuotaShare).
+            queue_arn = share_arn.split("/quota-share/", 1)[0]
+            shares = self.quota_shares(queue_arn)
+            if shares is None or share_arn not in {s.get("quotaShareArn") for s in shares}:
                 return None
             raise
         return {str(k): str(v) for k, v in (result.get("tags") or {}).items()}
@@ -99,7 +171,7 @@ class BotoAlertReader:
         """GetJobQueueSnapshot; None when the queue is gone."""
         try:
             return call(self._client, "get_job_queue_snapshot", jobQueue=queue)
-        except ClientError as err:
-            if "does not exist" in error_message(err).lower():
+        except ClientError:
+            if not queue_exists(self._client, queue):
                 return None
             raise

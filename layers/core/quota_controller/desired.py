@@ -11,7 +11,7 @@ from typing import Any
 
 from quota_controller.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.config.validation import ValidationReport
-from quota_controller.impact import ActiveJob, GuardedAction, guard
+from quota_controller.impact import UNFINISHED_STATUSES, ActiveJob, GuardedAction, guard
 from quota_controller.observed import ObservedState
 from quota_controller.planner import Desired, Plan
 from quota_controller.ports import BatchGateway
@@ -102,10 +102,23 @@ def guard_plan(
     env_reduced = any(r.share is None for a in the_plan.actions for r in a.reductions)
     if env_reduced:
         touched |= {*desired.shares, *desired.frozen_shares, *observed.shares}
+    # A deleted share's queued jobs are terminated too: read those shares in every status.
+    deleted = {
+        r.share
+        for a in the_plan.actions
+        for r in a.reductions
+        if r.kind == "deleted" and r.share is not None
+    }
     jobs: dict[str, list[ActiveJob]] = {}
+    queue_jobs: list[ActiveJob] = []
     queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
     if touched and queue_exists and any(a.is_reduction for a in the_plan.actions):
-        jobs = batch.active_jobs(desired.queue, sorted(touched))
+        if touched - deleted:
+            jobs = batch.active_jobs(desired.queue, sorted(touched - deleted))
+        if deleted:
+            jobs.update(batch.active_jobs(desired.queue, sorted(deleted), UNFINISHED_STATUSES))
+    if queue_exists and any(a.deletes_queue for a in the_plan.actions):
+        queue_jobs = batch.queue_jobs(desired.queue)
     new_limits = {
         name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
         for name, spec in desired.shares.items()
@@ -113,4 +126,12 @@ def guard_plan(
     settings = desired.settings
     policy = settings.reductionPolicy if settings else "warn"
     approved = settings.approvedChange if settings else None
-    return guard(the_plan.actions, jobs, new_limits, policy, approved, desired.last_approved_change)
+    return guard(
+        the_plan.actions,
+        jobs,
+        new_limits,
+        policy,
+        approved,
+        desired.last_approved_change,
+        queue_jobs,
+    )

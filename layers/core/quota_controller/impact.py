@@ -20,6 +20,10 @@ from typing import Any, Literal
 from quota_controller.planner import Action, Reduction
 
 ACTIVE_STATUSES = ("SCHEDULED", "STARTING", "RUNNING")
+# Queued jobs: a deletion terminates them too (API_DeleteQuotaShare, API_DeleteJobQueue: "All
+# jobs in the share/queue are eventually terminated"), though nothing preempts them.
+QUEUED_STATUSES = ("SUBMITTED", "PENDING", "RUNNABLE")
+UNFINISHED_STATUSES = QUEUED_STATUSES + ACTIVE_STATUSES
 _STATUS_ORDER = {"SCHEDULED": 0, "STARTING": 1, "RUNNING": 2}
 
 Decision = Literal["apply", "apply-with-warning", "blocked", "draining", "waiting-for-idle"]
@@ -27,7 +31,8 @@ Decision = Literal["apply", "apply-with-warning", "blocked", "draining", "waitin
 
 @dataclass(frozen=True)
 class ActiveJob:
-    """A SCHEDULED, STARTING or RUNNING job of a share, with what it uses."""
+    """An unfinished job of a share (SCHEDULED, STARTING or RUNNING; for a deletion also
+    SUBMITTED, PENDING or RUNNABLE), with what it uses."""
 
     jobId: str
     jobName: str
@@ -60,6 +65,20 @@ class Risk:
         return text
 
 
+@dataclass(frozen=True)
+class JobAtRisk:
+    """One job a change can hurt and why, in one line: what status, alerts and the preview
+    name. Any kind of harm fits (preempted, terminated, left unrunnable)."""
+
+    job: ActiveJob
+    why: str
+
+    @property
+    def queued(self) -> bool:
+        """Not yet dispatched: it cannot finish while its share is DISABLED."""
+        return self.job.status not in ACTIVE_STATUSES
+
+
 @dataclass
 class GuardedAction:
     """An action with the decision the reduction policy took for it."""
@@ -68,6 +87,7 @@ class GuardedAction:
     decision: Decision
     risks: list[Risk] = field(default_factory=list)
     reason: str = ""
+    at_risk: list[JobAtRisk] = field(default_factory=list)
 
     @property
     def applies(self) -> bool:
@@ -112,7 +132,8 @@ def _share_ceiling(reduction: Reduction, limit: int) -> int:
 
 
 def _over(reduction: Reduction, unit: str, cap: int, jobs: Sequence[ActiveJob]) -> Risk:
-    holders = [j for j in jobs if j.uses(unit)]
+    # Only dispatched jobs hold capacity (queued ones of a removed share are read too).
+    holders = [j for j in jobs if j.uses(unit) and j.status in ACTIVE_STATUSES]
     usage = sum(j.uses(unit) for j in holders)
     victims: list[ActiveJob] = []
     excess = usage - cap
@@ -156,6 +177,26 @@ def change_id(actions: Iterable[Action], last_approved: str | None = None) -> st
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
+def jobs_at_risk(risks: Iterable[Risk]) -> list[JobAtRisk]:
+    """Each job the risks name once, with what the change does to it."""
+    out: dict[str, JobAtRisk] = {}
+    for risk in risks:
+        for job in risk.jobs:
+            if job.jobId in out:
+                continue
+            if risk.reduction.kind == "deleted":
+                what = (
+                    f"quota share {risk.reduction.share}"
+                    if risk.reduction.share
+                    else "the job queue"
+                )
+                why = f"terminated when {what} is deleted (it is {job.status})"
+            else:
+                why = f"may be preempted: {risk.describe()}"
+            out[job.jobId] = JobAtRisk(job, why)
+    return list(out.values())
+
+
 def guard(
     actions: Sequence[Action],
     jobs_by_share: Mapping[str, Sequence[ActiveJob]],
@@ -163,54 +204,81 @@ def guard(
     reduction_policy: str,
     approved_change: str | None,
     last_approved: str | None = None,
+    queue_jobs: Sequence[ActiveJob] = (),
 ) -> tuple[list[GuardedAction], str | None]:
     """Decide per action: apply, apply with a warning, block, drain or wait for idle.
 
     Returns the decisions and the id of the held reductions (for `approvedChange`), if any.
-    Reductions that put no job at risk are applied under every policy.
+    Reductions that put no job at risk are applied under every policy. A deletion (of a share,
+    or of the queue: `queue_jobs` are its unfinished jobs) first waits until no job of it is
+    dispatched; the queued jobs it would then terminate are left to the reduction policy.
     """
     decided: list[GuardedAction] = []
     risky: list[GuardedAction] = []
     for action in actions:
-        if not action.is_reduction:
+        if action.deletes_queue:
+            gone = Reduction("deleted", None, None, None, None)
+            risks = [Risk(gone, len(queue_jobs), 0, tuple(queue_jobs))] if queue_jobs else []
+        elif not action.is_reduction:
             decided.append(GuardedAction(action, "apply"))
             continue
-        risks = risks_for(action, jobs_by_share, new_share_limits)
-        if action.deletes_share:
-            active = [j for r in risks for j in r.jobs]
+        else:
+            risks = risks_for(action, jobs_by_share, new_share_limits)
+        at_risk = jobs_at_risk(risks)
+        if action.deletes_share or action.deletes_queue:
+            active = [j for j in at_risk if not j.queued]
+            queued = len(at_risk) - len(active)
             if active:
+                what = f"quota share {action.share}" if action.share else "the job queue"
+                then = (
+                    f"; then its {queued} queued job(s) would be terminated too, as "
+                    "reductionPolicy decides"
+                    if queued
+                    else ""
+                )
                 decided.append(
                     GuardedAction(
                         action,
                         "waiting-for-idle",
                         risks,
-                        f"quota share {action.share} still has {len(active)} active job(s); "
-                        "deleting it would terminate them. It is deleted once they finish "
-                        "(or set force: true on the queue to delete it now)",
+                        f"{what} still has {len(active)} active job(s); deleting it would "
+                        "terminate them. It is deleted once they finish (or set force: true "
+                        f"on the queue to delete it now){then}",
+                        at_risk,
                     )
                 )
-            else:
-                decided.append(GuardedAction(action, "apply"))
-            continue
-        if not any(r.jobs for r in risks):
+                continue
+        if not at_risk:
             decided.append(GuardedAction(action, "apply"))
             continue
-        guarded = GuardedAction(action, "apply-with-warning", risks)
+        guarded = GuardedAction(action, "apply-with-warning", risks, at_risk=at_risk)
         risky.append(guarded)
         decided.append(guarded)
     if not risky:
         return decided, None
     held_id = change_id((g.action for g in risky), last_approved)
     for guarded in risky:
-        if reduction_policy == "block" and approved_change != held_id:
+        approved = approved_change == held_id
+        if reduction_policy == "block" and not approved:
             guarded.decision = "blocked"
             guarded.reason = (
                 f"blocked by reductionPolicy block: approve change {held_id} "
                 f"(set approvedChange: {held_id} on the queue) to apply it"
             )
-        elif reduction_policy == "drain":
+        elif reduction_policy == "drain" and any(not j.queued for j in guarded.at_risk):
             guarded.decision = "draining"
             guarded.reason = "draining: " + "; ".join(
                 f"waiting for {r.describe()}" for r in guarded.risks if r.jobs
+            )
+        elif reduction_policy == "drain" and not approved:
+            # Only queued jobs are left: in a DISABLED share they may never start (whether they
+            # do is not documented), so waiting for them could last for ever. Held instead.
+            names = ", ".join(j.job.jobId for j in guarded.at_risk)
+            guarded.decision = "blocked"
+            guarded.reason = (
+                f"held by reductionPolicy drain: {len(guarded.at_risk)} queued job(s) "
+                f"({names}) would be terminated and may never start in a DISABLED share; "
+                f"cancel them, or approve change {held_id} (set approvedChange: {held_id} on "
+                "the queue) to terminate them"
             )
     return decided, held_id

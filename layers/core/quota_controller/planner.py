@@ -60,6 +60,8 @@ class Reduction:
     def describe(self) -> str:
         """One line for status, alerts and the CLI."""
         who = f"share {self.share}" if self.share else "the service environment"
+        if self.kind == "deleted" and not self.share:
+            return "the job queue: deleted (its jobs are terminated)"
         if self.kind == "limit":
             return f"{who}: {self.unit} {self.before} -> {self.after}"
         if self.kind == "unit-removed":
@@ -87,6 +89,8 @@ class Action:
     reductions: tuple[Reduction, ...] = ()
     # Deleting a share terminates its jobs: only when it has no active job, unless forced.
     deletes_share: bool = False
+    # DeleteJobQueue terminates the queue's jobs too (API_DeleteJobQueue).
+    deletes_queue: bool = False
 
     @property
     def is_reduction(self) -> bool:
@@ -598,6 +602,7 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                     {"jobQueue": queue.jobQueueArn},
                     f"job queue {queue.jobQueueName}",
                     f"delete job queue {queue.jobQueueName}",
+                    deletes_queue=True,
                 )
             )
             out.waits.append(f"job queue {queue.jobQueueName} to be deleted")

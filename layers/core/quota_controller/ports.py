@@ -79,8 +79,14 @@ class BatchGateway(Protocol):
         """Read the queue, its policy, environments and shares (four reads when it exists)."""
         ...
 
-    def active_jobs(self, queue: str, shares: Sequence[str]) -> dict[str, list[ActiveJob]]:
-        """SCHEDULED, STARTING and RUNNING jobs of each share."""
+    def active_jobs(
+        self, queue: str, shares: Sequence[str], statuses: Sequence[str] | None = None
+    ) -> dict[str, list[ActiveJob]]:
+        """The jobs of each share in `statuses` (None: SCHEDULED, STARTING and RUNNING)."""
+        ...
+
+    def queue_jobs(self, queue: str) -> list[ActiveJob]:
+        """Every unfinished job of the queue, whatever its share (what DeleteJobQueue ends)."""
         ...
 
     def share_tags(self, share_arn: str) -> dict[str, str] | None:

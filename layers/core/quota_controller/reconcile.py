@@ -494,6 +494,13 @@ class _Run:
                 "reasons": [g.reason for g in held],
                 "jobs": sorted({j.jobId for g in held for r in g.risks for j in r.jobs}),
                 "changes": [g.action.summary for g in held],
+                # Each job the held change would hurt and how (queued jobs a deletion
+                # terminates too).
+                "atRisk": [
+                    {"jobId": a.job.jobId, "status": a.job.status, "why": a.why}
+                    for g in held
+                    for a in g.at_risk
+                ],
             }
             if held
             else None
@@ -749,14 +756,30 @@ class _Run:
             decision = group[0].decision
             jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
             changes = [r.describe() for g in group for r in g.risks]
-            where = f"quota share {share}" if share else "the service environment"
+            changes += [
+                f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk
+            ]
+            deletes = any(g.action.deletes_share or g.action.deletes_queue for g in group)
+            where = (
+                f"quota share {share}"
+                if share
+                else "the job queue"
+                if any(g.action.deletes_queue for g in group)
+                else "the service environment"
+            )
             verb = {
                 "apply-with-warning": "applied",
-                "blocked": "held (reductionPolicy block)",
+                "blocked": "held until approved" if deletes else "held (reductionPolicy block)",
                 "draining": "held until usage fits (reductionPolicy drain)",
             }.get(decision, decision)
             steps = {
                 "apply-with-warning": [
+                    "Expect these queued jobs to be terminated: resubmit them to another share "
+                    "or queue if they must run",
+                    "Restore the removed item in the config to keep them",
+                ]
+                if deletes
+                else [
                     "Expect these jobs to be preempted and requeued (or failed once "
                     "preemptionRetriesBeforeTermination is used up)",
                     "Revert the change in the config to keep them running",
@@ -765,6 +788,11 @@ class _Run:
                     f"Approve exactly this change: set approvedChange: {self.result.held_change} "
                     f"on queue {self.queue} (quotactl approve {self.queue} "
                     f"{self.result.held_change})",
+                    *(
+                        ["Or cancel the queued jobs: the removal applies once none is left"]
+                        if deletes
+                        else []
+                    ),
                     "Or revert the change in the config",
                 ],
                 "draining": [

@@ -10,6 +10,7 @@ loaded only by `install`, `uninstall` and `emulator_for`.
 from __future__ import annotations
 
 from quota_local.emulator.core import (
+    TERSE_MESSAGE,
     BatchQuotaEmulator,
     CallRecord,
     EmulatorError,
@@ -40,6 +41,7 @@ __all__ = [
     "ALLOW_UNTESTED_MOTO_ENV",
     "PROFILES",
     "SUPPORTED_MOTO_VERSIONS",
+    "TERSE_MESSAGE",
     "VARIANTS",
     "VARIANTS_ENV",
     "BatchQuotaEmulator",

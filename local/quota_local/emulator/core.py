@@ -155,6 +155,11 @@ def _client_error(message: str) -> EmulatorError:
     return EmulatorError(message, code="ClientException", status=400)
 
 
+# What every ClientException says under error_wording=terse: AWS documents the code, not the
+# text (API reference, CommonErrors), so a client must not depend on the emulator's wording.
+TERSE_MESSAGE = "The request is invalid."
+
+
 @dataclass
 class EmulatorSettings:
     """Settings shared by every emulator that was not given its own."""
@@ -362,7 +367,10 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
         @functools.wraps(fn)
         def wrapper(self: BatchQuotaEmulator, request: Request | None = None) -> Response:
             req = dict(request or {})
-            _check_request(name, req)
+            try:
+                _check_request(name, req)
+            except EmulatorError as err:
+                raise self.worded(err) from None
             with self._lock:
                 delay, error = self._match_faults(name, req)
             if delay > 0:
@@ -377,7 +385,7 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
                     result = fn(self, req)
                 except EmulatorError as err:
                     self.record_call(name, req, err.code)
-                    raise
+                    raise self.worded(err) from None
                 self.record_call(name, req)
                 self._advance()
                 if mutates:
@@ -771,11 +779,26 @@ class BatchQuotaEmulator:
         for listener in list(self._job_listeners):
             listener(job, previous)
 
+    def worded(self, err: EmulatorError) -> EmulatorError:
+        """`err` as the caller sees it: under error_wording=terse a ClientException says only
+        TERSE_MESSAGE (other codes keep their text)."""
+        if err.code != "ClientException" or self.variant("error_wording") != "terse":
+            return err
+        return EmulatorError(TERSE_MESSAGE, code=err.code, status=err.status)
+
+    def _unknown(self, what: str, identifier: str) -> None:
+        """A Describe* naming what does not exist: left out of the answer (the default), or a
+        ClientException under describe_unknown_arn=error (AWS does not document which)."""
+        if self.variant("describe_unknown_arn") == "error":
+            raise _client_error(f"{what} {identifier} does not exist")
+
     def handle(self, operation: str, request: Request | None = None) -> Response:
         """Serve the Batch operation named `operation` (e.g. "CreateQuotaShare")."""
         method_name = OPERATIONS.get(operation)
         if method_name is None:
-            raise _client_error(f"Operation {operation} is not supported by the emulator")
+            raise self.worded(
+                _client_error(f"Operation {operation} is not supported by the emulator")
+            )
         result: Response = getattr(self, method_name)(request)
         return result
 
@@ -904,6 +927,7 @@ class BatchQuotaEmulator:
         for arn in arns:
             policy = self.scheduling_policies.get(arn)
             if policy is None:
+                self._unknown("Scheduling policy", arn)
                 continue
             detail: dict[str, Any] = {
                 "name": policy.name,
@@ -1145,6 +1169,8 @@ class BatchQuotaEmulator:
             envs = []
             for ident in wanted:
                 env = self.find_service_environment(ident) or self._deleted_env(ident)
+                if env is None:
+                    self._unknown("Service environment", ident)
                 if env is not None and env not in envs:
                     envs.append(env)
         else:
@@ -1425,6 +1451,10 @@ class BatchQuotaEmulator:
             seen: set[str] = set()
             for ident in wanted:
                 queue = self.find_job_queue(ident) or self._deleted_queue(ident)
+                if queue is None and not any(
+                    ident in (d.get("jobQueueName"), d.get("jobQueueArn")) for d in details
+                ):
+                    self._unknown("Job queue", ident)
                 if queue is not None and queue.arn not in seen:
                     seen.add(queue.arn)
                     details.append(self._queue_detail(queue))

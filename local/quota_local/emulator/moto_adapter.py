@@ -23,7 +23,7 @@ from moto.batch.responses import BatchResponse
 from moto.core.exceptions import AWSError
 
 from quota_local.emulator import ALLOW_UNTESTED_MOTO_ENV, SUPPORTED_MOTO_VERSIONS
-from quota_local.emulator.core import BatchQuotaEmulator, EmulatorError
+from quota_local.emulator.core import TERSE_MESSAGE, BatchQuotaEmulator, EmulatorError
 
 _BACKEND_ATTRIBUTE = "_quota_local_emulator"
 _lock = threading.RLock()
@@ -114,7 +114,7 @@ class QuotaBatchResponse(BatchResponse):
     def _serve(self, operation: str, request: dict[str, Any] | None = None) -> str:
         try:
             result = self._emulator().handle(operation, request or self._request())
-        except EmulatorError as err:
+        except EmulatorError as err:  # already worded by the core
             raise _moto_error(err) from err
         return json.dumps(result)
 
@@ -133,9 +133,13 @@ class QuotaBatchResponse(BatchResponse):
             result = call()
         except EmulatorError as err:
             emulator.record_call(operation, request, err.code)
-            raise _moto_error(err) from err
+            raise _moto_error(emulator.worded(err)) from err
         except Exception as err:
-            emulator.record_call(operation, request, getattr(err, "error_type", type(err).__name__))
+            code = getattr(err, "error_type", type(err).__name__)
+            emulator.record_call(operation, request, code)
+            if code == "ClientException" and emulator.variant("error_wording") == "terse":
+                # moto's own refusals too: every ClientException the stack sends is terse.
+                raise AWSError(TERSE_MESSAGE, code, getattr(err, "code", 400)) from err
             raise
         emulator.record_call(operation, request)
         return result
