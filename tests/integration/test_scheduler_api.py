@@ -379,9 +379,7 @@ def test_is_terminated_is_present_only_on_terminated_jobs(batch: Batch) -> None:
     summaries = {
         s["jobId"]: s
         for status in ("SUCCEEDED", "FAILED")
-        for s in batch.client.list_service_jobs(jobQueue="qm", jobStatus=status)[
-            "jobSummaryList"
-        ]
+        for s in batch.client.list_service_jobs(jobQueue="qm", jobStatus=status)["jobSummaryList"]
     }
     assert "isTerminated" not in summaries[done]
     assert summaries[stopped]["isTerminated"] is True
