@@ -387,10 +387,9 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     else UNKNOWN with what was not known (`Verdict.missing`).
     """
     if obs.stuck:
-        cause: AlertCause | None = (
-            "INSUFFICIENT_CAPACITY" if obs.stuck_code == CAPACITY_REASON else None
-        )
-        return Verdict("JOB_STUCK", cause, evidence=obs.reason)
+        if obs.stuck_code == CAPACITY_REASON:
+            return Verdict("JOB_STUCK", "INSUFFICIENT_CAPACITY", evidence=obs.reason)
+        return Verdict("JOB_STUCK", None, evidence=obs.reason)
     change, undecided = _reduction_change(obs, ctx)
     if change is not None:
         return Verdict("PREEMPTION", "QUOTA_REDUCTION", change=change, evidence="change record")
