@@ -27,6 +27,7 @@ from typing import Any, Self
 from quota_controller.alerts.events import (
     PREEMPTION_COMPLETED,
     PREEMPTION_STARTED,
+    QUEUE_BLOCKED,
     STATE_CHANGE,
     BatchEvent,
     JobDetail,
@@ -43,6 +44,9 @@ IN_PROGRESS = "PREEMPTION_IN_PROGRESS: "
 SHARE_LIMIT = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share "
     "capacity limits."
+)
+CAPACITY = (
+    "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested compute resources"
 )
 ENV_LIMIT = (
     "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) associated "
@@ -169,6 +173,24 @@ def preempted_attempt(
     }
 
 
+def preempted_history(
+    job: str, n: int, *, newest_first: bool = False, reason: str | None = RECLAIM
+) -> list[dict[str, Any]]:
+    """Attempts 1..n of `job`, each preempted: the n-th ran from T0-2min until STOPPED, each
+    earlier one an hour before the next. Listed oldest first, or newest first (the API model
+    does not document the order)."""
+    attempts = [
+        preempted_attempt(
+            attempt_arn(job, k),
+            reason,
+            started=T0 - timedelta(minutes=2, hours=n - k),
+            stopped=STOPPED - timedelta(hours=n - k),
+        )
+        for k in range(1, n + 1)
+    ]
+    return attempts[::-1] if newest_first else attempts
+
+
 # -- jobs: the state-change detail and the DescribeServiceJob answer --------------------------
 
 
@@ -262,6 +284,14 @@ class _JobFields:
             ],
         }
         return self
+
+    def history(self, n: int, *, newest_first: bool = False) -> Self:
+        """Preempted n times (see `preempted_history`); the latest attempt is the n-th."""
+        self.detail["preemptionSummary"] = {
+            "preemptedAttemptCount": n,
+            "recentPreemptedAttempts": preempted_history(self.job, n, newest_first=newest_first),
+        }
+        return self.latest(attempt_arn(self.job, n))
 
     def set(self, **fields: Any) -> Self:
         self.detail.update(fields)
@@ -379,6 +409,17 @@ class PreemptionBuilder(EventBuilder):
         self._count = n
         return self._summary()
 
+    def history(self, n: int, *, newest_first: bool = False) -> Self:
+        """Completed of the n-th preemption, its summary listing all n (`preempted_history`)."""
+        self._count = n
+        self.detail["preemptionSummary"] = {
+            "preemptedAttemptCount": n,
+            "recentPreemptedAttempts": preempted_history(
+                self.job, n, newest_first=newest_first, reason=self._reason
+            ),
+        }
+        return self
+
     def in_seconds(self) -> Self:
         """Timestamps in epoch seconds, as the Getting-Started CLI sample shows them."""
         self._seconds = True
@@ -421,6 +462,14 @@ class StateChangeBuilder(EventBuilder, _JobFields):
 def state_change(job: str) -> StateChangeBuilder:
     """A State Change to RUNNABLE of job `<id>` of team-a (no preemption summary yet)."""
     return StateChangeBuilder(job)
+
+
+def queue_blocked(job: str, reason: str = SHARE_LIMIT) -> StateChangeBuilder:
+    """Service Job Queue Blocked: RUNNABLE job `<id>` of team-a blocks the front for `reason`
+    (the detail is the job, as in a State Change; no attempt yet)."""
+    built = StateChangeBuilder(job).reason(reason).latest(None)
+    built._init_event("queue-blocked", QUEUE_BLOCKED, job, DONE)
+    return built
 
 
 def sqs(*bodies: EventBuilder | Mapping[str, Any] | tuple[str, str]) -> dict[str, Any]:
@@ -548,6 +597,16 @@ class SnapshotBuilder:
     def __init__(self) -> None:
         self._usage: dict[str, dict[str, float]] = {}
         self._front: dict[str, list[dict[str, Any]]] = {}
+        self._usage_at: int | None = ms(DONE)
+        self._front_at: int | None = ms(DONE)
+
+    def computed(self, usage: datetime | None, front: datetime | None = None) -> Self:
+        """lastUpdatedAt of queueUtilization (and of frontOfQuotaShares, default the same);
+        None: the snapshot does not say. By default both are DONE, after the preemption."""
+        self._usage_at = None if usage is None else ms(usage)
+        at = front if front is not None else usage
+        self._front_at = None if at is None else ms(at)
+        return self
 
     def usage(self, share: str, **units: float) -> Self:
         self._usage[share] = {u: float(q) for u, q in units.items()}
@@ -579,14 +638,14 @@ class SnapshotBuilder:
                         for name, units in self._usage.items()
                     ]
                 },
-                "lastUpdatedAt": ms(DONE),
             },
         }
+        if self._usage_at is not None:
+            out["queueUtilization"]["lastUpdatedAt"] = self._usage_at
         if self._front:
-            out["frontOfQuotaShares"] = {
-                "quotaShares": copy.deepcopy(self._front),
-                "lastUpdatedAt": ms(DONE),
-            }
+            out["frontOfQuotaShares"] = {"quotaShares": copy.deepcopy(self._front)}
+            if self._front_at is not None:
+                out["frontOfQuotaShares"]["lastUpdatedAt"] = self._front_at
         return out
 
 

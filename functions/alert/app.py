@@ -24,7 +24,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric("AlertEventsMalformed", MetricUnit.Count, len(outcome.malformed))
     for alert in outcome.published:
         metrics.add_metric(f"Alerts_{alert.cause or alert.kind}", MetricUnit.Count, 1)
-        if alert.cause:  # preemptions: jobs evicted, by cause (the dashboard's graph)
+        if (
+            alert.kind == "PREEMPTION" and alert.cause
+        ):  # preemptions: jobs evicted, by cause (the dashboard's graph)
             metrics.add_metric(f"PreemptedJobs_{alert.cause}", MetricUnit.Count, len(alert.jobs))
     logger.append_keys(
         jobQueues=sorted({a.jobQueue for a in outcome.published}),

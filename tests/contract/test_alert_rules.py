@@ -50,6 +50,7 @@ EXPECTED = {
     "state-change-foreign-queue.json": {"PreemptedJobsRule"},
     "state-change-stuck.json": {"StuckJobsRule"},
     "queue-blocked-stuck.json": {"StuckJobsRule"},
+    "queue-blocked-capacity.json": {"StuckJobsRule"},
     "queue-blocked-other-reason.json": set(),  # the documented example's placeholder reason
     "state-change-succeeded.json": set(),
     "state-change-runnable-not-preempted.json": set(),

@@ -299,6 +299,7 @@ SAMPLES = {
     "state-change-foreign-queue.json": ([], False),
     "state-change-stuck.json": (["JOB_STUCK"], False),
     "queue-blocked-stuck.json": (["JOB_STUCK"], False),
+    "queue-blocked-capacity.json": (["JOB_STUCK"], False),
     "queue-blocked-other-reason.json": ([], False),  # no rule matches the placeholder reason
     "state-change-succeeded.json": ([], False),  # no rule matches it
     "state-change-runnable-not-preempted.json": ([], False),
@@ -396,3 +397,29 @@ def test_batchs_own_stuck_job_events_alert_once_under_every_delivery(delivery: s
         stuck = [a for a in stack.alerts() if a["kind"] == "JOB_STUCK"]
         assert len(stuck) == 1
         assert [j["jobId"] for j in stuck[0]["jobs"]] == [job]
+
+
+def test_a_job_waiting_for_sagemaker_capacity_is_one_alert_from_both_events(
+    stack: LocalStack,
+) -> None:
+    job = stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 1, name="waits")
+    detail = stack.batch.describe_service_job(jobId=job)
+    detail = {k: v for k, v in detail.items() if k not in ("tags", "serviceRequestPayload")}
+    detail.update(
+        status="RUNNABLE",
+        statusReason="CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested "
+        "compute resources",
+    )
+    stamp = stack.clock.now().isoformat().replace("+00:00", "Z")
+    blocked = envelope("Batch Service Job Queue Blocked", detail["jobArn"], detail, stamp)
+    changed = envelope("Batch Service Job State Change", detail["jobArn"], detail, stamp)
+    stack.put_events(blocked)
+    stack.run_until_idle()
+    stack.put_events(changed, blocked)
+    stack.run_until_idle()
+
+    (stuck,) = [a for a in stack.alerts() if a["kind"] == "JOB_STUCK"]
+    assert (stuck["cause"], stuck["jobs"][0]["jobName"]) == ("INSUFFICIENT_CAPACITY", "waits")
+    assert "The quota layout is not the problem" in stuck["detail"]
+    assert "waits has waited" in stuck["detail"]
+    assert "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY, maxTimeSeconds 600" in stuck["nextSteps"][0]

@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from alert_builders import (
+    CAPACITY,
     G5,
     IN_PROGRESS,
     QUEUE,
@@ -32,6 +33,7 @@ from alert_builders import (
     described,
     job_arn,
     preempted_attempt,
+    queue_blocked,
     snapshot,
     sqs,
     started,
@@ -446,9 +448,14 @@ def test_reason_text_is_kept_when_nothing_explains_it() -> None:
     d = deps(jobs(J))
     handle(completed(J).reason("Preempted: reason 42"), using=d)
     (alert,) = published(d)
-    assert (alert.cause, alert.detail.endswith("Batch's reason: Preempted: reason 42")) == (
+    first, not_known = alert.detail.split("\n")
+    assert (alert.cause, first.endswith("Batch's reason: Preempted: reason 42")) == (
         "UNKNOWN",
         True,
+    )
+    # team-a may borrow, and without a snapshot it cannot be told whether it was borrowing.
+    assert not_known == (
+        "Not known: whether quota share team-a was borrowing: the queue snapshot could not be read."
     )
 
 
@@ -693,3 +700,80 @@ def test_a_preemption_before_the_job_has_a_training_job_is_alerted_once() -> Non
     handle(done, state_change(J).latest(None).set(preemptionSummary=summary), using=d)
 
     assert len(published(d)) == 1
+
+
+# -- stuck jobs: one alert per job and reason, however the reason arrives ------------------------
+
+QB_SHARE = queue_blocked(J, SHARE_LIMIT)
+SC_SHARE = state_change(J).reason(SHARE_LIMIT).latest(None).id("sc-share")
+QB_CAPACITY = queue_blocked(J, CAPACITY).id("qb-capacity")
+SC_CAPACITY = state_change(J).reason(CAPACITY).latest(None).id("sc-capacity")
+QB_SHARE_AGAIN = queue_blocked(J, SHARE_LIMIT).id("qb-share-again").at(T0 + timedelta(hours=1))
+SHARE_CODE = "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+CAPACITY_CODE = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+
+
+@pytest.mark.parametrize(
+    ("batches", "expected"),
+    [
+        pytest.param([[QB_SHARE]], [SHARE_CODE], id="queue-blocked"),
+        pytest.param([[SC_SHARE]], [SHARE_CODE], id="state-change-carrying-it"),
+        pytest.param([[QB_SHARE, SC_SHARE]], [SHARE_CODE], id="both-in-one-batch"),
+        pytest.param([[SC_SHARE, QB_SHARE]], [SHARE_CODE], id="both-in-one-batch-reversed"),
+        pytest.param([[QB_SHARE], [SC_SHARE]], [SHARE_CODE], id="both-across-batches"),
+        pytest.param([[SC_SHARE], [QB_SHARE]], [SHARE_CODE], id="both-across-batches-reversed"),
+        pytest.param([[QB_SHARE], [QB_SHARE]], [SHARE_CODE], id="redelivered"),
+        pytest.param(
+            [[QB_SHARE, QB_CAPACITY]], [SHARE_CODE, CAPACITY_CODE], id="a-to-b-in-one-batch"
+        ),
+        pytest.param(
+            [[QB_SHARE], [SC_CAPACITY]], [SHARE_CODE, CAPACITY_CODE], id="a-to-b-across-batches"
+        ),
+        pytest.param(
+            [[QB_SHARE], [QB_CAPACITY, SC_CAPACITY], [QB_SHARE_AGAIN]],
+            [SHARE_CODE, CAPACITY_CODE],
+            id="a-b-a-across-batches",
+        ),
+        pytest.param(
+            [[QB_SHARE, QB_CAPACITY, QB_SHARE_AGAIN]],
+            [SHARE_CODE, CAPACITY_CODE],
+            id="a-b-a-in-one-batch",
+        ),
+    ],
+)
+def test_one_stuck_alert_per_job_and_reason(
+    batches: list[list[EventBuilder]], expected: list[str]
+) -> None:
+    d = deps({J: described(J).status("RUNNABLE").latest(None)})
+    for batch in batches:
+        failures, _ = handle(*batch, using=d)
+        assert failures == []
+    stuck = [a for a in published(d) if a.kind == "JOB_STUCK"]
+    assert [(a.jobs[0].jobId, len(a.jobs)) for a in stuck] == [(J, 1)] * len(expected)
+    assert [a.cause for a in stuck] == [
+        "INSUFFICIENT_CAPACITY" if code == CAPACITY_CODE else None for code in expected
+    ]
+    assert sorted(k for k in claims(d) if ":stuck:" in k) == sorted(
+        f"{J}:stuck:{code}" for code in expected
+    )
+
+
+@pytest.mark.parametrize("newest_first", [False, True], ids=["oldest-first", "newest-first"])
+def test_a_second_preemption_is_not_a_duplicate_of_the_first(newest_first: bool) -> None:
+    d = deps({J: described(J).history(1, newest_first=newest_first).status("RUNNABLE")})
+    handle(*preemption(J), using=d)
+    second = [
+        started(J).at(T0).id("started-2"),
+        completed(J).history(2, newest_first=newest_first).id("completed-2"),
+        state_change(J).history(2, newest_first=newest_first).id("state-change-2"),
+    ]
+    assert isinstance(d.reader, FakeReader)
+    d.reader.jobs[J] = described(J).history(2, newest_first=newest_first).status("RUNNABLE")
+    failures, outcome = handle(*second, using=d)
+    assert failures == []
+    assert [[j.trainingJobArn for j in a.jobs] for a in published(d)] == [
+        [attempt_arn(J, 1)],
+        [attempt_arn(J, 2)],
+    ]
+    assert outcome.duplicates == 2, "the second preemption's three events: one alert"
+    assert sorted(claims(d)) == sorted([KEY, f"{J}:{attempt_arn(J, 2)}"])

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from alert_builders import (
+    CAPACITY,
     DONE,
     ENV_LIMIT,
     G5,
@@ -25,6 +26,7 @@ from alert_builders import (
     QUEUE,
     RECLAIM,
     SHARE_LIMIT,
+    STOPPED,
     T0,
     EventBuilder,
     JobBuilder,
@@ -34,6 +36,8 @@ from alert_builders import (
     described,
     env_change,
     job_arn,
+    preempted_attempt,
+    queue_blocked,
     snapshot,
     stamp,
     started,
@@ -359,11 +363,6 @@ def test_observe(event: EventBuilder, job: JobBuilder | None, expected: dict[str
     [
         pytest.param(state_change(J), described(J).status("RUNNABLE"), id="fresh-runnable"),
         pytest.param(
-            state_change(J).reason("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision"),
-            None,
-            id="waiting-for-capacity-is-not-stuck",
-        ),
-        pytest.param(
             state_change(J)
             .reason("MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED")
             .status("FAILED"),
@@ -564,8 +563,21 @@ def observation(
     stuck: bool = False,
     attempt: int = 1,
     usage: dict[str, float] | None = None,
+    **times: datetime | None,
 ) -> Observation:
-    """What observe makes of a preemption (or stuck job) of `job`."""
+    """What observe makes of a preemption (or stuck job) of `job`: by default a Completed at
+    `at` of attempt 1, which ran from T0-2min until STOPPED (what the builders' events say)."""
+    facts: dict[str, datetime | None] = (
+        {"created_at": T0 - timedelta(minutes=10)}
+        if stuck
+        else {
+            "created_at": T0 - timedelta(minutes=10),
+            "attempt_started_at": T0 - timedelta(minutes=2),
+            "stopped_at": STOPPED,
+            "ended_by": at,
+        }
+    )
+    facts.update(times)
     return Observation(
         event_id=f"completed-{job}",
         detail_type="Batch Service Job Preemption Completed",
@@ -583,6 +595,7 @@ def observation(
         attempt=None if stuck else attempt_arn(job, attempt),
         reason=reason,
         stuck=stuck,
+        **facts,  # type: ignore[arg-type]
     )
 
 
@@ -1141,3 +1154,497 @@ def test_verdict_is_data() -> None:
     assert verdict == Verdict(
         "PREEMPTION", "CAPACITY_RECLAIM", reclaimed_by="team-c", evidence=RECLAIM
     )
+
+
+# -- preempted attempts by time, never by list position -----------------------------------------
+
+ORDERS = [pytest.param(False, id="oldest-first"), pytest.param(True, id="newest-first")]
+SECOND = T0 + timedelta(hours=1)  # Started of a second preemption, an hour after the first
+
+
+@pytest.mark.parametrize("newest_first", ORDERS)
+@pytest.mark.parametrize(
+    ("event", "job", "expected"),
+    [
+        pytest.param(
+            completed(J).history(2),
+            described(J).history(2),
+            (A2, 2),
+            id="completed",
+        ),
+        pytest.param(
+            completed(J).history(2).status("FAILED"),
+            None,
+            (A2, 2),
+            id="completed-failed-job-gone",
+        ),
+        pytest.param(
+            state_change(J).history(2),
+            described(J).history(2),
+            (A2, 2),
+            id="state-change",
+        ),
+        pytest.param(
+            state_change(J).history(2).status("FAILED"),
+            None,
+            (A2, 2),
+            id="state-change-failed",
+        ),
+        pytest.param(
+            started(J),
+            described(J).history(2),
+            (A2, 2),
+            id="started-describe-after-the-second",
+        ),
+        pytest.param(
+            started(J).at(T0 - timedelta(hours=1)),
+            described(J).history(2),
+            (A1, 1),
+            id="late-started-of-the-first",
+        ),
+        pytest.param(
+            started(J),
+            described(J).summary(1, A1, stopped=T0 - timedelta(hours=1)).latest(A2),
+            (A2, 2),
+            id="started-describe-before-the-second",
+        ),
+    ],
+)
+def test_the_preempted_attempt_is_chosen_by_time(
+    event: EventBuilder,
+    job: JobBuilder | None,
+    expected: tuple[str, int],
+    newest_first: bool,
+) -> None:
+    for built in (event, job):
+        summary = built.detail.get("preemptionSummary") if built is not None else None
+        if summary and newest_first:
+            summary["recentPreemptedAttempts"].reverse()
+    obs = observed(event, job)
+    assert obs is not None
+    assert (obs.attempt, obs.preempted_count, obs.dedup_key) == (*expected, f"{J}:{expected[0]}")
+
+
+def test_the_preempted_attempts_stop_time_is_observed_from_either_order() -> None:
+    for newest_first in (False, True):
+        obs = observed(completed(J).history(3, newest_first=newest_first), None)
+        assert obs is not None
+        assert (obs.attempt, obs.stopped_at) == (attempt_arn(J, 3), STOPPED)
+
+
+@pytest.mark.parametrize(
+    ("attempts", "expected"),
+    [
+        pytest.param(
+            [{"startedAt": 5, "stoppedAt": 9, "n": 1}, {"startedAt": 5, "stoppedAt": 9, "n": 2}],
+            2,
+            id="same-times-the-larger-arn",
+        ),
+        pytest.param(
+            [{"startedAt": 5, "stoppedAt": 9, "n": 1}, {"startedAt": 7, "stoppedAt": 9, "n": 2}],
+            2,
+            id="same-stop-the-later-start",
+        ),
+        pytest.param(
+            [
+                {"startedAt": 5, "stoppedAt": 9, "n": 1},
+                {"startedAt": 10, "stoppedAt": None, "n": 2},
+            ],
+            2,
+            id="no-stop-ranks-by-its-start",
+        ),
+        pytest.param(
+            [
+                {"startedAt": None, "stoppedAt": None, "n": 2},
+                {"startedAt": 5, "stoppedAt": 9, "n": 1},
+            ],
+            1,
+            id="no-times-ranks-oldest",
+        ),
+    ],
+)
+def test_ties_and_missing_times_are_decided_the_same_in_any_order(
+    attempts: list[dict[str, Any]], expected: int
+) -> None:
+    entries = [
+        {
+            "serviceResourceId": {"name": "TrainingJobArn", "value": attempt_arn(J, a["n"])},
+            "startedAt": a["startedAt"] and a["startedAt"] * 1_000_000_000_000 // 10,
+            "stoppedAt": a["stoppedAt"] and a["stoppedAt"] * 1_000_000_000_000 // 10,
+            "statusReason": RECLAIM,
+        }
+        for a in attempts
+    ]
+    for listed in (entries, entries[::-1]):
+        summary = {"preemptedAttemptCount": 2, "recentPreemptedAttempts": listed}
+        obs = observed(completed(J).set(preemptionSummary=summary), None)
+        assert obs is not None
+        assert obs.attempt == attempt_arn(J, expected)
+
+
+def test_merge_does_not_depend_on_arrival_order() -> None:
+    given = [
+        observed(started(J), described(J)),
+        observed(completed(J).status("FAILED"), None),
+        observed(state_change(J).summary().status("FAILED").reason(None), None),
+    ]
+    observations = [o for o in given if o is not None]
+    assert merge(observations) == merge(observations[::-1])
+    assert merge(observations).event_id == f"started-{J}"
+
+
+# -- stuck jobs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "code"),
+    [
+        pytest.param(
+            queue_blocked(J, CAPACITY), "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", id="qb-capacity"
+        ),
+        pytest.param(
+            state_change(J).reason(CAPACITY),
+            "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+            id="sc-capacity",
+        ),
+        pytest.param(
+            queue_blocked(J, SHARE_LIMIT),
+            "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+            id="qb-share",
+        ),
+        pytest.param(
+            queue_blocked(J, ENV_LIMIT),
+            "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+            id="qb-env",
+        ),
+        pytest.param(
+            queue_blocked(J, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY\u2022Unable to provision"),
+            "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+            id="bullet-separator",
+        ),
+    ],
+)
+def test_stuck_reasons_key_by_job_and_reason_code(event: EventBuilder, code: str) -> None:
+    obs = observed(event, described(J).status("RUNNABLE").latest(None))
+    assert obs is not None
+    assert (obs.stuck, obs.dedup_key) == (True, f"{J}:stuck:{code}")
+
+
+def test_waiting_for_capacity_is_its_own_stuck_alert() -> None:
+    obs = observed(queue_blocked(J, CAPACITY).usage(**g5(2)), None)
+    assert obs is not None
+    verdict = classify(obs, context())
+    assert (verdict.kind, verdict.cause) == ("JOB_STUCK", "INSUFFICIENT_CAPACITY")
+    (alert,) = alerts([obs], context())
+    assert (alert.kind, alert.cause, alert.severity) == (
+        "JOB_STUCK",
+        "INSUFFICIENT_CAPACITY",
+        "warning",
+    )
+    assert alert.summary == "1 job(s) of team-a wait for SageMaker capacity (2 x ml.g5.xlarge)"
+    assert "The quota layout is not the problem" in alert.detail
+    # createdAt is 10 minutes before T0; the Queue Blocked event came at DONE = T0+20s.
+    assert f"train-{J} has waited 10 min 20 s since it was submitted" in alert.detail
+    assert alert.nextSteps[0] == (
+        "To bound the wait, add a jobStateTimeLimitActions rule to the queue: state RUNNABLE, "
+        "action TERMINATE, reason CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY, maxTimeSeconds 600 "
+        "to 86400"
+    )
+    assert alert.dedupKey.startswith(f"{QUEUE}:team-a:INSUFFICIENT_CAPACITY:")
+
+
+def test_a_capacity_wait_after_an_attempt_says_since_when_it_is_runnable_again() -> None:
+    job = (
+        described(J)
+        .status("RUNNABLE")
+        .set(
+            attempts=[
+                preempted_attempt(
+                    A1, "CapacityError", started=T0 - timedelta(minutes=5), stopped=T0
+                )
+            ]
+        )
+    )
+    obs = observed(queue_blocked(J, CAPACITY), job)
+    assert obs is not None
+    (alert,) = alerts([obs], context())
+    assert (
+        f"train-{J} has waited 10 min 20 s since it was submitted "
+        f"({stamp(T0 - timedelta(minutes=10))}) and 20 s since its last attempt stopped "
+        f"({stamp(T0)})"
+    ) in alert.detail
+
+
+def timed_out(reason: str, seconds: int) -> QuotaDocument:
+    return document(
+        guide_layout().queue(
+            jobStateTimeLimitActions=[
+                {
+                    "reason": reason,
+                    "state": "RUNNABLE",
+                    "maxTimeSeconds": seconds,
+                    "action": "TERMINATE",
+                }
+            ]
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "rule", "expected", "never"),
+    [
+        pytest.param(
+            CAPACITY,
+            "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+            f"terminates such a job after about 1 h 00 min at the head of the queue: train-{J} at "
+            f"about {stamp(DONE + timedelta(hours=1))} (sooner if its attempts already spent time "
+            "in SCHEDULED, which counts too)",
+            "To bound the wait",
+            id="capacity",
+        ),
+        pytest.param(
+            SHARE_LIMIT,
+            "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+            f"after about 10 min 00 s at the head of the queue: train-{J} at about "
+            f"{stamp(DONE + timedelta(minutes=10))}",
+            "Add a jobStateTimeLimitActions",
+            id="share-limit",
+        ),
+        pytest.param(
+            ENV_LIMIT,
+            "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+            f"train-{J} at about {stamp(DONE + timedelta(minutes=10))}",
+            "Add a jobStateTimeLimitActions",
+            id="env-limit",
+        ),
+    ],
+)
+def test_a_queue_time_limit_rule_for_the_reason_says_when_it_fires(
+    reason: str, rule: str, expected: str, never: str
+) -> None:
+    obs = observed(queue_blocked(J, reason), None)
+    assert obs is not None
+    seconds = 3600 if rule.startswith("CAPACITY") else 600
+    (alert,) = alerts([obs], context(doc=timed_out(rule, seconds)))
+    assert any(expected in step for step in alert.nextSteps), alert.nextSteps
+    assert not any(never in step for step in alert.nextSteps)
+    # A rule for another reason does not count.
+    other = next(
+        r
+        for r in (
+            "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+            "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+        )
+        if r != rule
+    )
+    (alert,) = alerts([obs], context(doc=timed_out(other, 600)))
+    assert any(never in step for step in alert.nextSteps)
+
+
+def test_two_stuck_reasons_of_one_job_are_two_alerts() -> None:
+    share = observed(queue_blocked(J, SHARE_LIMIT), None)
+    capacity = observed(queue_blocked(J, CAPACITY), None)
+    env = observed(state_change(J).reason(ENV_LIMIT), None)
+    assert share is not None
+    assert capacity is not None
+    assert env is not None
+    made = alerts([share, env, capacity], context())
+    assert sorted((a.cause or "", a.summary) for a in made) == [
+        (
+            "",
+            "1 job(s) of team-a can never run: needs more instances than the service "
+            "environment has",
+        ),
+        (
+            "",
+            "1 job(s) of team-a can never run: needs more than the quota share can ever get (its "
+            "limit plus what it may borrow)",
+        ),
+        (
+            "INSUFFICIENT_CAPACITY",
+            "1 job(s) of team-a wait for SageMaker capacity (1 x ml.g5.xlarge)",
+        ),
+    ]
+    assert all(len(a.jobs) == 1 for a in made)
+
+
+# -- snapshot freshness: the victim counted once -------------------------------------------------
+
+BEFORE_STOP = STOPPED - timedelta(seconds=10)  # computed while the preempted attempt still ran
+AT_STOP = STOPPED + timedelta(seconds=1)  # within the slack: cannot be told
+AFTER_STOP = DONE  # the builders' default: computed after the attempt stopped
+
+
+def used(n: int, at: datetime | None) -> Any:
+    """A snapshot computed at `at` in which team-a uses n ml.g5.xlarge (its quota is 1)."""
+    return snapshot().usage("team-a", **g5(n)).computed(at)
+
+
+@pytest.mark.parametrize(
+    ("obs", "ctx", "expected"),
+    [
+        pytest.param(
+            observation(reason="Preempted"),
+            context(snap=used(1, AFTER_STOP)),
+            ("CAPACITY_RECLAIM", ""),
+            id="after-the-stop-the-victim-is-added",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=used(1, BEFORE_STOP)),
+            ("IN_SHARE_PRIORITY", ""),
+            id="before-the-stop-the-victim-is-in-it-already",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(snap=used(2, BEFORE_STOP)),
+            ("CAPACITY_RECLAIM", ""),
+            id="before-the-stop-and-borrowing",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=used(0, BEFORE_STOP)),
+            ("IN_SHARE_PRIORITY", ""),
+            id="before-the-stop-counts-the-victim-at-least",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=used(1, AT_STOP)),
+            ("UNKNOWN", "computed at 2026-03-16T19:57:45.000Z; the preempted attempt stopped at"),
+            id="at-the-stop-unknown",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(snap=used(2, AT_STOP)),
+            ("CAPACITY_RECLAIM", ""),
+            id="at-the-stop-borrowing-either-way",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=used(1, None)),
+            ("UNKNOWN", "does not say when its usage was computed (no lastUpdatedAt)"),
+            id="no-lastUpdatedAt",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=used(1, T0 - timedelta(hours=1))),
+            ("UNKNOWN", "before the attempt started"),
+            id="older-than-the-attempt",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON, snap=used(0, None)),
+            ("IN_SHARE_PRIORITY", ""),
+            id="no-lastUpdatedAt-within-quota-either-way",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=IN_SHARE_ON),
+            ("UNKNOWN", "the queue snapshot could not be read"),
+            id="no-snapshot-in-share-on",
+        ),
+        pytest.param(
+            observation(reason="Preempted", usage=g5(2)),
+            context(doc=IN_SHARE_ON),
+            ("CAPACITY_RECLAIM", ""),
+            id="the-victim-alone-is-above-the-quota",
+        ),
+        pytest.param(
+            observation(reason="Preempted", stopped_at=None, ended_by=None, began_by=T0),
+            context(snap=used(1, T0 - timedelta(seconds=5))),
+            ("UNKNOWN", ""),
+            id="started-only-snapshot-before-it",
+        ),
+        pytest.param(
+            observation(reason="Preempted", stopped_at=None, ended_by=None, began_by=T0),
+            context(doc=IN_SHARE_ON, snap=used(1, T0 + timedelta(seconds=10))),
+            ("UNKNOWN", "the preemption began by 2026-03-16T19:57:27.000Z"),
+            id="started-only-snapshot-after-it",
+        ),
+        pytest.param(
+            observation(stopped_at=None, ended_by=DONE),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=used(1, DONE)),
+            ("UNKNOWN", "whether change"),
+            id="completed-without-stop-time-reduction-undecided",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=used(1, BEFORE_STOP)),
+            ("CAPACITY_RECLAIM", ""),
+            id="reduction-left-the-share-within-its-limit",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=used(1, AFTER_STOP)),
+            ("QUOTA_REDUCTION", ""),
+            id="reduction-left-the-share-above-its-limit",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=used(1, AT_STOP)),
+            ("UNKNOWN", "whether change 2026-03-16T19:47:27.000Z-00"),
+            id="reduction-undecided",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(changes=[change("team-a").lowered(G5, 3, 1)], snap=used(1, AT_STOP)),
+            ("IN_SHARE_PRIORITY", ""),
+            id="reduction-undecided-batch-says-in-share",
+        ),
+    ],
+)
+def test_the_snapshot_counts_the_victim_once(
+    obs: Observation, ctx: Context, expected: tuple[str, str]
+) -> None:
+    verdict = classify(obs, ctx)
+    assert verdict.cause == expected[0]
+    assert expected[1] in verdict.missing
+    assert bool(verdict.missing) == bool(expected[1])
+
+
+def test_an_unknown_alert_says_what_was_not_known() -> None:
+    ctx = context(doc=IN_SHARE_ON, snap=used(1, AT_STOP))
+    (alert,) = alerts([observation(reason="Preempted")], ctx)
+    assert alert.detail.split("\n")[1] == (
+        "Not known: whether quota share team-a was borrowing: the queue snapshot's usage was "
+        "computed at 2026-03-16T19:57:45.000Z; the preempted attempt stopped at "
+        "2026-03-16T19:57:44.000Z: so it cannot be told whether the preempted job's usage is "
+        "in it (slack 2 s)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("snap", "expected"),
+    [
+        pytest.param(
+            snapshot().front("team-c", job_arn("job-c"), T0 - timedelta(minutes=1)),
+            "team-c",
+            id="waiting-before-the-preemption",
+        ),
+        pytest.param(
+            snapshot().front("team-c", job_arn("job-c"), STOPPED + timedelta(seconds=2)),
+            None,
+            id="at-the-front-after-the-preemption",
+        ),
+        pytest.param(
+            snapshot()
+            .front("team-c", job_arn("job-c"), T0 - timedelta(minutes=1))
+            .computed(T0 - timedelta(minutes=5)),
+            None,
+            id="usage-computed-before-it-waited",
+        ),
+        pytest.param(
+            snapshot()
+            .front("team-c", job_arn("job-c"), T0 - timedelta(minutes=1))
+            .computed(None, DONE),
+            None,
+            id="usage-time-unknown",
+        ),
+    ],
+)
+def test_the_reclaimers_waiting_job_must_have_waited_at_the_preemption(
+    snap: Any, expected: str | None
+) -> None:
+    obs = observation(began_by=T0)
+    verdict = classify(obs, context(doc=WITH_RESERVE, snap=snap))
+    assert (verdict.cause, verdict.reclaimed_by) == ("CAPACITY_RECLAIM", expected)

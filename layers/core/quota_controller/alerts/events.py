@@ -51,7 +51,8 @@ class ResourceId(_Inbound):
 
 
 class PreemptedAttempt(_Inbound):
-    """One entry of preemptionSummary.recentPreemptedAttempts."""
+    """One entry of preemptionSummary.recentPreemptedAttempts (or of a job's `attempts`: the
+    same fields). The API model does not document the list's order: read it by time."""
 
     serviceResourceId: ResourceId | None = None
     startedAt: int | None = None
@@ -95,6 +96,7 @@ class JobDetail(_Inbound):
     capacityUsage: list[CapacityUsage] = Field(default_factory=list)
     preemptionSummary: PreemptionSummary | None = None
     latestAttempt: LatestAttempt | None = None
+    attempts: list[PreemptedAttempt] = Field(default_factory=list)
     createdAt: int | None = None
     startedAt: int | None = None
     stoppedAt: int | None = None

@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 AlertKind = Literal[
     "PREEMPTION", "PREEMPTION_RISK", "CONFIG_REJECTED", "RECONCILE_FAILED", "JOB_STUCK"
 ]
-AlertCause = Literal["QUOTA_REDUCTION", "CAPACITY_RECLAIM", "IN_SHARE_PRIORITY", "UNKNOWN"]
+# The first four explain a PREEMPTION; INSUFFICIENT_CAPACITY tells a JOB_STUCK that waits for
+# SageMaker capacity from one the quota layout can never run (cause null).
+AlertCause = Literal[
+    "QUOTA_REDUCTION", "CAPACITY_RECLAIM", "IN_SHARE_PRIORITY", "UNKNOWN", "INSUFFICIENT_CAPACITY"
+]
 Severity = Literal["critical", "warning", "info"]
 
 
