@@ -11,7 +11,45 @@ from __future__ import annotations
 
 PESSIMISTIC = "pessimistic"
 
-MATRIX: dict[str, dict[str, tuple[str, ...]]] = {}
+MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
+    # Convergence from nothing, one edit = one write, invalid config, removals.
+    "integration/test_reconcile_flow.py": {
+        "guide_layout_converges_from_an_empty_account": (
+            PESSIMISTIC,
+            "read_after_write_lag_seconds=5",
+            "describe_unknown_arn=error",
+        ),
+        "one_share_edit_makes_exactly_one_update": (PESSIMISTIC, "read_after_write_lag_seconds=5"),
+        "invalid_share_edit_changes_nothing": (PESSIMISTIC, "error_wording=terse"),
+        "nothing_is_attached_before_it_is_valid": (PESSIMISTIC,),
+    },
+    # One alert per preemption with the right cause; the stuck-job alert.
+    "integration/test_alerts_flow.py": {
+        "reclaim_of_borrowed_capacity": (PESSIMISTIC, "snapshot_lag_seconds=60"),
+        "quota_reduction_is_named": (
+            PESSIMISTIC,
+            "snapshot_lag_seconds=60",
+            "preempted_attempts_order=newest_first",
+        ),
+        "redelivered_event_never_alerts_twice": ("preempted_attempts_order=newest_first",),
+        "reduction_preempting_within_its_second": (PESSIMISTIC,),
+        "job_the_layout_can_never_run": (PESSIMISTIC, "stuck_reason_delivery=state_change"),
+        "failed_after_retries_is_critical": (PESSIMISTIC,),
+    },
+    # The demo's story end to end.
+    "integration/test_demo.py": {"demo_json_is_the_same_as_data": (PESSIMISTIC,)},
+    # Approvals once, environment safety.
+    "integration/test_reconcile_safety.py": {
+        "approval_left_on_the_queue": (PESSIMISTIC,),
+        "removed_share_waiting_for_its_job": (PESSIMISTIC,),
+        "second_queue_naming_the_first_queues_environment": (PESSIMISTIC,),
+    },
+    # Faults on top of the variants.
+    "faults/test_faults.py": {
+        "stuck_in_a_transitional_status": (PESSIMISTIC,),
+        "sns_down_while_config_is_rejected": (PESSIMISTIC,),
+    },
+}
 
 
 def runs_for(nodeid: str) -> tuple[str, ...]:
