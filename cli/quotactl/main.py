@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="quotactl",
         description="Manage AWS Batch quota shares for SageMaker Training as documents.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -90,6 +91,15 @@ def _parser() -> argparse.ArgumentParser:
     conformance_cmd.add_parser(sub)
     _add_operator_commands(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("batch-quota-controller")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")

@@ -43,3 +43,13 @@ def test_an_unknown_function_names_the_ones_there_are() -> None:
     known = ", ".join(FUNCTIONS)
     assert str(caught.value) == f"no function 'reconciler'; the functions are: {known}"
 
+
+def test_quotactl_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    from quotactl.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"quotactl {version('batch-quota-controller')}\n"
