@@ -231,6 +231,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quotactl.operate import run
 
             return run(args, out)
+    except ModuleNotFoundError as exc:
+        # `demo`, `local` and `--local` run on moto, which only the `local` extra installs.
+        if (exc.name or "").partition(".")[0] != "moto":
+            raise
+        print(
+            f"quotactl {args.command}: needs the local stack, which is not installed: "
+            "pip install 'batch-quota-controller[local]'",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     except KeyboardInterrupt:
         print("quotactl: interrupted", file=sys.stderr)
         return 130

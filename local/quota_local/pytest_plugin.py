@@ -16,6 +16,7 @@ imports nothing heavy: LocalStack (moto, boto3) only when a test asks for the fi
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 from collections.abc import Iterator, Mapping
@@ -91,14 +92,14 @@ def quota_stack(request: pytest.FixtureRequest) -> Iterator[Any]:
         options.update(marker.kwargs)
     if hasattr(request, "param"):
         options["variants"] = request.param
-    try:
-        from quota_local.stack import LocalStack
-    except ImportError as exc:
+    if importlib.util.find_spec("moto") is None:
         pytest.fail(
-            f"quota_stack needs the local extra: pip install 'batch-quota-controller[local]' "
-            f"({exc})",
+            f"{where}: quota_stack runs on moto, which is not installed: "
+            "pip install 'batch-quota-controller[local]'",
             pytrace=False,
         )
+    from quota_local.stack import LocalStack
+
     try:
         options = _checked(options, LocalStack)
         stack = LocalStack(**options)

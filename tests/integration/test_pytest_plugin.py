@@ -231,3 +231,25 @@ def test_a_run_that_does_not_use_the_plugin_imports_nothing_heavy(
     )
     # A fresh interpreter: this suite itself has imported all of that already.
     run_fresh(pytester, "-p", "no:hypothesispytest").assert_outcomes(passed=1)
+
+
+def test_without_moto_the_fixture_says_what_to_install(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        sys.modules["moto"] = None  # as installed without the local extra
+
+        def test_needs_the_stack(quota_stack):
+            pass
+        """
+    )
+    result = run_fresh(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_needs_the_stack: quota_stack runs on moto, which is not installed: "
+            "pip install 'batch-quota-controller[[]local[]]'"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,3 +56,29 @@ def test_quotactl_version_prints_the_installed_version(capsys: pytest.CaptureFix
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out == f"quotactl {version('batch-quota-controller')}\n"
+
+
+@pytest.mark.parametrize("command", [["demo"], ["local", "up", "--port", "0"]])
+def test_without_the_local_extra_the_local_commands_say_what_to_install(
+    command: list[str], tmp_path: Path
+) -> None:
+    # As installed without [local]: moto cannot be imported.
+    script = (
+        "import sys; sys.modules['moto'] = None\n"
+        "from quotactl.main import main\n"
+        f"sys.exit(main({command!r}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"quotactl {command[0]}: needs the local stack, which is not installed: "
+        "pip install 'batch-quota-controller[local]'\n"
+    )
