@@ -21,12 +21,13 @@ HOST_NATIVE := .aws-sam/host-native
 HOST_STAMP := $(HOST_NATIVE)/.installed
 BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
-.PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv
+.PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv \
+	package-check
 
 demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
 
-test: $(STAMP) lint typecheck template-check
+test: $(STAMP) lint typecheck template-check package-check
 	$(PY) -m pytest -q -n auto --dist loadfile
 
 lint: $(STAMP)
@@ -42,6 +43,12 @@ template-check: $(STAMP) $(SAM_STAMP) build
 	$(VENV)/bin/cfn-lint template.yaml
 	env $(OFFLINE) $(SAM) validate
 	env $(OFFLINE) $(SAM) validate --lint
+
+# The wheel as a user gets it: built (sdist, then the wheel from it), installed with [local] into
+# a fresh virtualenv outside the checkout, and used from an empty directory there: quotactl
+# --version, validate, demo --json, and docs/local.md's pytest file on the plugin's fixture.
+package-check: $(STAMP)
+	env $(OFFLINE) scripts/package-check $(PY)
 
 bench: $(STAMP) build
 	$(PY) -m bench

@@ -14,6 +14,9 @@ from variant_matrix import runs_for
 
 from quota_local.emulator.variants import VARIANTS_ENV
 
+# tests/integration/test_pytest_plugin.py runs pytest on test files of its own.
+pytest_plugins = ("pytester",)
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     runs = runs_for(metafunc.definition.nodeid)

@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="quotactl",
         description="Manage AWS Batch quota shares for SageMaker Training as documents.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -102,6 +103,15 @@ def _parser() -> argparse.ArgumentParser:
     conformance_cmd.add_parser(sub)
     _add_operator_commands(sub)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("batch-quota-controller")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")
@@ -240,6 +250,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quotactl.operate import run
 
             return run(args, out)
+    except ModuleNotFoundError as exc:
+        # `demo`, `local` and `--local` run on moto, which only the `local` extra installs.
+        if (exc.name or "").partition(".")[0] != "moto":
+            raise
+        print(
+            f"quotactl {args.command}: needs the local stack, which is not installed: "
+            "pip install 'batch-quota-controller[local]'",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     except KeyboardInterrupt:
         print("quotactl: interrupted", file=sys.stderr)
         return 130

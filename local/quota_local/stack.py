@@ -22,12 +22,13 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from quota_local.event_sources import SqsSource, StreamSource
-from quota_local.paths import project_root
+from quota_local.paths import function_file
 from quota_local.template import StackShape, load_template, stack_shape
 
 ACCOUNT = "123456789012"
@@ -461,14 +462,15 @@ class LocalStack:
     def handler(self, function: str) -> Any:
         """The `lambda_handler` of functions/<function>/app.py (loaded once per process)."""
         if function not in self._modules:
-            path = project_root() / "functions" / function / "app.py"
             name = f"quota_local_function_{function}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            if spec is None or spec.loader is None:
-                raise RuntimeError(f"cannot load {path}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
+            # A real file even when the package is not on disk (as_file extracts it).
+            with resources.as_file(function_file(function)) as path:
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise RuntimeError(f"cannot load {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
             self._modules[function] = module
         inner = self._modules[function].lambda_handler
 

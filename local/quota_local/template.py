@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from quota_local.paths import project_root
+from quota_local.paths import template_file
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -33,9 +34,10 @@ def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any
 _CfnLoader.add_multi_constructor("!", _tag)
 
 
-def load_template(path: Path | None = None) -> dict[str, Any]:
-    """The template as data; intrinsic functions become their long form."""
-    source = path or project_root() / "template.yaml"
+def load_template(path: Path | Traversable | None = None) -> dict[str, Any]:
+    """The template as data (by default the deployment's, shipped in the package); intrinsic
+    functions become their long form."""
+    source = path or template_file()
     with source.open(encoding="utf-8") as handle:
         data: dict[str, Any] = yaml.load(handle, Loader=_CfnLoader)
     return data
