@@ -27,6 +27,7 @@ from builders import guide_layout
 from quota_controller import composition
 from quota_controller.config.items import document_to_items, plain
 from quota_controller.status import generation
+from quota_controller.reconcile import SETTLE_SECONDS
 from quota_local import emulator as emulator_module
 from quota_local.emulator import Fault, server_error, throttling
 from quota_local.event_sources import FakeContext
@@ -696,6 +697,33 @@ def test_a_create_whose_answer_is_lost_is_not_made_twice(stack: LocalStack) -> N
     assert watch.alerts() == []
 
 
+def test_a_create_refused_for_good_alerts_once_no_read_has_shown_it(stack: LocalStack) -> None:
+    """Batch refuses a create and no read shows the share: first a wait (an earlier attempt may
+    have made it, the read lagging), then, once that has lasted SETTLE_SECONDS, one critical
+    RECONCILE_FAILED naming the request."""
+    watch = Watch(stack)
+    stack.emulator.inject(
+        Fault(
+            frozenset({"CreateQuotaShare"}),
+            "ClientException",
+            400,
+            "refused",
+            -1,
+            when=lambda request: request["quotaShareName"] == "team-d",
+        )
+    )
+    two_new_shares(stack)
+    stack.run_until_idle()
+    assert watch.alerts() == [], "no alert while a read may still show the share"
+    waiting = stack.status(QUEUE)["shares"]["team-d"]["conditions"]["Applied"]
+    assert waiting["status"] == "False" and "no read shows it yet" in waiting["message"]
+
+    stack.advance(SETTLE_SECONDS + 60)
+    failed = watch.alerts("RECONCILE_FAILED")
+    assert len(failed) == 1, failed
+    assert "CreateQuotaShare on" in failed[0]["summary"] and "team-d" in failed[0]["summary"]
+
+
 def changes(stack: LocalStack) -> dict[str, dict[str, Any]]:
     page = stack.table.query(
         KeyConditionExpression="#q = :q AND begins_with(#i, :c)",
@@ -923,9 +951,12 @@ def test_drift_an_extra_share_with_a_running_job_is_disabled_not_terminated(
 
 
 def share_tags(stack: LocalStack, name: str) -> dict[str, str]:
+    """The share's tags as Batch holds them (not as a lagging read shows them)."""
     share = batch_share(stack, name)
     assert share is not None
-    return dict(stack.batch.list_tags_for_resource(resourceArn=share["quotaShareArn"])["tags"])
+    with stack.emulator.true_reads():
+        tags = stack.batch.list_tags_for_resource(resourceArn=share["quotaShareArn"])["tags"]
+    return dict(tags)
 
 
 def test_drift_share_tags_edited_in_the_console_are_put_back_by_the_resync(
@@ -981,6 +1012,7 @@ def test_share_tags_that_already_match_the_document_only_correct_the_status(
 def _retag_in_the_console(stack: LocalStack, share: str) -> str:
     arn = batch_share(stack, share)["quotaShareArn"]  # type: ignore[index]
     stack.batch.tag_resource(resourceArn=arn, tags={"added": "in-the-console"})
+    stack.settle_reads()  # the resync can only find what its reads show
     return str(arn)
 
 

@@ -35,7 +35,7 @@ from quota_controller.observed import (
     ObservedState,
 )
 from quota_controller.planner import Action, Scope
-from quota_controller.ports import ActionFailed, RetryableError
+from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
 
 _log = logging.getLogger(__name__)
 
@@ -175,59 +175,61 @@ class BotoBatchGateway:
         return {str(k): str(v) for k, v in (result.get("tags") or {}).items()}
 
     def execute(self, action: Action) -> None:
-        """Make the request; a refused create whose resource exists as asked counts as done."""
+        """Make the request. A refused create is read back: when the resource exists as asked
+        it counts as done; when no read shows it, ActionUnsettled (an earlier attempt may have
+        made it and the read lags: Batch documents no read-after-write consistency)."""
         try:
             self._call(xform_name(action.operation), **action.params)
         except ClientError as err:
-            if action.operation.startswith("Create") and self._created(action):
+            if not action.operation.startswith("Create"):
+                raise ActionFailed(action, error_message(err)) from err
+            try:
+                found = self._read_back(action)
+            except ClientError:  # the read is refused too (the queue of a share is gone)
+                found = []
+            if any(_as_asked(action, r) for r in found):
                 return
+            if not found:
+                raise ActionUnsettled(action, error_message(err)) from err
             raise ActionFailed(action, error_message(err)) from err
 
-    def _created(self, action: Action) -> bool:
-        try:
-            return self._read_back(action)
-        except ClientError:  # the read is refused too (the queue of a share is gone): not done
-            return False
-
-    def _read_back(self, action: Action) -> bool:
-        """Whether what a refused Create* asked for exists with that shape: read back, since
-        the refusal's text says nothing a client may rely on."""
+    def _read_back(self, action: Action) -> list[dict[str, Any]]:
+        """What Batch shows, not being deleted, under the name a refused Create* asked for: read
+        back, since the refusal's text says nothing a client may rely on."""
         params = action.params
         found: list[dict[str, Any]]
         if action.operation == "CreateSchedulingPolicy":
             arn = self._scope.arn(f"scheduling-policy/{params['name']}")
-            found = describe_existing(self._client, "scheduling-policy", [arn])
-            return any("quotaSharePolicy" in p for p in found)
+            return describe_existing(self._client, "scheduling-policy", [arn])
         if action.operation == "CreateServiceEnvironment":
             name = params["serviceEnvironmentName"]
             found = describe_existing(self._client, "service-environment", [name])
-            return any(
-                e.get("serviceEnvironmentName") == name
-                and e.get("status") not in ("DELETING", "DELETED")
-                and _limits(e.get("capacityLimits")) == _limits(params.get("capacityLimits"))
-                for e in found
-            )
-        if action.operation == "CreateJobQueue":
+            key = "serviceEnvironmentName"
+        elif action.operation == "CreateJobQueue":
             name = params["jobQueueName"]
             found = describe_existing(self._client, "job-queue", [name])
-            return any(
-                q.get("jobQueueName") == name
-                and q.get("status") not in ("DELETING", "DELETED")
-                and q.get("schedulingPolicyArn") == params.get("schedulingPolicyArn")
-                for q in found
-            )
-        if action.operation == "CreateQuotaShare":
+            key = "jobQueueName"
+        elif action.operation == "CreateQuotaShare":
             name = params["quotaShareName"]
             found = pages(
                 self._client, "list_quota_shares", "quotaShares", jobQueue=params["jobQueue"]
             )
-            return any(
-                s.get("quotaShareName") == name
-                and s.get("status") not in ("DELETING", "DELETED")
-                and _limits(s.get("capacityLimits")) == _limits(params.get("capacityLimits"))
-                for s in found
-            )
-        return False
+            key = "quotaShareName"
+        else:
+            return []
+        return [
+            r for r in found if r.get(key) == name and r.get("status") not in ("DELETING", "DELETED")
+        ]
+
+
+def _as_asked(action: Action, found: dict[str, Any]) -> bool:
+    """Whether a resource read back has the shape the create asked for."""
+    params = action.params
+    if action.operation == "CreateSchedulingPolicy":
+        return "quotaSharePolicy" in found
+    if action.operation == "CreateJobQueue":
+        return found.get("schedulingPolicyArn") == params.get("schedulingPolicyArn")
+    return _limits(found.get("capacityLimits")) == _limits(params.get("capacityLimits"))
 
 
 def _limits(limits: Any) -> set[tuple[Any, Any]]:

@@ -28,6 +28,12 @@ class ActionFailed(Exception):
         self.message = message
 
 
+class ActionUnsettled(ActionFailed):
+    """Batch refused a create and no read shows the resource: whether an earlier attempt of
+    the same request made it (its answer lost, the read lagging) or the request is refused
+    for good is not known yet. A later read settles it."""
+
+
 class ConfigStore(Protocol):
     """The config table: config items, status items, change records and the reconcile lease."""
 

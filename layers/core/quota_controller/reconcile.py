@@ -34,6 +34,7 @@ from quota_controller.observed import ObservedEnvironment, ObservedPolicy, Obser
 from quota_controller.planner import Action, Desired, Plan, plan
 from quota_controller.ports import (
     ActionFailed,
+    ActionUnsettled,
     BatchGateway,
     Clock,
     ConfigStore,
@@ -57,6 +58,10 @@ Outcome = Literal[
 ]
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 _ALERT_MEMORY = 100
+# How long a create Batch refused may stay invisible to every read before the refusal counts:
+# Batch documents no read-after-write consistency, and a retried create whose first answer was
+# lost is refused while the resource it made may not show yet. Longer than any lag seen.
+SETTLE_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -181,6 +186,9 @@ class _Run:
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
         self.unsent: list[str] = []
+        # Creates Batch refused while no read showed the resource, by resource: since when
+        # (status `unsettled`). Within SETTLE_SECONDS the run waits for a read to settle it.
+        self.unsettled: dict[str, str] = {}
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -239,7 +247,8 @@ class _Run:
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
-        failure = self._apply(decided, observed, unannounced)
+        failure = self._apply(decided, observed, unannounced, the_plan.waits)
+        self.result.waits = list(the_plan.waits)
         self._finish(desired, observed, report, the_plan, decided, failure)
         return self.result
 
@@ -268,7 +277,11 @@ class _Run:
         )
 
     def _apply(
-        self, decided: list[GuardedAction], observed: ObservedState, unannounced: set[str | None]
+        self,
+        decided: list[GuardedAction],
+        observed: ObservedState,
+        unannounced: set[str | None],
+        waits: list[str],
     ) -> str | None:
         records: list[dict[str, Any]] = []
         failure: str | None = None
@@ -288,6 +301,14 @@ class _Run:
                     break
                 try:
                     self.deps.batch.execute(action)
+                except ActionUnsettled as exc:
+                    wait = self._unsettled(exc)
+                    if wait is None:
+                        failure = str(exc)
+                        self.result.errors.append(failure)
+                    else:
+                        waits.append(wait)
+                    break  # later requests may depend on this one
                 except ActionFailed as exc:
                     failure = str(exc)
                     self.result.errors.append(failure)
@@ -301,6 +322,25 @@ class _Run:
             if records:
                 self.deps.store.record_changes(self.queue, records)
         return failure
+
+    def _unsettled(self, exc: ActionUnsettled) -> str | None:
+        """The wait for a refused create no read shows yet, or None once it has stayed so for
+        SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
+        action = exc.action
+        previous = ((self.queue_status or {}).get("unsettled") or {}).get(action.resource)
+        since = previous if isinstance(previous, str) else self.stamp
+        try:
+            waited = (self.now - datetime.fromisoformat(since)).total_seconds()
+        except ValueError:
+            since, waited = self.stamp, 0.0
+        if waited >= SETTLE_SECONDS:
+            return None
+        self.unsettled[action.resource] = since
+        where = f"quota share {action.share} " if action.share else ""
+        return (
+            f"{where}{action.summary}: Batch refused it ({exc.message}) and no read shows it yet "
+            "(an earlier attempt may have made it); read again with the next attempt"
+        )
 
     def _remember_approval(self, change: str) -> None:
         """The approval is used: say so in status at once, not only at the end of the run (a
@@ -483,6 +523,8 @@ class _Run:
         queue_status = self._queue_status(gen, conds)
         queue_status["waitingFor"] = list(the_plan.waits)
         queue_status["lastError"] = failure
+        if self.unsettled:
+            queue_status["unsettled"] = dict(self.unsettled)
         if self.result.applied:
             queue_status["lastAppliedAt"] = self.stamp
         elif self.queue_status and self.queue_status.get("lastAppliedAt"):

@@ -77,6 +77,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "requeueChainFrom": (str, type(None)),
     "lastAppliedAt": str,
     "lastError": (str, type(None)),
+    "unsettled": dict,
 }
 
 
