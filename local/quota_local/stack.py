@@ -561,6 +561,13 @@ class LocalStack:
         due = self.scheduler.next_event_at()
         return None if due is None else float(due)
 
+    def settle_reads(self) -> None:
+        """Let the read lag pass (the `read_after_write_lag_seconds` variant; nothing to wait
+        for by default): what was written since shows in every List and Describe after."""
+        lag = float(self.emulator.variant("read_after_write_lag_seconds"))
+        if lag > 0:
+            self.advance(lag)
+
     def advance(self, seconds: float) -> None:
         """Move the virtual clock; requeues, redeliveries of failed SQS messages, resyncs, Batch
         transitions and jobs fire when due."""

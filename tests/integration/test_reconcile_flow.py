@@ -45,7 +45,9 @@ def share_item(stack: LocalStack, name: str) -> dict[str, Any]:
 
 
 def batch_share(stack: LocalStack, name: str) -> dict[str, Any]:
-    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    """The share as Batch holds it (not as a lagging read shows it)."""
+    with stack.emulator.true_reads():
+        shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
     return next(s for s in shares if s["quotaShareName"] == name)
 
 
@@ -560,6 +562,7 @@ def test_a_share_batch_reports_invalid_is_alerted_even_while_its_item_is_invalid
     converged.put_item(bad)
     converged.advance(120)
     converged.emulator.set_resource_status("team-a", "INVALID")
+    converged.settle_reads()  # reads show it once the read lag has passed
     run_reconcile(converged)
 
     healthy = converged.status(QUEUE)["shares"]["team-a"]["conditions"]["Healthy"]

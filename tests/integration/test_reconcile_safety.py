@@ -428,9 +428,11 @@ def test_a_converged_queue_is_not_rewritten_by_every_resync(
 
 
 def share_tags(stack: LocalStack, name: str) -> dict[str, str]:
-    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
-    arn = next(s for s in shares if s["quotaShareName"] == name)["quotaShareArn"]
-    return dict(stack.batch.list_tags_for_resource(resourceArn=arn)["tags"])
+    """The share's tags as Batch holds them (not as a lagging read shows them)."""
+    with stack.emulator.true_reads():
+        shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+        arn = next(s for s in shares if s["quotaShareName"] == name)["quotaShareArn"]
+        return dict(stack.batch.list_tags_for_resource(resourceArn=arn)["tags"])
 
 
 def test_share_tags_a_requeue_carries_are_read_even_when_another_chain_took_over(
@@ -442,6 +444,7 @@ def test_share_tags_a_requeue_carries_are_read_even_when_another_chain_took_over
     shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
     arn = next(s for s in shares if s["quotaShareName"] == "team-a")["quotaShareArn"]
     stack.batch.tag_resource(resourceArn=arn, tags={"added": "in-the-console"})
+    stack.settle_reads()  # the resync can only find what its reads show
     doc = guide_layout().build()
     doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 2
     stack.apply(doc)

@@ -406,6 +406,9 @@ def _as_of_lag[F: Callable[..., Response]](fn: F) -> F:
     def wrapper(self: BatchQuotaEmulator, request: Request) -> Response:
         if not self._history.active:
             return fn(self, request)
+        if self._true_reads:
+            self._record_versions(self.clock())
+            return fn(self, request)
         with self._visible_state():
             return fn(self, request)
 
@@ -555,6 +558,8 @@ class BatchQuotaEmulator:
         self._snapshots: dict[str, tuple[JobQueue | None, float, Response]] = {}
         # Versions of the resources reads show under read_after_write_lag_seconds.
         self._history = VersionHistory()
+        # True while a test reads the true state (`true_reads`), whatever the lag.
+        self._true_reads = False
         self._lock = threading.RLock()
 
     # ----- settings, clock, transitions -------------------------------------------------------
@@ -644,6 +649,16 @@ class BatchQuotaEmulator:
             history.start(stores)
         elif at is not None:
             history.record(stores, at, self.clock() - lag)
+
+    @contextlib.contextmanager
+    def true_reads(self) -> Iterator[None]:
+        """Inside the block List and Describe answer from the true state whatever the read lag
+        (for a test asserting what Batch holds; the controller never reads this way)."""
+        saved, self._true_reads = self._true_reads, True
+        try:
+            yield
+        finally:
+            self._true_reads = saved
 
     @contextlib.contextmanager
     def _visible_state(self) -> Iterator[None]:
