@@ -278,7 +278,12 @@ def run_submit(
         job_id = _client(state, "batch").submit_service_job(**request)["jobId"]
     except ClientError as err:
         message = err.response.get("Error", {}).get("Message") or str(err)
-        print(f"quotactl local submit: Batch refused the job: {message}", file=sys.stderr)
+        # Batch's wording is not documented: say what was asked, whatever the message says.
+        print(
+            f"quotactl local submit: Batch refused the job (queue {queue}, share {share}, "
+            f"{count} x {instance_type}): {message}",
+            file=sys.stderr,
+        )
         return 1
     except BotoCoreError as err:
         print(f"quotactl local submit: cannot reach {state['endpoint']}: {err}", file=sys.stderr)

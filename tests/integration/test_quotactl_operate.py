@@ -63,7 +63,9 @@ def batch_writes(stack: LocalStack) -> dict[str, int]:
 
 
 def batch_share(stack: LocalStack, name: str) -> dict[str, Any]:
-    shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    """The share as Batch holds it (not as a lagging read shows it)."""
+    with stack.emulator.true_reads():
+        shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
     return next(s for s in shares if s["quotaShareName"] == name)
 
 
