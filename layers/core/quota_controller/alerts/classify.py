@@ -464,7 +464,7 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         lent_less = share not in (None, obs.share) and bool(
             set(record.get("lendingReduced") or []) & set(obs.usage)
         )
-        if share not in (None, obs.share) and not named and not lent_less:
+        if share not in (None, obs.share) and not lent_less:
             continue
         if (
             share is None
