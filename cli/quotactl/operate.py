@@ -179,6 +179,10 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
         observed = batch.observe(queue, policies, environments)
         the_plan = plan(desired, observed, batch.scope)
         decided, held = guard_plan(the_plan, desired, observed, batch)
+    if held is not None and held != (desired.held_change or {}).get("id"):
+        # Not held yet: the reconciler dates a new hold (its id depends on when), so no id
+        # can be approved before the change is held.
+        held = None
     return Preview(
         queue,
         target.table_name,
@@ -288,9 +292,15 @@ def _print_preview(p: Preview, out: TextIO) -> None:
                 print(f"      at risk: {_job_text(at.job)}: {at.why}", file=out)
             if g.reason:
                 print(f"    {g.reason}", file=out)
-        if any(g.decision == "blocked" for g in p.decided):
+        if any(g.decision == "blocked" for g in p.decided) and p.held_change:
             print(
                 f"  To approve change {p.held_change}: {_approve_command(p.queue, p.held_change)}",
+                file=out,
+            )
+        elif any(g.decision == "blocked" for g in p.decided):
+            print(
+                "  Once applied, the reconciler holds it under a change id of its own: "
+                f"`quotactl status {p.queue}` shows it, then quotactl approve that id.",
                 file=out,
             )
         elif p.held_change and any(g.decision == "apply-with-warning" for g in p.decided):
@@ -748,7 +758,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    held = (items.get(QUEUE_STATUS) or {}).get("heldChange") or {}
+    status = items.get(QUEUE_STATUS) or {}
+    held = status.get("heldChange") or {}
     notes: list[str] = []
     if queue_item.get("reductionPolicy") != "block":
         notes.append(
@@ -756,11 +767,24 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             "approvedChange only matters with reductionPolicy block"
         )
     if held.get("id") != change:
+        # An approval approves the change held now, never one held later: a change that was
+        # applied meanwhile (its jobs finished) or reverted has nothing left to approve, and
+        # the same requests held again later get another id.
         now = f"change {held['id']}" if held.get("id") else "no change"
-        notes.append(
-            f"the status of job queue {queue} holds {now}; {change} applies only when the "
-            "reconciler's held change has exactly this id"
+        used = (
+            " (it was the last approved change applied)"
+            if (status.get("lastApprovedChange") == change)
+            else ""
         )
+        print(
+            f"quotactl approve: change {change} is not held by job queue {queue}{used}: its "
+            f"status holds {now}. A change that was applied meanwhile (its jobs finished) or "
+            "reverted has nothing left to approve; nothing written",
+            file=sys.stderr,
+        )
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        return EXIT_FAILED
     already = queue_item.get("approvedChange") == change
     if not already:
         by = _who(args, target)

@@ -421,6 +421,15 @@ class QuotaScheduler:
         else:
             job.status = status
 
+    def forget(self, job_id: str, now: float) -> None:
+        """The job leaves this scheduler (its queue moved to another environment): what it
+        held is free again here, and it has no timers left."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return
+        self.set_status(job_id, "MOVED", now)
+        del self._jobs[job_id]
+
     # ----- time -------------------------------------------------------------------------------
 
     def next_event_at(self) -> float | None:

@@ -264,11 +264,10 @@ def test_apply_never_overwrites_an_edit_made_after_it_read_the_table(
     extra: list[str],
 ) -> None:
     def bobs_edit() -> None:
-        if edit == "approve":
-            assert main(["approve", QUEUE, "0123456789ab", "--table", converged.table_name]) == 0
-            return
         item = raw_item(converged, key)
-        if edit == "state":
+        if edit == "approve":
+            item["approvedChange"] = "0123456789ab"  # an approval written meanwhile
+        elif edit == "state":
             item["state"] = "DISABLED"
         elif edit == "add-field":
             item["tags"] = {"owner": "bob"}
@@ -639,14 +638,17 @@ def test_approve_then_reconcile_applies_a_blocked_change(
     assert busy.status(QUEUE)["heldChange"] is None
 
 
-def test_approve_notes_a_change_id_that_is_not_held(
+def test_approve_refuses_a_change_id_that_is_not_held(
     converged: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert quotactl(converged, "approve", QUEUE, "0123456789ab") == 0
+    assert quotactl(converged, "approve", QUEUE, "0123456789ab") == 1
 
     err = capsys.readouterr().err
+    assert "change 0123456789ab is not held" in err
+    assert "nothing written" in err
     assert "reductionPolicy warn" in err
     assert "holds no change" in err
+    assert "approvedChange" not in items(converged)["QUEUE"]
 
 
 def test_approve_refuses_a_malformed_change_id_and_an_unknown_queue(

@@ -860,6 +860,7 @@ def test_quota_reduction_carries_the_change() -> None:
         "by": "alice",
         "before": {"capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}]},
         "after": {"capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}]},
+        "quotaShareName": None,  # the job's own share: set only for another share's change
     }
 
 

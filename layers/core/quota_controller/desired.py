@@ -11,7 +11,13 @@ from typing import Any
 
 from quota_controller.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.config.validation import ValidationReport
-from quota_controller.impact import UNFINISHED_STATUSES, ActiveJob, GuardedAction, guard
+from quota_controller.impact import (
+    ActiveJob,
+    GuardedAction,
+    defer_loosening,
+    guard,
+    layout_risks,
+)
 from quota_controller.observed import ObservedState
 from quota_controller.planner import Desired, Plan
 from quota_controller.ports import BatchGateway
@@ -70,6 +76,7 @@ def desired_state(
         retiring_policies=retiring_policies,
         retiring_environments=retiring_environments,
         last_approved_change=queue_status.get("lastApprovedChange"),
+        held_change=queue_status.get("heldChange"),
     )
 
 
@@ -90,35 +97,31 @@ def names_to_observe(desired: Desired) -> tuple[list[str], list[str]]:
 
 
 def guard_plan(
-    the_plan: Plan, desired: Desired, observed: ObservedState, batch: BatchGateway
+    the_plan: Plan,
+    desired: Desired,
+    observed: ObservedState,
+    batch: BatchGateway,
+    now: str | None = None,
 ) -> tuple[list[GuardedAction], str | None]:
     """Read the jobs reductions concern (only then) and let the reduction policy decide.
 
-    A share's reduction concerns that share's jobs. A reduction of the environment concerns
-    every job on it: those of the shares the document keeps, and also of shares it does not
-    (yet) apply - a share frozen by an invalid item, a removed share waiting to be idle, a share
-    Batch still lists - since they all hold its capacity. No queue, no jobs: nothing is read."""
-    touched = {r.share for a in the_plan.actions for r in a.reductions if r.share is not None}
-    env_reduced = any(r.share is None for a in the_plan.actions for r in a.reductions)
-    if env_reduced:
-        touched |= {*desired.shares, *desired.frozen_shares, *observed.shares}
-    # A deleted share's queued jobs are terminated too: read those shares in every status.
-    deleted = {
-        r.share
-        for a in the_plan.actions
-        for r in a.reductions
-        if r.kind == "deleted" and r.share is not None
-    }
+    A reduction can hurt jobs of any share of the queue: its own share's, every job on a
+    reduced environment (of the shares the document keeps, frozen, removed but waiting), the
+    borrowers of a lender that lends less, queued jobs a time-limit rule would terminate. So
+    a plan with a reduction reads every unfinished job of the queue (ListServiceJobs per
+    status). No queue, no jobs: nothing is read. In a run that applies a reduction, the
+    requests that loosen wait for the next run (`defer_loosening`): they are added to the
+    plan's waits. `now` dates a new hold (the change id of a later hold differs)."""
     jobs: dict[str, list[ActiveJob]] = {}
+    every: list[ActiveJob] = []
     queue_jobs: list[ActiveJob] = []
     queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
-    if touched and queue_exists and any(a.is_reduction for a in the_plan.actions):
-        if touched - deleted:
-            jobs = batch.active_jobs(desired.queue, sorted(touched - deleted))
-        if deleted:
-            jobs.update(batch.active_jobs(desired.queue, sorted(deleted), UNFINISHED_STATUSES))
-    if queue_exists and any(a.deletes_queue for a in the_plan.actions):
-        queue_jobs = batch.queue_jobs(desired.queue)
+    if queue_exists and any(a.is_reduction or a.deletes_queue for a in the_plan.actions):
+        every = batch.queue_jobs(desired.queue)
+        for job in every:
+            jobs.setdefault(job.share, []).append(job)
+        if any(a.deletes_queue for a in the_plan.actions):
+            queue_jobs = every
     new_limits = {
         name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
         for name, spec in desired.shares.items()
@@ -126,7 +129,7 @@ def guard_plan(
     settings = desired.settings
     policy = settings.reductionPolicy if settings else "warn"
     approved = settings.approvedChange if settings else None
-    return guard(
+    decided, held = guard(
         the_plan.actions,
         jobs,
         new_limits,
@@ -134,4 +137,10 @@ def guard_plan(
         approved,
         desired.last_approved_change,
         queue_jobs,
+        extra_risks=layout_risks(the_plan.actions, observed, every),
+        previous_hold=desired.held_change,
+        now=now,
     )
+    decided, waits = defer_loosening(decided)
+    the_plan.waits.extend(waits)
+    return decided, held

@@ -11,7 +11,7 @@ and a share or queue is disabled before it is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,7 +31,9 @@ from quota_controller.observed import (
 
 QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
 
-ReductionKind = Literal["limit", "unit-removed", "borrow", "strategy", "disabled", "deleted"]
+ReductionKind = Literal[
+    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted"
+]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,13 @@ class Reduction:
             return f"{who}: borrow limit {_pct(self.before)} -> {_pct(self.after)}"
         if self.kind == "strategy":
             return f"{who}: stops borrowing (strategy no longer LEND_AND_BORROW)"
+        if self.kind == "lending" and self.unit:
+            return (
+                f"{who}: lends less {self.unit} ({self.before} -> {self.after} lendable: "
+                "capacity other shares borrowed from it is reclaimed)"
+            )
+        if self.kind == "lending":
+            return f"{who}: stops lending (strategy RESERVE)"
         return f"{who}: {self.kind}"
 
 
@@ -136,6 +145,8 @@ class Desired:
     applied_share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # The id of the last approved change applied (status): a change id is never reused.
     last_approved_change: str | None = None
+    # The change the last reconcile held (status heldChange: its digest and since date it).
+    held_change: Mapping[str, Any] | None = None
 
 
 def plan(desired: Desired, observed: ObservedState, scope: Scope) -> Plan:
@@ -236,12 +247,14 @@ def _environment(
         out.waits.append(f"service environment {name} is {env.status}")
         return env
     params: dict[str, Any] = {}
+    reductions = tuple(_limit_reductions(None, env.limits(), desired_limits))
     if env.limits() != desired_limits:
-        params["capacityLimits"] = _limit_list(spec.capacityLimits)
+        params["capacityLimits"] = _tightening_first(
+            env.limits(), desired_limits, reductions, f"service environment {name}", out
+        )
     if env.state != spec.state:
         params["state"] = spec.state
     if params:
-        reductions = tuple(_limit_reductions(None, env.limits(), desired_limits))
         out.actions.append(
             Action(
                 "UpdateServiceEnvironment",
@@ -314,6 +327,7 @@ def _queue(
         return False
     params = {}
     changes: list[str] = []
+    switched: list[Reduction] = []
     if current.priority != spec.priority:
         params["priority"] = spec.priority
         changes.append(f"priority {current.priority} -> {spec.priority}")
@@ -353,6 +367,10 @@ def _queue(
                 {"order": 1, "serviceEnvironment": env.serviceEnvironmentArn}
             ]
             changes.append(f"service environment -> {env.serviceEnvironmentName}")
+            # The queue's jobs run on what it is attached to: a smaller environment is a
+            # reduction of every job's room, like lowering the environment's limits.
+            old = observed.environment_by_arn(attached[0])
+            switched = _limit_reductions(None, old.limits() if old else {}, env.limits())
         else:
             out.waits.append(f"job queue {queue} waits for its new service environment")
     if params:
@@ -362,6 +380,7 @@ def _queue(
                 {"jobQueue": current.jobQueueArn, **params},
                 f"job queue {queue}",
                 "update the job queue: " + ", ".join(changes),
+                reductions=tuple(switched),
             )
         )
     _retag(current.jobQueueArn, current.tags, tags, f"job queue {queue}", out)
@@ -406,7 +425,7 @@ def _shares(
         if current.transitional:
             out.waits.append(f"quota share {name} is {current.status}")
             continue
-        update = _update_share(spec, current)
+        update = _update_share(spec, current, out)
         if update is not None:
             out.actions.append(update)
         desired_tags = _tags(spec.tags, desired.queue)
@@ -436,16 +455,19 @@ def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:
     )
 
 
-def _update_share(spec: QuotaShareSpec, current: ObservedShare) -> Action | None:
+def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Action | None:
     name = spec.quotaShareName
     params: dict[str, Any] = {}
     changes: list[str] = []
     reductions: list[Reduction] = []
     want, have = _limits(spec.capacityLimits), current.limits()
     if want != have:
-        params["capacityLimits"] = _limit_list(spec.capacityLimits)
+        lowered = _limit_reductions(name, have, want)
+        params["capacityLimits"] = _tightening_first(
+            have, want, lowered, f"quota share {name}", out
+        )
         changes.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
-        reductions.extend(_limit_reductions(name, have, want))
+        reductions.extend(lowered)
     sharing = spec.resourceSharingConfiguration
     strategy_before = current.resourceSharingConfiguration.strategy
     borrow_before = current.effective_borrow_limit
@@ -458,6 +480,9 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare) -> Action | None
                 f"borrow limit {_pct(borrow_before)} -> {_pct(sharing.effective_borrow_limit)}"
             )
         reductions.extend(_borrow_reductions(name, borrow_before, sharing.effective_borrow_limit))
+        if strategy_before in _LENDING and sharing.strategy not in _LENDING:
+            # Capacity it lent is reclaimed from the borrowers: the guard reads their jobs.
+            reductions.append(Reduction("lending", name, None, None, None))
     preemption = spec.preemptionConfiguration.inSharePreemption
     if preemption != current.preemptionConfiguration.inSharePreemption:
         params["preemptionConfiguration"] = {"inSharePreemption": preemption}
@@ -676,6 +701,33 @@ def _retag(
                 "TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags", share=share
             )
         )
+
+
+_LENDING = ("LEND", "LEND_AND_BORROW")
+
+
+def _tightening_first(
+    have: Mapping[str, int],
+    want: Mapping[str, int],
+    lowered: Sequence[Reduction],
+    resource: str,
+    out: Plan,
+) -> list[dict[str, Any]]:
+    """The capacityLimits to send now. A request that lowers some limits and raises others
+    sends only the lowering first (each limit at the lower of before and after): a raise could
+    dispatch a job the lowering would then preempt, after the guard read the jobs. The raise
+    follows in the next reconcile, once the resource is VALID again."""
+    target = [{"capacityUnit": u, "maxCapacity": m} for u, m in want.items()]
+    raised = any(have.get(u, 0) < m for u, m in want.items())
+    if not lowered or not raised:
+        return target
+    clamped = [
+        {"capacityUnit": u, "maxCapacity": min(m, have[u])} for u, m in want.items() if u in have
+    ]
+    if not clamped:
+        return target  # every unit replaced: nothing to lower first
+    out.waits.append(f"{resource} waits: its raised limits follow once the lowered are applied")
+    return clamped
 
 
 def _limits(limits: list[CapacityLimit]) -> dict[str, int]:

@@ -29,7 +29,13 @@ from quota_controller.config.items import (
 from quota_controller.config.model import OWNER_TAG
 from quota_controller.config.validation import ValidationReport
 from quota_controller.desired import desired_state, guard_plan, names_to_observe
-from quota_controller.impact import ActiveJob, GuardedAction
+from quota_controller.impact import (
+    ActiveJob,
+    GuardedAction,
+    change_id,
+    hold_since,
+    risky_actions,
+)
 from quota_controller.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.planner import Action, Desired, Plan, plan
 from quota_controller.ports import (
@@ -183,6 +189,9 @@ class _Run:
         # this run's approvedChange approves, if it approves what the guard holds.
         self.last_approved: str | None = (self.queue_status or {}).get("lastApprovedChange")
         self.approving: str | None = None
+        # When the change held now was first held (status heldChange.since): its id depends
+        # on it, so a later hold of the same requests is a new change to approve.
+        self.hold_since: str | None = None
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
         self.unsent: list[str] = []
@@ -235,7 +244,11 @@ class _Run:
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
-        decided, self.result.held_change = guard_plan(the_plan, desired, observed, self.deps.batch)
+        decided, self.result.held_change = guard_plan(
+            the_plan, desired, observed, self.deps.batch, now=self.stamp
+        )
+        self.result.waits = list(the_plan.waits)  # with the loosening deferred by the guard
+        self.hold_since = hold_since(risky_actions(decided), desired.held_change, self.stamp)
         settings = desired.settings
         if (
             settings is not None
@@ -377,6 +390,9 @@ class _Run:
             "after": {k: v for k, v in action.params.items() if k != "tags"},
             "reductions": [r.describe() for r in action.reductions],
             "atRisk": [j.jobId for r in guarded.risks for j in r.jobs],
+            # Units whose lendable capacity the request lowered (a lender lowered, switched to
+            # RESERVE or deleted): the alerts attribute reclaimed borrowing to it.
+            "lendingReduced": sorted(_lent_less(action, observed)),
             "expiresAt": int(expires.timestamp()),
         }
 
@@ -543,6 +559,9 @@ class _Run:
                     for g in held
                     for a in g.at_risk
                 ],
+                # What dates the hold: the requests' own hash and when they were first held.
+                "digest": change_id(risky_actions(held)) if risky_actions(held) else None,
+                "since": self.hold_since,
             }
             if held
             else None
@@ -867,6 +886,27 @@ class _Run:
             if not sent:
                 unannounced.add(share)
         return unannounced
+
+
+def _lent_less(action: Action, observed: ObservedState) -> set[str]:
+    before = observed.shares.get(action.share or "")
+    if before is None or before.resourceSharingConfiguration.strategy not in _LENDS:
+        return set()
+    if action.operation == "DeleteQuotaShare":
+        return set(before.limits())
+    sharing = action.params.get("resourceSharingConfiguration") or {}
+    if sharing.get("strategy", before.resourceSharingConfiguration.strategy) not in _LENDS:
+        return set(before.limits())
+    after = {
+        str(c["capacityUnit"]): int(c["maxCapacity"])
+        for c in action.params.get("capacityLimits") or []
+    }
+    if "capacityLimits" not in action.params:
+        return set()
+    return {u for u, m in before.limits().items() if after.get(u, 0) < m}
+
+
+_LENDS = ("LEND", "LEND_AND_BORROW")
 
 
 def _alert_job(job: ActiveJob) -> AlertJob:

@@ -135,6 +135,9 @@ class Scheduler:
         # Jobs with nothing to run, to fail once the change that made them RUNNABLE is out.
         self._refused: list[str] = []
         self._pools: dict[str, _Pool] = {}
+        # The environment each job queue ran on at the last sync: a queue switched to another
+        # environment takes its jobs along (their capacity counts there from then on).
+        self._queue_env: dict[str, str] = {}
         self._config_dirty = True
         self._applying = False
         self._running = False
@@ -291,6 +294,34 @@ class Scheduler:
             elif pool.core.config != config:
                 pool.core.configure(config, now)
                 pool.counts_instances = counts_instances
+        self._move_switched_queues(now)
+
+    def _move_switched_queues(self, now: float) -> None:
+        """Jobs of a queue now attached to another environment move to its scheduler: what
+        they hold counts against the new environment's limits, which then decide (variant
+        environment_reduction_preempts) whether the excess is preempted or only waits. Their
+        run time starts again there (the emulator's simplification)."""
+        moved: set[str] = set()
+        for queue in self.emulator.job_queues.values():
+            order = queue.service_environment_order
+            env = order[0]["serviceEnvironment"] if order else None
+            before = self._queue_env.get(queue.arn)
+            if env is not None:
+                self._queue_env[queue.arn] = env
+            if before is None or env is None or before == env or env not in self._pools:
+                continue
+            old = self._pools.get(before)
+            new = self._pools[env]
+            for job in self.emulator.jobs_of(queue):
+                if old is None or old.core.job(job.job_id) is None:
+                    continue
+                old.core.forget(job.job_id, now)
+                if job.status == RUNNABLE or job.status in ACTIVE_JOB_STATUSES:
+                    new.core.submit(self._spec(job, new), now, status=job.status)
+            moved.add(env)
+        for env in moved:
+            core = self._pools[env].core
+            core.configure(core.config, now)
 
     def _pool_of_queue(self, queue: JobQueue) -> _Pool | None:
         if not queue.service_environment_order:

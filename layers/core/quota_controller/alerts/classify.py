@@ -456,9 +456,21 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         if not record.get("reductions"):
             continue
         share = record.get("quotaShareName")
-        if share not in (None, obs.share):
+        at_risk = record.get("atRisk") or []
+        named = obs.job_id in at_risk
+        # A lender that lent less reclaims what other shares borrowed: its change is the
+        # cause of a borrower's preemption it named, or of one in a unit it lent less of
+        # while the victim's share was borrowing.
+        lent_less = share not in (None, obs.share) and bool(
+            set(record.get("lendingReduced") or []) & set(obs.usage)
+        )
+        if share not in (None, obs.share) and not lent_less:
             continue
-        if share is None and "service environment" not in str(record.get("resource", "")):
+        if (
+            share is None
+            and not named
+            and "service environment" not in str(record.get("resource", ""))
+        ):
             continue
         ref = ChangeRef(
             id=str(record.get("changeId", "")),
@@ -466,9 +478,12 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
             by=None if record.get("by") is None else str(record.get("by")),
             before=dict(record.get("before") or {}),
             after=dict(record.get("after") or {}),
+            quotaShareName=str(share) if share not in (None, obs.share) else None,
         )
-        at_risk = record.get("atRisk") or []
-        over = True if obs.job_id in at_risk else _over_limit(obs, ctx)
+        if lent_less and not named:
+            over = _borrowing(obs, ctx)
+        else:
+            over = True if named else _over_limit(obs, ctx)
         if over:
             return ref, None
         if over is None and undecided is None:
@@ -673,16 +688,29 @@ def build_alert(g: Group, ctx: Context) -> Alert:
         change = verdict.change
         assert change is not None
         who = f" by {one_line(change.by)}" if change.by else ""
-        summary = f"{n} {noun} of {share} preempted: quota lowered{who}"
-        detail = (
-            f"Quota share {share} of {queue} had its capacity lowered at {one_line(change.at)}"
-            f"{who} (change {one_line(change.id)}); usage above the new limit was preempted: "
-            f"{names}{more}."
-        )
-        steps = [
-            "Raise the share's limit again if these jobs must run now",
-            f"quotactl history {queue} shows the change",
-        ]
+        if change.quotaShareName:
+            lender = one_line(change.quotaShareName)
+            summary = f"{n} {noun} of {share} preempted: quota share {lender} changed{who}"
+            detail = (
+                f"Quota share {lender} of {queue} was changed at {one_line(change.at)}{who} "
+                f"(change {one_line(change.id)}) and lends less; the capacity {share} had "
+                f"borrowed from it was reclaimed: {names}{more}."
+            )
+            steps = [
+                f"Restore {lender}'s limit or strategy if these jobs must run now",
+                f"quotactl history {queue} shows the change",
+            ]
+        else:
+            summary = f"{n} {noun} of {share} preempted: quota lowered{who}"
+            detail = (
+                f"Quota share {share} of {queue} had its capacity lowered at "
+                f"{one_line(change.at)}{who} (change {one_line(change.id)}); usage above the "
+                f"new limit was preempted: {names}{more}."
+            )
+            steps = [
+                "Raise the share's limit again if these jobs must run now",
+                f"quotactl history {queue} shows the change",
+            ]
     elif verdict.cause == "CAPACITY_RECLAIM":
         owner = f" by {one_line(verdict.reclaimed_by)}" if verdict.reclaimed_by else ""
         summary = f"{n} {noun} of {share} preempted: borrowed capacity reclaimed{owner}"

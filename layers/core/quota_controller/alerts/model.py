@@ -52,6 +52,8 @@ class ChangeRef(BaseModel):
     by: str | None = None
     before: dict[str, Any] = Field(default_factory=dict)
     after: dict[str, Any] = Field(default_factory=dict)
+    # The share the change edited, when it is not the alert's share (a lender that lent less).
+    quotaShareName: str | None = None
 
 
 class Alert(BaseModel):
