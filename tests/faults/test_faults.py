@@ -26,8 +26,8 @@ from builders import guide_layout
 
 from quota_controller import composition
 from quota_controller.config.items import document_to_items, plain
-from quota_controller.status import generation
 from quota_controller.reconcile import SETTLE_SECONDS
+from quota_controller.status import generation
 from quota_local import emulator as emulator_module
 from quota_local.emulator import Fault, server_error, throttling
 from quota_local.event_sources import FakeContext
@@ -716,12 +716,14 @@ def test_a_create_refused_for_good_alerts_once_no_read_has_shown_it(stack: Local
     stack.run_until_idle()
     assert watch.alerts() == [], "no alert while a read may still show the share"
     waiting = stack.status(QUEUE)["shares"]["team-d"]["conditions"]["Applied"]
-    assert waiting["status"] == "False" and "no read shows it yet" in waiting["message"]
+    assert waiting["status"] == "False"
+    assert "no read shows it yet" in waiting["message"]
 
     stack.advance(SETTLE_SECONDS + 60)
     failed = watch.alerts("RECONCILE_FAILED")
     assert len(failed) == 1, failed
-    assert "CreateQuotaShare on" in failed[0]["summary"] and "team-d" in failed[0]["summary"]
+    assert "CreateQuotaShare on" in failed[0]["summary"]
+    assert "team-d" in failed[0]["summary"]
 
 
 def changes(stack: LocalStack) -> dict[str, dict[str, Any]]:

@@ -218,7 +218,9 @@ class BotoBatchGateway:
         else:
             return []
         return [
-            r for r in found if r.get(key) == name and r.get("status") not in ("DELETING", "DELETED")
+            r
+            for r in found
+            if r.get(key) == name and r.get("status") not in ("DELETING", "DELETED")
         ]
 
 
