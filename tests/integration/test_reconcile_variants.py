@@ -302,3 +302,48 @@ def test_quotactl_plan_names_the_queued_jobs_a_removal_terminates(
             "why": "terminated when quota share team-c is deleted (it is RUNNABLE)",
         }
     ]
+
+
+def test_a_reconcile_right_after_a_write_waits_for_reads_to_show_it() -> None:
+    """Under a read lag the reconcile right after an approved reduction still reads the old
+    limit: it waits instead of making the write again, holding it as a new change or warning
+    again, and the queue converges once reads show the write."""
+    with LocalStack(variants={"read_after_write_lag_seconds": 5}) as stack:
+        doc = guide_layout().set(reductionPolicy="block").build()
+        doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 2
+        stack.apply(doc)
+        stack.advance(120)
+        for n in range(2):
+            job = stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name=f"train-{n}")
+            stack.emulator.set_job_status(job, "RUNNING")
+        doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 1
+        stack.apply(doc)
+        stack.run_until_idle()
+        held = stack.status(QUEUE)["heldChange"]
+        assert held is not None
+        assert held["decision"] == "blocked"
+
+        stack.apply({**doc, "approvedChange": held["id"]})
+        stack.run_until_idle()  # the approved reduction is applied (and announced)
+        warned = len([a for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"])
+        updates = stack.batch_calls().get("UpdateQuotaShare", 0)
+        stack.resync()
+        stack.run_until_idle()  # at once: the reads still show the old limit
+
+        assert stack.batch_calls().get("UpdateQuotaShare", 0) == updates
+        view = stack.status(QUEUE)
+        assert view["heldChange"] is None, view["heldChange"]
+        assert "reads do not show it yet" in " ".join(view["waitingFor"])
+        stack.advance(60)
+        assert conditions(stack.status(QUEUE)) == {
+            "Valid": "True",
+            "Applied": "True",
+            "Healthy": "True",
+            "Blocked": "False",
+        }
+        assert len([a for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"]) == warned
+        with stack.emulator.true_reads():
+            shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+        team_b = next(s for s in shares if s["quotaShareName"] == "team-b")
+        assert team_b["capacityLimits"][0]["maxCapacity"] == 1
+        assert stack.batch_calls().get("UpdateQuotaShare", 0) == updates

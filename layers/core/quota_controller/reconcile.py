@@ -198,6 +198,9 @@ class _Run:
         # Creates Batch refused while no read showed the resource, by resource: since when
         # (status `unsettled`). Within SETTLE_SECONDS the run waits for a read to settle it.
         self.unsettled: dict[str, str] = {}
+        # This controller's writes of the last SETTLE_SECONDS, the last per resource and
+        # operation (status `recentWrites`): a plan repeating one of them is a read that lags.
+        self.recent_writes = _recent_writes(self.queue_status, now)
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -241,6 +244,7 @@ class _Run:
         observed = self.deps.batch.observe(self.queue, policies, environments)
         desired = self._with_share_tags_read(desired, observed)
         the_plan = plan(desired, observed, self.deps.batch.scope)
+        self._drop_repeated_writes(the_plan)
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
@@ -327,6 +331,17 @@ class _Run:
                     self.result.errors.append(failure)
                     break  # later requests may depend on this one
                 self.result.applied.append(action)
+                if action.operation.startswith(("Create", "Delete")):
+                    # A new life of the resource: what was written to the old one is past.
+                    for key, entry in list(self.recent_writes.items()):
+                        if entry["resource"] == action.resource:
+                            del self.recent_writes[key]
+                self.recent_writes[_write_key(action)] = {
+                    "resource": action.resource,
+                    "operation": action.operation,
+                    "params": _params_digest(action),
+                    "at": self.stamp,
+                }
                 records.append(self._change_record(action, guarded, observed, next(seq)))
                 if guarded.risks and self.approving and self.last_approved != self.approving:
                     self._remember_approval(self.approving)
@@ -335,6 +350,29 @@ class _Run:
             if records:
                 self.deps.store.record_changes(self.queue, records)
         return failure
+
+    def _drop_repeated_writes(self, the_plan: Plan) -> None:
+        """Creates, deletes and reductions this controller made within SETTLE_SECONDS with the
+        same parameters wait instead of being made again: the reads lag (Batch documents no
+        read-after-write consistency); a repeated create or delete is refused, and a repeated
+        reduction would be guarded, held or announced again as a new change although Batch
+        already has it. A later write of the resource replaces the entry, so editing back and
+        forth is never mistaken for a lagging read. The cost: a console edit that undoes one of
+        these writes within SETTLE_SECONDS is put right only once that time has passed."""
+        kept: list[Action] = []
+        for action in the_plan.actions:
+            if not _unsafe_to_repeat(action):
+                kept.append(action)  # a tag or a raise made twice is the same state
+                continue
+            done = self.recent_writes.get(_write_key(action))
+            if done is None or done["params"] != _params_digest(action):
+                kept.append(action)
+                continue
+            where = f"quota share {action.share} " if action.share else ""
+            the_plan.waits.append(
+                f"{where}{action.summary}: made at {done['at']}, reads do not show it yet"
+            )
+        the_plan.actions = kept
 
     def _unsettled(self, exc: ActionUnsettled) -> str | None:
         """The wait for a refused create no read shows yet, or None once it has stayed so for
@@ -541,6 +579,8 @@ class _Run:
         queue_status["lastError"] = failure
         if self.unsettled:
             queue_status["unsettled"] = dict(self.unsettled)
+        if self.recent_writes:
+            queue_status["recentWrites"] = list(self.recent_writes.values())
         if self.result.applied:
             queue_status["lastAppliedAt"] = self.stamp
         elif self.queue_status and self.queue_status.get("lastAppliedAt"):
@@ -1016,6 +1056,41 @@ def _keep(previous: Mapping[str, Any] | None, kind: str) -> Condition:
 
 def _warnings_text(report: ValidationReport) -> str:
     return "; ".join(f"warning: {w}" for w in report.warnings)
+
+
+def _unsafe_to_repeat(action: Action) -> bool:
+    return action.is_reduction or action.operation.startswith(("Create", "Delete"))
+
+
+def _write_key(action: Action) -> str:
+    return f"{action.operation} {action.resource}"
+
+
+def _params_digest(action: Action) -> str:
+    import json
+
+    return _digest([json.dumps(action.params, sort_keys=True, default=str)])
+
+
+def _recent_writes(status: Mapping[str, Any] | None, now: datetime) -> dict[str, dict[str, str]]:
+    """The writes status remembers that are younger than SETTLE_SECONDS, by resource and
+    operation (entries of another shape are dropped)."""
+    kept: dict[str, dict[str, str]] = {}
+    for entry in (status or {}).get("recentWrites") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        fields = {k: entry.get(k) for k in ("resource", "operation", "params", "at")}
+        if not all(isinstance(v, str) for v in fields.values()):
+            continue
+        try:
+            age = (now - datetime.fromisoformat(str(fields["at"]))).total_seconds()
+        except ValueError:
+            continue
+        if 0 <= age < SETTLE_SECONDS:
+            kept[f"{fields['operation']} {fields['resource']}"] = {
+                k: str(v) for k, v in fields.items()
+            }
+    return kept
 
 
 def _digest(parts: Sequence[str]) -> str:

@@ -78,6 +78,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "lastAppliedAt": str,
     "lastError": (str, type(None)),
     "unsettled": dict,
+    "recentWrites": list,
 }
 
 
