@@ -405,6 +405,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
                 "deleted": list(write.deletes),
                 "unchanged": list(write.unchanged),
                 "kept": list(write.kept),
+                "notes": list(write.notes),
                 "warnings": valid.warnings,
             },
             args.output,
@@ -421,6 +422,8 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     render.table(rows, ["item", "result"], out)
     for warning in valid.warnings:
         print(f"warning: {warning}", file=out)
+    for note in write.notes:
+        print(f"note: {note}", file=out)
     if write.kept:
         one = len(write.kept) == 1
         print(

@@ -18,6 +18,7 @@ from quota_controller.config.items import (
     document_to_items,
     is_config_key,
 )
+from quota_controller.config.model import CHANGE_ID
 from quota_controller.config.validation import ValidationReport, validate_document
 from quota_controller.status import generation
 
@@ -32,6 +33,8 @@ class ConfigWrite:
     deletes: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    # What the write leaves out of the table's items and why (said to the user).
+    notes: list[str] = field(default_factory=list)
     # Each item written or deleted as it was read (None: it did not exist), so the write can
     # refuse to replace an edit someone made since.
     expected: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
@@ -62,7 +65,14 @@ def plan_config_write(
     # mention it (write `approvedChange: null` to withdraw it); it only ever matches one change.
     approval = (current.get(QUEUE_ITEM) or {}).get("approvedChange")
     if approval and "approvedChange" not in raw:
-        wanted[0]["approvedChange"] = approval
+        if isinstance(approval, str) and CHANGE_ID.fullmatch(approval):
+            wanted[0]["approvedChange"] = approval
+        else:
+            # Kept, it would reject the whole queue config the user just applied as valid.
+            out.notes.append(
+                f"approvedChange {str(approval)[:40]!r} on item QUEUE is not a change id "
+                "(12 lowercase hex digits, as `quotactl status` shows): dropped"
+            )
     for item in wanted:
         if item.get("approvedChange", "") is None:
             del item["approvedChange"]

@@ -26,6 +26,9 @@ from pydantic_core import PydanticCustomError
 from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
 from quota_controller.table_keys import TOP_LEVEL_FIELDS as TOP_LEVEL_FIELDS
 
+# A change id the reconciler gives a held change (`approvedChange` names one).
+CHANGE_ID = re.compile(r"^[0-9a-f]{12}$")
+
 MAX_QUOTA_SHARES = 20
 MAX_CAPACITY_LIMITS = 5
 # Batch allows 50 tags on a resource; the controller adds its ownership tag to each.
@@ -266,7 +269,7 @@ class QueueSettings(_Strict):
     serviceEnvironment: ServiceEnvironmentSpec
     reductionPolicy: ReductionPolicy = "warn"
     # The id of a held reduction (status heldChange.id) that reductionPolicy block may apply.
-    approvedChange: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{12}$")] | None = None
+    approvedChange: Annotated[StrictStr, Field(pattern=CHANGE_ID.pattern)] | None = None
     # Delete removed shares even while they run jobs (the jobs are terminated).
     force: StrictBool = False
 
