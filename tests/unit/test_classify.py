@@ -851,6 +851,25 @@ def test_classify(
     assert (verdict.kind, verdict.cause, verdict.change.id if verdict.change else None) == expected
 
 
+@pytest.mark.parametrize(
+    ("started", "expected"),
+    [
+        pytest.param(CHANGED_AT - timedelta(minutes=5), "QUOTA_REDUCTION", id="admitted-before"),
+        pytest.param(CHANGED_AT + timedelta(minutes=5), "CAPACITY_RECLAIM", id="admitted-after"),
+    ],
+)
+def test_a_lender_change_is_blamed_only_for_attempts_admitted_before_it(
+    started: datetime, expected: str
+) -> None:
+    """team-c lent less of ml.g5.xlarge; team-a, borrowing, loses an attempt. An attempt that
+    started after the change was admitted under the new lending: not the change's doing."""
+    lent_less = change("team-c").lowered(G5, 2, 1).by("carol")
+    lent_less.raw["lendingReduced"] = [G5]
+    obs = observation(attempt_started_at=started)
+    verdict = classify(obs, context(changes=[lent_less], snap=A_BORROWING))
+    assert verdict.cause == expected
+
+
 def test_quota_reduction_carries_the_change() -> None:
     verdict = classify(observation(), context(changes=[LOWERED]))
     assert verdict.change is not None

@@ -461,8 +461,15 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         # A lender that lent less reclaims what other shares borrowed: its change is the
         # cause of a borrower's preemption it named, or of one in a unit it lent less of
         # while the victim's share was borrowing.
-        lent_less = share not in (None, obs.share) and bool(
-            set(record.get("lendingReduced") or []) & set(obs.usage)
+        # An attempt that started after the change was admitted under the new lending: the
+        # change cannot have reclaimed it.
+        started_after = (
+            obs.attempt_started_at is not None and obs.attempt_started_at - at > EVENT_TIME_SLACK
+        )
+        lent_less = (
+            share not in (None, obs.share)
+            and not started_after
+            and bool(set(record.get("lendingReduced") or []) & set(obs.usage))
         )
         if share not in (None, obs.share) and not lent_less:
             continue
