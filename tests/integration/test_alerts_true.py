@@ -11,11 +11,16 @@ preemption retries were used up. A job that really runs out of retries still get
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from alert_builders import CROSS, preemption_events
+from boto3.dynamodb.conditions import Key
 from builders import guide_layout
 
+from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"
@@ -78,3 +83,111 @@ def test_a_job_whose_preemption_retries_are_used_up_still_gets_the_critical_aler
         assert alert["severity"] == "critical"
         assert alert["jobs"][0]["statusAfter"] == "FAILED"
         assert "preemptionRetriesBeforeTermination was used up" in alert["nextSteps"][0]
+
+
+# -- item 9: every alert and status item fits its service's limit, whatever the input ---------
+
+SNS_LIMIT = 262_144
+
+
+def raw_envelopes(stack: LocalStack) -> list[dict[str, Any]]:
+    """Every SNS envelope published so far (an SQS subscription without raw delivery: the
+    `sqs` body and the message attributes as SNS sent them)."""
+    url = getattr(stack, "raw_url", None)
+    out = []
+    while url is not None:
+        page = stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+        if not page.get("Messages"):
+            break
+        for message in page["Messages"]:
+            out.append(json.loads(message["Body"]))
+            stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return out
+
+
+def subscribe_raw(stack: LocalStack) -> None:
+    stack.raw_url = stack.sqs.create_queue(QueueName="raw-envelopes")["QueueUrl"]  # type: ignore[attr-defined]
+    arn = stack.sqs.get_queue_attributes(QueueUrl=stack.raw_url, AttributeNames=["QueueArn"])  # type: ignore[attr-defined]
+    stack.client("sns").subscribe(
+        TopicArn=stack.topic_arn, Protocol="sqs", Endpoint=arn["Attributes"]["QueueArn"]
+    )
+
+
+def publish_bytes(envelope: dict[str, Any], sent: dict[str, Any]) -> int:
+    """What SNS counted for the publish: the `Message` as sent (the JSON of every body) and
+    each attribute's name, type and value."""
+    size = len(json.dumps(sent).encode())
+    for name, attribute in envelope["MessageAttributes"].items():
+        size += len(name.encode()) + len(attribute["Type"].encode())
+        size += len(attribute["Value"].encode())
+    return size
+
+
+@pytest.fixture
+def quiet_stack() -> Iterator[LocalStack]:
+    with LocalStack(run_jobs=False) as stack:
+        stack.apply(guide_layout().set(reductionPolicy="warn").build())
+        stack.advance(120)
+        subscribe_raw(stack)
+        yield stack
+
+
+def queue_item(stack: LocalStack) -> dict[str, Any]:
+    items = stack.table.query(KeyConditionExpression=Key(PARTITION_KEY).eq(QUEUE))["Items"]
+    return next(i for i in items if i[SORT_KEY] == QUEUE_ITEM)
+
+
+def assert_every_publish_fits(stack: LocalStack) -> None:
+    for envelope in raw_envelopes(stack):
+        alert = json.loads(envelope["Message"])
+        assert len(json.dumps(alert).encode()) < SNS_LIMIT
+    assert stack.dead_letters() == {"stream": [], "requeue": [], "alert": []}
+
+
+@pytest.mark.parametrize("names", [[48_000], [60_000] * 4], ids=["one-48KB-name", "four-60KB"])
+def test_a_huge_unknown_attribute_name_is_still_rejected_alerted_and_in_status(
+    quiet_stack: LocalStack, names: list[int]
+) -> None:
+    stack = quiet_stack
+    item = queue_item(stack)
+    for n, size in enumerate(names):
+        item[f"{n}" + "x" * (size - 1)] = 1
+    stack.put_item(item)
+    stack.advance(60)
+
+    (rejected,) = [a for a in stack.alerts() if a["kind"] == "CONFIG_REJECTED"]
+    assert rejected["truncated"], "the alert says what was cut"
+    assert "characters cut]" in rejected["detail"]
+    assert rejected["detail"].count("unknown field") == len(names), "each problem still named"
+    status = stack.status(QUEUE)
+    assert status["conditions"]["Valid"]["status"] == "False"
+    assert "unknown field" in status["conditions"]["Valid"]["message"]
+    assert len(status["errors"]) == len(names)
+    assert_every_publish_fits(stack)
+
+
+def test_a_100KB_author_still_gets_its_quota_reduction_alert(quiet_stack: LocalStack) -> None:
+    stack = quiet_stack
+    author = "bob-" + "b" * 100_000
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 3
+    stack.apply(doc, by="alice")
+    stack.advance(120)
+    jobs = []
+    for n in range(2):
+        job = stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name=f"train-{n}")
+        stack.emulator.set_job_status(job, "RUNNING")
+        jobs.append(job)
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 1
+    stack.apply(doc, by=author)
+    stack.advance(60)
+    described = stack.batch.describe_service_job(jobId=jobs[0])
+    stack.put_events(*preemption_events(described, stack.clock.now(), CROSS))
+    stack.run_until_idle()
+
+    (alert,) = preemption_alerts(stack)
+    assert alert["cause"] == "QUOTA_REDUCTION"
+    assert alert["change"]["by"].startswith("bob-bbbb")
+    assert "characters cut]" in alert["change"]["by"]
+    assert "quota lowered by bob-bbb" in alert["summary"]
+    assert_every_publish_fits(stack)

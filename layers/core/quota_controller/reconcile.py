@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
 from quota_controller.config.items import (
+    PARTITION_KEY,
     QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
@@ -40,6 +41,7 @@ from quota_controller.ports import (
     Notifier,
     RetryableError,
 )
+from quota_controller.service_limits import cut, fit_item
 from quota_controller.status import (
     CHANGE_PREFIX,
     QUEUE_STATUS,
@@ -57,6 +59,8 @@ Outcome = Literal[
 ]
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 _ALERT_MEMORY = 100
+# The author of a change (`updatedBy`), as change records and alerts quote it.
+AUTHOR_MAX = 1_024
 
 
 @dataclass(frozen=True)
@@ -299,7 +303,7 @@ class _Run:
         finally:
             # Whatever was applied is recorded, even when a retryable error cuts the run.
             if records:
-                self.deps.store.record_changes(self.queue, records)
+                self.deps.store.record_changes(self.queue, [_fitted(r) for r in records])
         return failure
 
     def _remember_approval(self, change: str) -> None:
@@ -310,7 +314,7 @@ class _Run:
         item["lastApprovedChange"] = change
         # If this write fails, the status write at the end of the run records it.
         with contextlib.suppress(RetryableError):
-            self.deps.store.write_status(self.queue, [item], [])
+            self.deps.store.write_status(self.queue, [_fitted(item)], [])
 
     def _change_record(
         self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
@@ -328,7 +332,9 @@ class _Run:
             SORT_KEY: f"{CHANGE_PREFIX}{change_id}",
             "changeId": change_id,
             "at": self.stamp,
-            "by": None if by is None else str(by),  # a console edit may store any type
+            # A console edit may store any type, and text of any length: who made a change
+            # needs no more than AUTHOR_MAX characters (cut with a marker).
+            "by": None if by is None else cut(str(by), AUTHOR_MAX),
             "operation": action.operation,
             "resource": action.resource,
             "quotaShareName": action.share,
@@ -648,6 +654,8 @@ class _Run:
         }
 
     def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
+        # Fitted before the comparison: an item cut to fit compares equal to its stored self.
+        items = [_fitted(i) for i in items]
         changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
         if changed or deletes:
             self.deps.store.write_status(self.queue, changed, deletes)
@@ -677,7 +685,7 @@ class _Run:
         item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
         item["alerted"] = [*(item.get("alerted") or []), *sent][-_ALERT_MEMORY:]
         item["updatedAt"] = self.stamp
-        self.deps.store.write_status(self.queue, [item], [])
+        self.deps.store.write_status(self.queue, [_fitted(item)], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share: dict[str, list[str]] = {}
@@ -825,6 +833,14 @@ class _Run:
             if not sent:
                 unannounced.add(share)
         return unannounced
+
+
+def _fitted(item: dict[str, Any]) -> dict[str, Any]:
+    """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted
+    in it has no size of its own: a 60 KB attribute name in four messages); its keys are kept
+    and `truncated` says what was cut."""
+    value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
+    return value
 
 
 def _alert_job(job: ActiveJob) -> AlertJob:

@@ -16,9 +16,10 @@ import unicodedata
 from typing import Any
 
 from quota_controller.alerts.model import Alert, AlertJob
+from quota_controller.service_limits import SNS_BUDGET, cut, shrink, summary
 
 _ICON = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
-# SNS caps a message at 256 KB; keep bodies well below it even for large groups.
+# The text lists this many jobs; the JSON bodies list them all (cut only to fit SNS's 256 KB).
 _MAX_JOBS_LISTED = 50
 # One user string in the text: Batch names take at most 128 characters, free text more.
 NAME_MAX = 200
@@ -139,8 +140,82 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
     }
 
 
+# Fields an alert keeps whole when it is cut to fit: what subscribers filter and key on (each
+# bounded already: the kinds and causes are ours, names come from DynamoDB keys and Batch).
+_KEPT = frozenset(
+    {"schemaVersion", "kind", "cause", "severity", "jobQueue", "quotaShareName", "occurredAt"}
+    | {"dedupKey", "truncated"}
+)
+# Room for the note that says what was cut (in the detail and `truncated`, in every body).
+_NOTE_ROOM = 24_000
+# SNS message attribute values: one printable line, and short (our choice; SNS counts them in
+# the 256 KB and gives string values the message body's rules).
+ATTRIBUTE_MAX = 256
+
+
+def publish_size(message: dict[str, Any]) -> int:
+    """The bytes SNS counts for a publish: the message body, the subject and every part of
+    every message attribute (name, data type, value)."""
+    size = len(message["Message"].encode()) + len(message.get("Subject", "").encode())
+    for name, attribute in message.get("MessageAttributes", {}).items():
+        size += len(name.encode()) + len(attribute["DataType"].encode())
+        size += len(attribute.get("StringValue", "").encode())
+    return size
+
+
+def fit(alert: Alert, budget: int = SNS_BUDGET) -> Alert:
+    """The alert, cut to fit SNS's 256 KB with every body and attribute: long strings first
+    (`service_limits.cut` marks each), then long lists (jobs beyond the first); `truncated`
+    and a last line of the detail say what was cut. An alert that fits is returned as it is."""
+    if publish_size(_publish(alert)) <= budget:
+        return alert
+
+    def joined(data: Any) -> Any:
+        return {**data, "detail": "\n".join(data["detail"])}
+
+    def size(data: Any) -> int:
+        return publish_size(_publish(Alert.model_validate(joined(data))))
+
+    # The detail's lines are cut one by one: each problem stays named.
+    data = alert.model_dump(mode="json")
+    data["detail"] = data["detail"].split("\n")
+    fitted = shrink(data, size, budget - _NOTE_ROOM, keep=lambda path: path in _KEPT)
+    cuts = summary(fitted.cuts)
+    note = "Shortened to fit SNS's 256 KB message limit: " + "; ".join(cuts) + "."
+    data = joined(fitted.value)
+    data["truncated"] = cuts
+    data["detail"] = f"{data.get('detail') or ''}\n{cut(note, 2_000)}".lstrip("\n")
+    shortened = Alert.model_validate(data)
+    if publish_size(_publish(shortened)) <= budget:
+        return shortened
+    # What is kept whole is too large alone (it cannot be, with names from DynamoDB keys):
+    # the bare alert, so that it is sent at all.
+    return alert.model_copy(
+        update={
+            "jobs": [],
+            "change": None,
+            "summary": cut(alert.summary, 200),
+            "detail": "The alert was too large for SNS even when shortened: see quotactl status "
+            "and the function's log.",
+            "nextSteps": [],
+            "truncated": ["everything but the summary"],
+        }
+    )
+
+
+def _attribute(value: str) -> dict[str, str]:
+    """A String message attribute: one printable line (control characters escaped), never
+    empty (SNS refuses an empty value)."""
+    return {"DataType": "String", "StringValue": one_line(value, ATTRIBUTE_MAX) or "-"}
+
+
 def sns_message(alert: Alert) -> dict[str, Any]:
-    """The keyword arguments of `sns.publish` for this alert (without TopicArn)."""
+    """The keyword arguments of `sns.publish` for this alert (without TopicArn), cut to fit
+    SNS's limit if it must be (`fit`)."""
+    return _publish(fit(alert))
+
+
+def _publish(alert: Alert) -> dict[str, Any]:
     as_json = alert.model_dump_json()
     text = text_body(alert)
     attributes = {
@@ -163,7 +238,5 @@ def sns_message(alert: Alert) -> dict[str, Any]:
                 "https": json.dumps(chat_notification(alert)),
             }
         ),
-        "MessageAttributes": {
-            k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
-        },
+        "MessageAttributes": {k: _attribute(v) for k, v in attributes.items()},
     }
