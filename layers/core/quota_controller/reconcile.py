@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.alerts.render import detail_lines
 from quota_controller.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
@@ -357,7 +358,7 @@ class _Run:
                 severity="warning",
                 jobQueue=self.queue,
                 summary=f"Quota config of {self.queue} rejected: {len(messages)} problem(s)",
-                detail="\n".join(messages[:50]),
+                detail=detail_lines(messages[:50]),
                 nextSteps=[
                     "Fix the items named above (quotactl validate checks a file first)",
                     "AWS Batch keeps the last applied state until the config is valid",
@@ -399,7 +400,7 @@ class _Run:
                 severity="critical",
                 jobQueue=self.queue,
                 summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
-                detail="\n".join(conflicts),
+                detail=detail_lines(conflicts),
                 nextSteps=["Change the config as the message says; nothing was applied"],
                 occurredAt=self.stamp,
                 dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
@@ -428,7 +429,7 @@ class _Run:
                     severity="critical",
                     jobQueue=self.queue,
                     summary=f"Reconcile of {self.queue} failed: {failure}",
-                    detail=failure,
+                    detail=detail_lines([failure]),
                     nextSteps=["Check the message; the next resync retries automatically"],
                     occurredAt=self.stamp,
                     dedupKey=f"{self.queue}:failed:{_digest([failure])}",
@@ -701,7 +702,7 @@ class _Run:
                     jobQueue=self.queue,
                     quotaShareName=name,
                     summary=f"Quota share {name} of {self.queue}: config rejected",
-                    detail="\n".join(messages),
+                    detail=detail_lines(messages),
                     nextSteps=[
                         f"Fix item SHARE#{name}; the share keeps its last applied settings",
                         "The queue's other shares are still reconciled",
@@ -736,10 +737,12 @@ class _Run:
                     quotaShareName=share_name,
                     summary=f"AWS Batch reports the {what} of {self.queue} INVALID"
                     + (f": {reason}" if reason else ""),
-                    detail=(
-                        f"The {what} is INVALID in AWS Batch"
-                        + (f" ({reason})" if reason else "")
-                        + ". Jobs it holds are not scheduled until it is VALID again."
+                    detail=detail_lines(
+                        [
+                            f"The {what} is INVALID in AWS Batch"
+                            + (f" ({reason})" if reason else "")
+                            + ". Jobs it holds are not scheduled until it is VALID again."
+                        ]
                     ),
                     nextSteps=[
                         "Check the resource in the AWS Batch console (statusReason of the job "
@@ -817,7 +820,7 @@ class _Run:
                     jobs=[_alert_job(j) for j in jobs.values()],
                     summary=f"Reducing {where} of {self.queue} puts {len(jobs)} job(s) at risk: "
                     f"change {verb}",
-                    detail="\n".join(changes)
+                    detail=detail_lines(changes)
                     + "\nJobs at risk are predicted (not yet preempted, preemption order is "
                     "Batch's): not-yet-running first, then lower priority, then newest.",
                     nextSteps=steps,

@@ -6,13 +6,15 @@
 User-controlled strings (job, share and queue names, Batch's reasons, who made a change) are
 escaped for Slack mrkdwn so that a job name cannot inject links or mentions, and flattened to one
 printable line in the text so that it cannot add lines (a forged "Next steps:") or hide and
-reorder characters. The JSON bodies carry them unchanged.
+reorder characters (a detail is built from flattened lines: `detail_lines`); no URL a user wrote
+becomes a link in any body (`no_links`). The JSON bodies carry them unchanged.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 from quota_controller.alerts.model import Alert, AlertJob
@@ -25,6 +27,7 @@ _MAX_JOBS_LISTED = 50
 NAME_MAX = 200
 # Zero-width (non-)joiners are format characters that emoji and some scripts need.
 _JOINERS = frozenset("\u200c\u200d")
+_ZWSP = "\u200b"
 
 
 def _shown(char: str) -> str:
@@ -53,9 +56,23 @@ def one_line(text: str, limit: int | None = NAME_MAX) -> str:
     return "".join(kept).rstrip() + "\u2026"
 
 
+def detail_lines(lines: Iterable[str]) -> str:
+    """An alert's detail from its lines, each flattened to one printable line (`one_line`):
+    the line breaks of the detail are the producer's, never those of a user string quoted in
+    a line (an attribute name with a forged "Next steps:" block stays inside its line)."""
+    return "\n".join(one_line(line, None) for line in lines)
+
+
+def no_links(text: str, mark: str = "[:]") -> str:
+    """`scheme://` defanged (`https[:]//evil.example`, printable), so an e-mail client does not
+    turn a URL a user wrote into a link; Slack mrkdwn gets a zero-width space after the colon
+    instead (`mrkdwn_escape`). The controller's own text has no URL."""
+    return text.replace("://", f"{mark}//")
+
+
 def subject(alert: Alert) -> str:
     """E-mail subject: at most 100 printable ASCII characters (an SNS rule)."""
-    text = f"{_ICON[alert.severity]} {alert.summary}"
+    text = no_links(f"{_ICON[alert.severity]} {alert.summary}")
     text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
     return text[:100]
 
@@ -86,7 +103,7 @@ def text_body(alert: Alert) -> str:
         lines += [f"  {i}. {one_line(step, None)}" for i, step in enumerate(alert.nextSteps, 1)]
     when, key = one_line(alert.occurredAt), one_line(alert.dedupKey, None)
     lines += ["", f"Occurred at {when} (kind {alert.kind}, key {key})"]
-    return "\n".join(lines)
+    return no_links("\n".join(lines))
 
 
 def _job_line(job: AlertJob) -> str:
@@ -99,9 +116,14 @@ def _job_line(job: AlertJob) -> str:
 
 
 def mrkdwn_escape(text: str) -> str:
-    """Escape Slack control characters: `&`, `<`, `>` (links, mentions) and neutralise `@`."""
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "@\u200b")
+    """Escape Slack control characters: `&`, `<`, `>` (links, mentions), neutralise `@`, and
+    break `scheme://` (`no_links`: Slack auto-links a bare URL)."""
+    return no_links(
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("@", "@\u200b"),
+        f":{_ZWSP}",
     )
 
 
