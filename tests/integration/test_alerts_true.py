@@ -12,7 +12,9 @@ preemption retries were used up. A job that really runs out of retries still get
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from quota_controller.alerts.render import subject, text_body
 from quota_controller.alerts.slack import slack_message
 from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
 from quota_local.stack import LocalStack
+from quotactl.main import main
 
 QUEUE = "ml-training"
 
@@ -246,3 +249,74 @@ def test_a_forged_next_steps_block_in_an_attribute_name_stays_one_escaped_line(
         assert len(steps) <= 1, body
     assert [line for line in text.splitlines() if line == "Next steps:"] == ["Next steps:"]
     assert not any("https://" in t for t in (subject(alert), chat["content"]["title"]))
+
+
+# -- item 11: control characters reach neither the terminal nor SNS's attributes raw ------------
+
+CONTROL = "\x1b[2J\x1b[Hrow\rover\nwritten\u202e\x07"
+RAW = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_control_characters_in_attribute_names_are_escaped_in_quotactl_status_and_history(
+    quiet_stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = quiet_stack
+    assert main(["status", QUEUE, "--table", stack.table_name]) == 0
+    plain_rows = capsys.readouterr().out.splitlines()
+    item = queue_item(stack)
+    item[CONTROL] = 1
+    item["updatedBy"] = f"eve{CONTROL}"
+    stack.put_item(item)
+    stack.advance(60)
+
+    for argv in (["status", QUEUE], ["status", QUEUE, "--conditions"], ["history", QUEUE]):
+        main([*argv, "--table", stack.table_name])
+        shown = capsys.readouterr()
+        assert not RAW.search(shown.out + shown.err), argv
+    main(["status", QUEUE, "--table", stack.table_name])
+    rows = capsys.readouterr().out.splitlines()
+    assert "\\x1b[2J\\x1b[Hrow\\rover\\nwritten\\u202e\\x07" in "\n".join(rows)
+    # The rows stay the rows: the queue's own line, its shares, plus the config errors listed.
+    assert rows[: len(plain_rows)][0] == plain_rows[0]
+    assert len([r for r in rows if r.startswith("  - ")]) == 1, "one config error, one line"
+
+
+def test_quotactl_validate_escapes_control_characters_of_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    doc["jobQueue"][CONTROL] = "x"
+    path = tmp_path / "quotas.json"
+    path.write_text(json.dumps(doc))
+
+    assert main(["validate", str(path)]) == 1
+    shown = capsys.readouterr()
+    assert not RAW.search(shown.out + shown.err)
+    assert "\\x1b[2J" in shown.out
+
+
+def test_sns_message_attributes_carry_no_control_characters(quiet_stack: LocalStack) -> None:
+    stack = quiet_stack
+    name = f"team{CONTROL}" + "z" * 300
+    stack.put_item(
+        {
+            PARTITION_KEY: QUEUE,
+            SORT_KEY: f"SHARE#{name}",
+            "quotaShareName": name,
+            "capacityLimits": "not a list",
+        }
+    )
+    stack.resync()
+    stack.advance(60)
+
+    envelopes = [
+        e for e in raw_envelopes(stack) if json.loads(e["Message"])["kind"] == "CONFIG_REJECTED"
+    ]
+    assert envelopes, "the rejection of the share was published"
+    for envelope in envelopes:
+        for key, attribute in envelope["MessageAttributes"].items():
+            value = attribute["Value"]
+            assert re.fullmatch(r"[A-Za-z0-9_.-]{1,256}", key)
+            assert 0 < len(value) <= 256, key
+            assert value.isprintable(), (key, value)
+    assert json.loads(envelopes[0]["Message"])["quotaShareName"] == name, "the JSON keeps it"
