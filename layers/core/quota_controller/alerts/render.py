@@ -234,6 +234,9 @@ def _attribute(value: str) -> dict[str, str]:
 def sns_message(alert: Alert) -> dict[str, Any]:
     """The keyword arguments of `sns.publish` for this alert (without TopicArn), cut to fit
     SNS's limit if it must be (`fit`)."""
+    message = _publish(alert)
+    if publish_size(message) <= SNS_BUDGET:
+        return message  # the common case: rendered once
     return _publish(fit(alert))
 
 
