@@ -293,6 +293,15 @@ class _JobFields:
         }
         return self.latest(attempt_arn(self.job, n))
 
+    def retries(self, n: int | None) -> Self:
+        """preemptionConfiguration.preemptionRetriesBeforeTermination (None: unset, requeued
+        without limit). A FAILED job was failed by its preemption only when its preemptions
+        outnumber this."""
+        self.detail["preemptionConfiguration"] = (
+            {} if n is None else {"preemptionRetriesBeforeTermination": n}
+        )
+        return self
+
     def set(self, **fields: Any) -> Self:
         self.detail.update(fields)
         return self

@@ -36,6 +36,11 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
         "job_the_layout_can_never_run": (PESSIMISTIC, "stuck_reason_delivery=state_change"),
         "failed_after_retries_is_critical": (PESSIMISTIC,),
     },
+    # A preempted job ended by something else is not blamed on its preemption.
+    "integration/test_alerts_true.py": {
+        "ended_by_something_else": (PESSIMISTIC,),
+        "retries_are_used_up": (PESSIMISTIC,),
+    },
     # The demo's story end to end.
     "integration/test_demo.py": {"demo_json_is_the_same_as_data": (PESSIMISTIC,)},
     # Approvals once, environment safety.

@@ -10,12 +10,13 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from quota_controller.capacity import share_capacities
 from quota_controller.config import Problem
 from quotactl import aws, render
 from quotactl.documents import FileResult, load_and_validate
+from quotactl.render import TerminalSafe
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -200,9 +201,19 @@ def _add_operator_commands(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run quotactl; returns the process exit code."""
-    args = _parser().parse_args(argv)
-    out = sys.stdout
+    """Run quotactl; returns the process exit code. Whatever it prints, on stdout or stderr,
+    passes through `render.TerminalSafe`: a control character a user typed (in an attribute
+    name, a share name, `updatedBy`) never reaches the terminal raw."""
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, TerminalSafe(stdout))
+    sys.stderr = cast(TextIO, TerminalSafe(stderr))
+    try:
+        return _main(_parser().parse_args(argv), sys.stdout)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _main(args: argparse.Namespace, out: TextIO) -> int:
     try:
         if args.command == "validate":
             return cmd_validate(args.files, args.output, args.quiet, out)
@@ -292,7 +303,7 @@ def _print_result(result: FileResult, quiet: bool, out: TextIO) -> None:
         print(f"{result.path}: {summary}", file=out)
     for problem, line, column in result.located:
         where = result.path + (f":{line}:{column}" if line is not None else "")
-        print(f"  {where}: {problem.severity}: {problem}", file=out)
+        print(f"  {render.shown(where)}: {problem.severity}: {render.shown(problem)}", file=out)
 
 
 def _plural(n: int, noun: str) -> str:

@@ -145,7 +145,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
         for problem in preview:
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  {render.shown(problem)}", file=sys.stderr)
         return EXIT_FAILED
     if args.output == "table":
         _print_preview(preview, out)
@@ -334,7 +334,7 @@ def _print_list(title: str, entries: Sequence[str], out: TextIO) -> None:
     if entries:
         print(title, file=out)
         for entry in entries:
-            print(f"  - {entry}", file=out)
+            print(f"  - {render.shown(entry)}", file=out)
 
 
 def _plural(n: int, noun: str) -> str:
@@ -380,7 +380,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
         for problem in merged.queue_wide_errors:
-            print(f"  {assembled.describe(problem)}", file=sys.stderr)
+            print(f"  {render.shown(assembled.describe(problem))}", file=sys.stderr)
         if write.kept:
             print("  run with --prune to delete the share items not in the file", file=sys.stderr)
         return EXIT_FAILED
@@ -514,17 +514,17 @@ def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = Fa
     if held:
         print(f"Held change {held.get('id')} ({held.get('decision')}):", file=out)
         for change in held.get("changes", []):
-            print(f"  - {change}", file=out)
+            print(f"  - {render.shown(change)}", file=out)
         if held.get("jobs"):
-            print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
+            print(f"  jobs at risk: {render.shown(', '.join(map(str, held['jobs'])))}", file=out)
         for at in held.get("atRisk") or []:
-            print(f"    {at.get('jobId')}: {at.get('why')}", file=out)
+            print(f"    {render.shown(at.get('jobId'))}: {render.shown(at.get('why'))}", file=out)
         for reason in held.get("reasons", []):
-            print(f"  {reason}", file=out)
+            print(f"  {render.shown(reason)}", file=out)
         if held.get("decision") == "blocked":
             print(f"  approve it: quotactl approve {queue} {held.get('id')}", file=out)
     if view.get("lastError"):
-        print(f"Last error: {view['lastError']}", file=out)
+        print(f"Last error: {render.shown(view['lastError'])}", file=out)
     _print_list("Config errors:", view.get("errors") or [], out)
 
 
@@ -617,11 +617,11 @@ class StderrNotifier:
     def publish(self, alert: Alert) -> None:
         """Print one alert: severity, kind, summary, then the detail and next steps."""
         err = self._err or sys.stderr
-        print(f"alert [{alert.severity}] {alert.kind}: {alert.summary}", file=err)
-        for line in alert.detail.splitlines():
-            print(f"  {line}", file=err)
+        print(f"alert [{alert.severity}] {alert.kind}: {render.shown(alert.summary)}", file=err)
+        for line in alert.detail.split("\n"):
+            print(f"  {render.shown(line)}", file=err)
         for step in alert.nextSteps:
-            print(f"  next: {step}", file=err)
+            print(f"  next: {render.shown(step)}", file=err)
 
 
 def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:

@@ -47,6 +47,7 @@ EXPECTED = {
     "malformed-preemption-without-job.json": {"PreemptionEventsRule"},
     "state-change-preempted-runnable.json": {"PreemptedJobsRule"},
     "state-change-preempted-failed.json": {"PreemptedJobsRule"},
+    "state-change-cancelled-after-preemption.json": {"PreemptedJobsRule"},
     "state-change-foreign-queue.json": {"PreemptedJobsRule"},
     "state-change-stuck.json": {"StuckJobsRule"},
     "queue-blocked-stuck.json": {"StuckJobsRule"},

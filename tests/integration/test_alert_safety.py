@@ -30,7 +30,13 @@ import pytest
 from quota_controller import composition
 from quota_controller.alerts.classify import Context, Group, Observation, Verdict, build_alert
 from quota_controller.alerts.model import Alert, ChangeRef
-from quota_controller.alerts.render import chat_notification, sns_message, subject, text_body
+from quota_controller.alerts.render import (
+    chat_notification,
+    detail_lines,
+    sns_message,
+    subject,
+    text_body,
+)
 from quota_controller.alerts.slack import slack_message
 from quota_controller.config.items import document_to_items
 from quota_controller.config.source import parse_text
@@ -121,6 +127,7 @@ def assert_no_markup(text: str) -> None:
 def test_the_chat_notification_shows_user_strings_as_typed(name: str, cause: str) -> None:
     for text in rendered_chat_texts(alert_for(name, cause=cause)):
         assert_no_markup(text)
+        assert "://" not in text, "a quoted URL must not become a link"
 
 
 @pytest.mark.parametrize("cause", CAUSES)
@@ -142,6 +149,15 @@ def test_the_email_keeps_every_user_string_on_its_own_line(name: str, cause: str
         "Next steps:"
     ]
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]", hostile), hostile
+    assert "://" not in hostile, "a quoted URL must not become a link"
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))
+def test_a_user_string_in_a_detail_line_cannot_add_lines(name: str) -> None:
+    detail = detail_lines([f"item QUEUE: {name}: unknown field", "our second line"])
+
+    assert detail.splitlines()[1:] == ["our second line"]
+    assert "unknown field" in detail.splitlines()[0]
 
 
 @pytest.mark.parametrize("name", HOSTILE, ids=range(len(HOSTILE)))

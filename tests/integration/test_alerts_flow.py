@@ -296,6 +296,8 @@ SAMPLES = {
     "malformed-preemption-without-job.json": ([], True),
     "state-change-preempted-runnable.json": (["PREEMPTION"], False),
     "state-change-preempted-failed.json": (["PREEMPTION"], False),
+    # preempted once with retries left, then cancelled: the preemption did not end it
+    "state-change-cancelled-after-preemption.json": ([], False),
     "state-change-foreign-queue.json": ([], False),
     "state-change-stuck.json": (["JOB_STUCK"], False),
     "queue-blocked-stuck.json": (["JOB_STUCK"], False),

@@ -391,7 +391,7 @@ def test_job_gone_alerts_from_the_state_change_itself() -> None:
     d = deps({J: None})
     failures, outcome = handle(
         started(J),  # names no queue, and Batch no longer knows the job
-        state_change(J).status("FAILED").summary().share("team-b").usage(**g5(2)),
+        state_change(J).status("FAILED").summary().retries(0).share("team-b").usage(**g5(2)),
         using=d,
     )
     assert (failures, outcome.ignored) == ([], 1)

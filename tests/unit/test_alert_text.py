@@ -106,7 +106,7 @@ def hostile_alert() -> Alert:
 
 def test_the_text_keeps_its_own_lines_and_flattens_every_user_string() -> None:
     lines = text_body(hostile_alert()).split("\n")
-    flat = one_line(HOSTILE)
+    flat = one_line(HOSTILE).replace("://", "[:]//")  # no user URL becomes a link
     key = f"{flat}:{flat}:QUOTA_REDUCTION:abc"
 
     assert lines == [
@@ -146,13 +146,17 @@ def test_the_chat_notification_flattens_every_user_string_too() -> None:
     content = note["content"]
     single = [content["title"], *content["nextSteps"], *content["keywords"]]
     single.append(note["metadata"]["summary"])
+    # The zero-width spaces are mrkdwn_escape's own (after `@` and in `://`).
+    single = [text.replace("\u200b", "") for text in single]
 
     assert all("\n" not in text and text.isprintable() for text in single), single
     assert content["description"].split("\n")[:2] == [
         "first problem: rtl\\u202eevil\\x1b[2J tab",
         "second problem",
     ]
-    assert all(line.isprintable() for line in content["description"].split("\n"))
+    assert all(
+        line.replace("\u200b", "").isprintable() for line in content["description"].split("\n")
+    )
 
 
 def test_the_slack_webhook_message_flattens_every_user_string_too() -> None:

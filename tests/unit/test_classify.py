@@ -52,6 +52,7 @@ from quota_controller.alerts.classify import (
     Verdict,
     build_alert,
     classify,
+    failed_by_preemption,
     group,
     merge,
     observe,
@@ -283,7 +284,8 @@ def test_job_id_refuses_events_that_name_no_job(event: EventBuilder) -> None:
             state_change(J)
             .status("FAILED")
             .reason("Preempted: preemptionRetriesBeforeTermination exhausted")
-            .summary(),
+            .summary()
+            .retries(0),
             described(J).preempted().status("FAILED"),
             {"status_after": "FAILED", "attempt": A1, "reason": RECLAIM},
             id="state-change-failed-keeps-the-attempt-reason",
@@ -387,12 +389,62 @@ def test_observe(event: EventBuilder, job: JobBuilder | None, expected: dict[str
             id="succeeded",
         ),
         pytest.param(state_change(J).status("FAILED").reason("AlgorithmError"), None, id="failed"),
+        # Preempted once and requeued (the preempted attempt is still the latest), then ended by
+        # something else: retries were left, so the preemption did not end it (issue 14 item 8).
+        pytest.param(
+            state_change(J).status("FAILED").summary().retries(3).reason("not needed any more"),
+            None,
+            id="cancelled-by-its-owner-with-retries-left",
+        ),
+        pytest.param(
+            state_change(J)
+            .status("FAILED")
+            .summary()
+            .retries(1)
+            .reason(
+                "Terminated by JobStateTimeLimit action due to reason: "
+                "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+            ),
+            None,
+            id="terminated-by-a-time-limit-action",
+        ),
+        pytest.param(
+            state_change(J).status("FAILED").summary().reason(RECLAIM),
+            None,
+            id="retries-unset-requeued-without-limit",
+        ),
+        pytest.param(
+            state_change(J).status("FAILED").summary().retries(None),
+            None,
+            id="retries-field-unset",
+        ),
+        pytest.param(
+            state_change(J).status("FAILED").history(2).retries(2),
+            described(J).history(2).status("FAILED").retries(2),
+            id="two-preemptions-of-two-allowed-then-terminated",
+        ),
+        pytest.param(
+            state_change(J).status("FAILED").summary(),
+            described(J).preempted().status("FAILED").retries(2),
+            id="retries-left-as-describe-service-job-says",
+        ),
     ],
 )
 def test_observe_ignores_state_changes_that_are_no_alert(
     event: EventBuilder, job: JobBuilder | None
 ) -> None:
     assert observed(event, job) is None
+
+
+@pytest.mark.parametrize(
+    ("count", "retries", "expected"),
+    [(1, 0, True), (3, 2, True), (1, 1, False), (2, 5, False), (4, None, False)],
+)
+def test_a_job_fails_by_preemption_only_once_its_preemptions_outnumber_its_retries(
+    count: int, retries: int | None, expected: bool
+) -> None:
+    job = described(J).history(count).status("FAILED").retries(retries).parsed()
+    assert failed_by_preemption(job) is expected
 
 
 @pytest.mark.parametrize(
@@ -411,7 +463,9 @@ def test_observe_ignores_state_changes_that_are_no_alert(
             completed(J).status("FAILED"), described(J).preempted().status("FAILED"), id="failed"
         ),
         pytest.param(state_change(J).summary(), described(J).preempted(), id="state-change"),
-        pytest.param(state_change(J).summary().status("FAILED"), None, id="state-change-failed"),
+        pytest.param(
+            state_change(J).summary().status("FAILED").retries(0), None, id="state-change-failed"
+        ),
     ],
 )
 def test_events_of_one_preemption_share_one_dedup_key(
@@ -440,7 +494,7 @@ def test_each_preemption_of_a_job_has_its_own_dedup_key() -> None:
         ),
         pytest.param(
             [
-                (state_change(J).summary().status("FAILED"), None),
+                (state_change(J).summary().status("FAILED").retries(0), None),
                 (completed(J).status("FAILED"), None),
                 (started(J), described(J).preempted().status("FAILED")),
             ],
@@ -448,7 +502,7 @@ def test_each_preemption_of_a_job_has_its_own_dedup_key() -> None:
             id="failed-in-any-order",
         ),
         pytest.param(
-            [(completed(J), None), (state_change(J).summary().status("FAILED"), None)],
+            [(completed(J), None), (state_change(J).summary().status("FAILED").retries(0), None)],
             (None, "FAILED", (KEY, f"{KEY}:failed")),
             id="failed-wins",
         ),
@@ -503,6 +557,7 @@ def sample_job(preempted: bool) -> JobBuilder:
             (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "RUNNABLE"),
         ),
         ("state-change-preempted-failed.json", True, (f"{SAMPLE_JOB}:{SAMPLE_ATTEMPT}", "FAILED")),
+        ("state-change-cancelled-after-preemption.json", True, None),
         (
             "state-change-stuck.json",
             False,
@@ -1205,7 +1260,7 @@ SECOND = T0 + timedelta(hours=1)  # Started of a second preemption, an hour afte
             id="state-change",
         ),
         pytest.param(
-            state_change(J).history(2).status("FAILED"),
+            state_change(J).history(2).status("FAILED").retries(1),
             None,
             (A2, 2),
             id="state-change-failed",

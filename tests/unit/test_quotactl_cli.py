@@ -478,3 +478,30 @@ def test_console_script_never_prints_a_traceback(write: Callable[[str, str], str
     assert result.returncode == 1
     assert f"{nul}: invalid (1 error)" in result.stdout
     assert f"{key}: invalid (1 error)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("team-a", "team-a"),
+        ("a\nb", "a\\nb"),
+        ("\x1b[2J\r\t", "\\x1b[2J\\r\\t"),
+        ("rtl\u202eevil", "rtl\\u202eevil"),
+        ("caf\u00e9 \U0001f469\u200d\U0001f4bb", "caf\u00e9 \U0001f469\u200d\U0001f4bb"),
+        (3, "3"),
+    ],
+)
+def test_shown_puts_any_value_on_one_printable_line(value: object, expected: str) -> None:
+    from quotactl.render import shown
+
+    assert shown(value) == expected
+
+
+def test_terminal_safe_keeps_quotactls_line_breaks_and_escapes_the_rest() -> None:
+    import io
+
+    from quotactl.render import TerminalSafe
+
+    buffer = io.StringIO()
+    print("row 1 \x1b[2J\rx", "row 2", sep="\n", file=TerminalSafe(buffer))  # type: ignore[arg-type]
+    assert buffer.getvalue() == "row 1 \\x1b[2J\\rx\nrow 2\n"

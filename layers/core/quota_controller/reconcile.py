@@ -17,7 +17,9 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.alerts.render import detail_lines
 from quota_controller.config.items import (
+    PARTITION_KEY,
     QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
@@ -47,6 +49,7 @@ from quota_controller.ports import (
     Notifier,
     RetryableError,
 )
+from quota_controller.service_limits import cut, fit_item
 from quota_controller.status import (
     CHANGE_PREFIX,
     QUEUE_STATUS,
@@ -68,6 +71,9 @@ _ALERT_MEMORY = 100
 # Batch documents no read-after-write consistency, and a retried create whose first answer was
 # lost is refused while the resource it made may not show yet. Longer than any lag seen.
 SETTLE_SECONDS = 300
+
+# The author of a change (`updatedBy`), as change records and alerts quote it.
+AUTHOR_MAX = 1_024
 
 
 @dataclass(frozen=True)
@@ -348,7 +354,7 @@ class _Run:
         finally:
             # Whatever was applied is recorded, even when a retryable error cuts the run.
             if records:
-                self.deps.store.record_changes(self.queue, records)
+                self.deps.store.record_changes(self.queue, [_fitted(r) for r in records])
         return failure
 
     def _drop_repeated_writes(self, the_plan: Plan) -> None:
@@ -401,7 +407,7 @@ class _Run:
         item["lastApprovedChange"] = change
         # If this write fails, the status write at the end of the run records it.
         with contextlib.suppress(RetryableError):
-            self.deps.store.write_status(self.queue, [item], [])
+            self.deps.store.write_status(self.queue, [_fitted(item)], [])
 
     def _change_record(
         self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
@@ -419,7 +425,9 @@ class _Run:
             SORT_KEY: f"{CHANGE_PREFIX}{change_id}",
             "changeId": change_id,
             "at": self.stamp,
-            "by": None if by is None else str(by),  # a console edit may store any type
+            # A console edit may store any type, and text of any length: who made a change
+            # needs no more than AUTHOR_MAX characters (cut with a marker).
+            "by": None if by is None else cut(str(by), AUTHOR_MAX),
             "operation": action.operation,
             "resource": action.resource,
             "quotaShareName": action.share,
@@ -445,7 +453,7 @@ class _Run:
                 severity="warning",
                 jobQueue=self.queue,
                 summary=f"Quota config of {self.queue} rejected: {len(messages)} problem(s)",
-                detail="\n".join(messages[:50]),
+                detail=detail_lines(messages[:50]),
                 nextSteps=[
                     "Fix the items named above (quotactl validate checks a file first)",
                     "AWS Batch keeps the last applied state until the config is valid",
@@ -487,7 +495,7 @@ class _Run:
                 severity="critical",
                 jobQueue=self.queue,
                 summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
-                detail="\n".join(conflicts),
+                detail=detail_lines(conflicts),
                 nextSteps=["Change the config as the message says; nothing was applied"],
                 occurredAt=self.stamp,
                 dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
@@ -516,7 +524,7 @@ class _Run:
                     severity="critical",
                     jobQueue=self.queue,
                     summary=f"Reconcile of {self.queue} failed: {failure}",
-                    detail=failure,
+                    detail=detail_lines([failure]),
                     nextSteps=["Check the message; the next resync retries automatically"],
                     occurredAt=self.stamp,
                     dedupKey=f"{self.queue}:failed:{_digest([failure])}",
@@ -749,6 +757,8 @@ class _Run:
         }
 
     def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
+        # Fitted before the comparison: an item cut to fit compares equal to its stored self.
+        items = [_fitted(i) for i in items]
         changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
         if changed or deletes:
             self.deps.store.write_status(self.queue, changed, deletes)
@@ -778,7 +788,7 @@ class _Run:
         item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
         item["alerted"] = [*(item.get("alerted") or []), *sent][-_ALERT_MEMORY:]
         item["updatedAt"] = self.stamp
-        self.deps.store.write_status(self.queue, [item], [])
+        self.deps.store.write_status(self.queue, [_fitted(item)], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share: dict[str, list[str]] = {}
@@ -794,7 +804,7 @@ class _Run:
                     jobQueue=self.queue,
                     quotaShareName=name,
                     summary=f"Quota share {name} of {self.queue}: config rejected",
-                    detail="\n".join(messages),
+                    detail=detail_lines(messages),
                     nextSteps=[
                         f"Fix item SHARE#{name}; the share keeps its last applied settings",
                         "The queue's other shares are still reconciled",
@@ -829,10 +839,12 @@ class _Run:
                     quotaShareName=share_name,
                     summary=f"AWS Batch reports the {what} of {self.queue} INVALID"
                     + (f": {reason}" if reason else ""),
-                    detail=(
-                        f"The {what} is INVALID in AWS Batch"
-                        + (f" ({reason})" if reason else "")
-                        + ". Jobs it holds are not scheduled until it is VALID again."
+                    detail=detail_lines(
+                        [
+                            f"The {what} is INVALID in AWS Batch"
+                            + (f" ({reason})" if reason else "")
+                            + ". Jobs it holds are not scheduled until it is VALID again."
+                        ]
                     ),
                     nextSteps=[
                         "Check the resource in the AWS Batch console (statusReason of the job "
@@ -910,7 +922,7 @@ class _Run:
                     jobs=[_alert_job(j) for j in jobs.values()],
                     summary=f"Reducing {where} of {self.queue} puts {len(jobs)} job(s) at risk: "
                     f"change {verb}",
-                    detail="\n".join(changes)
+                    detail=detail_lines(changes)
                     + "\nJobs at risk are predicted (not yet preempted, preemption order is "
                     "Batch's): not-yet-running first, then lower priority, then newest.",
                     nextSteps=steps,
@@ -947,6 +959,13 @@ def _lent_less(action: Action, observed: ObservedState) -> set[str]:
 
 
 _LENDS = ("LEND", "LEND_AND_BORROW")
+
+def _fitted(item: dict[str, Any]) -> dict[str, Any]:
+    """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted
+    in it has no size of its own: a 60 KB attribute name in four messages); its keys are kept
+    and `truncated` says what was cut."""
+    value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
+    return value
 
 
 def _alert_job(job: ActiveJob) -> AlertJob:

@@ -233,6 +233,11 @@ def observe(event: BatchEvent, described: JobDetail | None) -> Observation | Non
         preempted = _arn(last.serviceResourceId) if last else None
         if latest and preempted and latest != preempted:
             return None  # a later attempt moved (a retry, a new dispatch): not this preemption
+        if detail.status == "FAILED" and not failed_by_preemption(job):
+            # Cancelled by its owner, terminated by a share or queue deletion or a time-limit
+            # action, after a preemption that requeued it: the preemption was alerted when it
+            # happened, and this end is not its doing.
+            return None
         return _observation(
             event,
             job_id,
@@ -292,6 +297,24 @@ def observe(event: BatchEvent, described: JobDetail | None) -> Observation | Non
         count=count + 1,
         started=_ms_time(running.startedAt) if running else None,
     )
+
+
+def failed_by_preemption(job: JobDetail) -> bool:
+    """Did a preemption end this FAILED job, its preemption retries used up?
+
+    Batch requeues a preempted job `preemptionRetriesBeforeTermination` times and terminates
+    it at the next preemption; unset, it requeues it without limit (user guide, preemption.html
+    "Preemption retries"; API_ServiceJobPreemptionConfiguration). So only a job whose
+    preemptions outnumber its retries failed by preemption. A job that FAILED with retries left
+    was ended by something else (TerminateServiceJob, a share or queue deletion, a
+    jobStateTimeLimitActions rule, SageMaker), whatever its statusReason says: the wording of
+    Batch's reasons is not documented, the counts are. A Preemption Completed event that says
+    FAILED needs no such check: it is the preemption's own outcome.
+    """
+    config = job.preemptionConfiguration
+    retries = config.preemptionRetriesBeforeTermination if config else None
+    summary = job.preemptionSummary
+    return retries is not None and summary is not None and summary.preemptedAttemptCount > retries
 
 
 def _stopped_by_this_event(past: Any, event_ms: int, *, last: bool) -> bool:

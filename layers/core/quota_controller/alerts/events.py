@@ -82,6 +82,12 @@ class LatestAttempt(_Inbound):
     serviceResourceId: ResourceId | None = None
 
 
+class PreemptionConfiguration(_Inbound):
+    """How often a preempted job is requeued before Batch terminates it (unset: always)."""
+
+    preemptionRetriesBeforeTermination: int | None = None
+
+
 class JobDetail(_Inbound):
     """The detail of a state-change event, and the DescribeServiceJob answer."""
 
@@ -95,6 +101,8 @@ class JobDetail(_Inbound):
     schedulingPriority: int | None = None
     capacityUsage: list[CapacityUsage] = Field(default_factory=list)
     preemptionSummary: PreemptionSummary | None = None
+    preemptionConfiguration: PreemptionConfiguration | None = None
+    isTerminated: bool | None = None
     latestAttempt: LatestAttempt | None = None
     attempts: list[PreemptedAttempt] = Field(default_factory=list)
     createdAt: int | None = None

@@ -74,3 +74,6 @@ class Alert(BaseModel):
     nextSteps: list[str] = Field(default_factory=list)
     occurredAt: str
     dedupKey: str
+    # What was cut so the message fits SNS's 256 KB (`field: N characters cut`); empty when
+    # nothing was. Each cut string also ends with `… [N characters cut]`.
+    truncated: list[str] = Field(default_factory=list)

@@ -6,24 +6,28 @@
 User-controlled strings (job, share and queue names, Batch's reasons, who made a change) are
 escaped for Slack mrkdwn so that a job name cannot inject links or mentions, and flattened to one
 printable line in the text so that it cannot add lines (a forged "Next steps:") or hide and
-reorder characters. The JSON bodies carry them unchanged.
+reorder characters (a detail is built from flattened lines: `detail_lines`); no URL a user wrote
+becomes a link in any body (`no_links`). The JSON bodies carry them unchanged.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 from quota_controller.alerts.model import Alert, AlertJob
+from quota_controller.service_limits import SNS_BUDGET, cut, shrink, summary
 
 _ICON = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
-# SNS caps a message at 256 KB; keep bodies well below it even for large groups.
+# The text lists this many jobs; the JSON bodies list them all (cut only to fit SNS's 256 KB).
 _MAX_JOBS_LISTED = 50
 # One user string in the text: Batch names take at most 128 characters, free text more.
 NAME_MAX = 200
 # Zero-width (non-)joiners are format characters that emoji and some scripts need.
 _JOINERS = frozenset("\u200c\u200d")
+_ZWSP = "\u200b"
 
 
 def _shown(char: str) -> str:
@@ -52,9 +56,23 @@ def one_line(text: str, limit: int | None = NAME_MAX) -> str:
     return "".join(kept).rstrip() + "\u2026"
 
 
+def detail_lines(lines: Iterable[str]) -> str:
+    """An alert's detail from its lines, each flattened to one printable line (`one_line`):
+    the line breaks of the detail are the producer's, never those of a user string quoted in
+    a line (an attribute name with a forged "Next steps:" block stays inside its line)."""
+    return "\n".join(one_line(line, None) for line in lines)
+
+
+def no_links(text: str, mark: str = "[:]") -> str:
+    """`scheme://` defanged (`https[:]//evil.example`, printable), so an e-mail client does not
+    turn a URL a user wrote into a link; Slack mrkdwn gets a zero-width space after the colon
+    instead (`mrkdwn_escape`). The controller's own text has no URL."""
+    return text.replace("://", f"{mark}//")
+
+
 def subject(alert: Alert) -> str:
     """E-mail subject: at most 100 printable ASCII characters (an SNS rule)."""
-    text = f"{_ICON[alert.severity]} {alert.summary}"
+    text = no_links(f"{_ICON[alert.severity]} {alert.summary}")
     text = "".join(c if 32 <= ord(c) < 127 else "?" for c in text)
     return text[:100]
 
@@ -85,7 +103,7 @@ def text_body(alert: Alert) -> str:
         lines += [f"  {i}. {one_line(step, None)}" for i, step in enumerate(alert.nextSteps, 1)]
     when, key = one_line(alert.occurredAt), one_line(alert.dedupKey, None)
     lines += ["", f"Occurred at {when} (kind {alert.kind}, key {key})"]
-    return "\n".join(lines)
+    return no_links("\n".join(lines))
 
 
 def _job_line(job: AlertJob) -> str:
@@ -98,9 +116,14 @@ def _job_line(job: AlertJob) -> str:
 
 
 def mrkdwn_escape(text: str) -> str:
-    """Escape Slack control characters: `&`, `<`, `>` (links, mentions) and neutralise `@`."""
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "@\u200b")
+    """Escape Slack control characters: `&`, `<`, `>` (links, mentions), neutralise `@`, and
+    break `scheme://` (`no_links`: Slack auto-links a bare URL)."""
+    return no_links(
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("@", "@\u200b"),
+        f":{_ZWSP}",
     )
 
 
@@ -139,8 +162,85 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
     }
 
 
+# Fields an alert keeps whole when it is cut to fit: what subscribers filter and key on (each
+# bounded already: the kinds and causes are ours, names come from DynamoDB keys and Batch).
+_KEPT = frozenset(
+    {"schemaVersion", "kind", "cause", "severity", "jobQueue", "quotaShareName", "occurredAt"}
+    | {"dedupKey", "truncated"}
+)
+# Room for the note that says what was cut (in the detail and `truncated`, in every body).
+_NOTE_ROOM = 24_000
+# SNS message attribute values: one printable line, and short (our choice; SNS counts them in
+# the 256 KB and gives string values the message body's rules).
+ATTRIBUTE_MAX = 256
+
+
+def publish_size(message: dict[str, Any]) -> int:
+    """The bytes SNS counts for a publish: the message body, the subject and every part of
+    every message attribute (name, data type, value)."""
+    size = len(message["Message"].encode()) + len(message.get("Subject", "").encode())
+    for name, attribute in message.get("MessageAttributes", {}).items():
+        size += len(name.encode()) + len(attribute["DataType"].encode())
+        size += len(attribute.get("StringValue", "").encode())
+    return size
+
+
+def fit(alert: Alert, budget: int = SNS_BUDGET) -> Alert:
+    """The alert, cut to fit SNS's 256 KB with every body and attribute: long strings first
+    (`service_limits.cut` marks each), then long lists (jobs beyond the first); `truncated`
+    and a last line of the detail say what was cut. An alert that fits is returned as it is."""
+    if publish_size(_publish(alert)) <= budget:
+        return alert
+
+    def joined(data: Any) -> Any:
+        return {**data, "detail": "\n".join(data["detail"])}
+
+    def size(data: Any) -> int:
+        return publish_size(_publish(Alert.model_validate(joined(data))))
+
+    # The detail's lines are cut one by one: each problem stays named.
+    data = alert.model_dump(mode="json")
+    data["detail"] = data["detail"].split("\n")
+    fitted = shrink(data, size, budget - _NOTE_ROOM, keep=lambda path: path in _KEPT)
+    cuts = summary(fitted.cuts)
+    note = "Shortened to fit SNS's 256 KB message limit: " + "; ".join(cuts) + "."
+    data = joined(fitted.value)
+    data["truncated"] = cuts
+    data["detail"] = f"{data.get('detail') or ''}\n{cut(note, 2_000)}".lstrip("\n")
+    shortened = Alert.model_validate(data)
+    if publish_size(_publish(shortened)) <= budget:
+        return shortened
+    # What is kept whole is too large alone (it cannot be, with names from DynamoDB keys):
+    # the bare alert, so that it is sent at all.
+    return alert.model_copy(
+        update={
+            "jobs": [],
+            "change": None,
+            "summary": cut(alert.summary, 200),
+            "detail": "The alert was too large for SNS even when shortened: see quotactl status "
+            "and the function's log.",
+            "nextSteps": [],
+            "truncated": ["everything but the summary"],
+        }
+    )
+
+
+def _attribute(value: str) -> dict[str, str]:
+    """A String message attribute: one printable line (control characters escaped), never
+    empty (SNS refuses an empty value)."""
+    return {"DataType": "String", "StringValue": one_line(value, ATTRIBUTE_MAX) or "-"}
+
+
 def sns_message(alert: Alert) -> dict[str, Any]:
-    """The keyword arguments of `sns.publish` for this alert (without TopicArn)."""
+    """The keyword arguments of `sns.publish` for this alert (without TopicArn), cut to fit
+    SNS's limit if it must be (`fit`)."""
+    message = _publish(alert)
+    if publish_size(message) <= SNS_BUDGET:
+        return message  # the common case: rendered once
+    return _publish(fit(alert))
+
+
+def _publish(alert: Alert) -> dict[str, Any]:
     as_json = alert.model_dump_json()
     text = text_body(alert)
     attributes = {
@@ -163,7 +263,5 @@ def sns_message(alert: Alert) -> dict[str, Any]:
                 "https": json.dumps(chat_notification(alert)),
             }
         ),
-        "MessageAttributes": {
-            k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()
-        },
+        "MessageAttributes": {k: _attribute(v) for k, v in attributes.items()},
     }

@@ -26,7 +26,6 @@ JOBS_LISTED = 10
 
 _EMOJI = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":information_source:"}
 _LABEL = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
-_ZWSP = "\u200b"
 _ELLIPSIS = "\u2026"
 # A cut that ends inside an entity (`&`, `&l`, `&lt`) would show a stray ampersand.
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
@@ -34,7 +33,7 @@ _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
 
 def slack_escape(text: str) -> str:
     """Escape user text for mrkdwn: `&`, `<`, `>`, `@` (see `mrkdwn_escape`), and no auto-links."""
-    return mrkdwn_escape(text).replace("://", f":{_ZWSP}//")
+    return mrkdwn_escape(text)
 
 
 def _code(text: str) -> str:
