@@ -1,0 +1,64 @@
+"""Isolation, liveness and ownership, through the real handlers on the local stack (issue 14,
+items 6, 12, 13, 14): what the controller does not own is never touched, an error in one share
+item concerns that item only, a lease cannot hold a queue for hours, and a tag Batch refuses
+neither passes validation nor stops the rest of a plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from builders import guide_layout
+
+from quota_controller.config.items import plain
+from quota_local.stack import LocalStack
+
+QUEUE = "ml-training"
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack() as local:
+        yield local
+
+
+def item(stack: LocalStack, queue: str, key: str) -> dict[str, Any]:
+    return plain(stack.table.get_item(Key={"queue": queue, "item": key})["Item"])
+
+
+def shares(stack: LocalStack, queue: str = QUEUE) -> dict[str, dict[str, Any]]:
+    listed = stack.batch.list_quota_shares(jobQueue=queue)["quotaShares"]
+    return {s["quotaShareName"]: s for s in listed}
+
+
+def limit(share: dict[str, Any]) -> int:
+    return int(share["capacityLimits"][0]["maxCapacity"])
+
+
+# -- item 12: an error in one share item concerns that item only -----------------------------
+
+
+def test_a_share_item_naming_another_share_does_not_freeze_that_share(
+    stack: LocalStack,
+) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    alerts = len(stack.alerts())
+    impostor = item(stack, QUEUE, "SHARE#team-b")
+    impostor.update(item="SHARE#team-x", quotaShareName="team-a")
+    stack.put_item(impostor)  # SHARE#team-x says it is team-a
+    team_a = item(stack, QUEUE, "SHARE#team-a")
+    team_a["capacityLimits"][0]["maxCapacity"] = 2
+    stack.put_item(team_a)  # a valid edit of team-a's own item
+    stack.advance(60)
+
+    assert limit(shares(stack)["team-a"]) == 2
+    assert "team-x" not in shares(stack)
+    view = stack.status(QUEUE)
+    assert view["shares"]["team-a"]["conditions"]["Valid"]["status"] == "True"
+    assert view["shares"]["team-a"]["conditions"]["Applied"]["status"] == "True"
+    assert view["shares"]["team-x"]["conditions"]["Valid"]["status"] == "False"
+    rejected = [a for a in stack.alerts()[alerts:] if a["kind"] == "CONFIG_REJECTED"]
+    assert [a["quotaShareName"] for a in rejected] == ["team-x"]
+    assert "SHARE#team-x" in rejected[0]["detail"]
