@@ -12,6 +12,7 @@ import pytest
 from builders import guide_layout
 
 from quota_controller.config.items import plain
+from quota_local.emulator import Fault
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"
@@ -62,3 +63,39 @@ def test_a_share_item_naming_another_share_does_not_freeze_that_share(
     rejected = [a for a in stack.alerts()[alerts:] if a["kind"] == "CONFIG_REJECTED"]
     assert [a["quotaShareName"] for a in rejected] == ["team-x"]
     assert "SHARE#team-x" in rejected[0]["detail"]
+
+
+# -- item 14: one refused TagResource does not stop the rest of the plan ---------------------
+
+
+def test_a_refused_tag_request_does_not_stop_the_rest_of_the_plan(stack: LocalStack) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    queue_arn = stack.batch.describe_job_queues(jobQueues=[QUEUE])["jobQueues"][0]["jobQueueArn"]
+    # Batch (or an organization's tag policy) refuses every tag request on the job queue.
+    stack.emulator.inject(
+        Fault(
+            frozenset({"TagResource"}),
+            code="ClientException",
+            status=400,
+            message="tag refused",
+            times=-1,
+            when=lambda request: request.get("resourceArn") == queue_arn,
+        )
+    )
+    alerts = len(stack.alerts())
+    doc = guide_layout().queue(tags={"team": "ml"})
+    doc.raw["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 2  # team-c 1 -> 2
+    stack.apply(doc.build())
+    stack.advance(60)
+    stack.advance(2 * stack.shape.resync_seconds)
+
+    assert limit(shares(stack)["team-c"]) == 2  # planned after the queue's tags
+    view = stack.status(QUEUE)
+    applied = view["conditions"]["Applied"]
+    assert (applied["status"], applied["reason"]) == ("False", "Failed")
+    assert "tag refused" in applied["message"]
+    assert view["shares"]["team-c"]["conditions"]["Applied"]["status"] == "True"
+    failed = [a for a in stack.alerts()[alerts:] if a["kind"] == "RECONCILE_FAILED"]
+    assert len(failed) == 1, [a["summary"] for a in failed]  # not again at every resync
+    assert "tag refused" in failed[0]["detail"]

@@ -52,6 +52,9 @@ from quota_controller.status import (
     well_formed,
 )
 
+# Requests no later request of a plan depends on: a refusal does not stop the run.
+_INDEPENDENT = frozenset({"TagResource", "UntagResource"})
+
 Outcome = Literal[
     "converged", "progressing", "blocked", "rejected", "failed", "locked", "absent", "superseded"
 ]
@@ -181,6 +184,10 @@ class _Run:
         # Alerts that could not be published: the run still writes status, then raises
         # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
         self.unsent: list[str] = []
+        # Refused requests the run went on past (tags: None is a queue-level resource), and
+        # whether a refusal stopped the run (every request after it is left for the retry).
+        self.failed_shares: set[str | None] = set()
+        self.stopped = False
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -272,6 +279,7 @@ class _Run:
     ) -> str | None:
         records: list[dict[str, Any]] = []
         failure: str | None = None
+        refused: list[str] = []
         seq = itertools.count()
         try:
             for guarded in decided:
@@ -280,17 +288,27 @@ class _Run:
                     continue
                 action = guarded.action
                 if guarded.risks and action.share in unannounced:
-                    failure = (
+                    refused.append(
                         f"{action.summary}: not applied, its PREEMPTION_RISK alert could not be "
                         "published (retried with the next attempt)"
                     )
-                    self.result.errors.append(failure)
+                    self.result.errors.append(refused[-1])
+                    failure = "; ".join(refused)
+                    self.stopped = True
                     break
                 try:
                     self.deps.batch.execute(action)
                 except ActionFailed as exc:
-                    failure = str(exc)
-                    self.result.errors.append(failure)
+                    refused.append(str(exc))
+                    self.result.errors.append(refused[-1])
+                    failure = "; ".join(refused)
+                    if action.operation in _INDEPENDENT:
+                        # No later request depends on a resource's tags: one tag Batch (or
+                        # an organization's tag policy) refuses must not stop the rest of
+                        # the plan at every resync.
+                        self.failed_shares.add(action.share)
+                        continue
+                    self.stopped = True
                     break  # later requests may depend on this one
                 self.result.applied.append(action)
                 records.append(self._change_record(action, guarded, observed, next(seq)))
@@ -576,9 +594,13 @@ class _Run:
             valid = Condition("Valid", True, "ConfigValid", "")
         applied_now = [a for a in self.result.applied if a.share == name]
         not_applied = [a for a in pending if a not in applied_now]
-        applied = (
-            not failure and not not_applied and not waits and name not in desired.frozen_shares
+        # A refusal concerns this share when it was one of its requests or it stopped the run
+        # (a conflict or a guard failure stops everything); a refused tag of another resource
+        # does not.
+        failed = failure is not None and (
+            self.stopped or name in self.failed_shares or not self.failed_shares
         )
+        applied = not failed and not not_applied and not waits and name not in desired.frozen_shares
         conds = [
             valid,
             Condition(

@@ -9,6 +9,7 @@ live in `quota_controller.config.validation`, which is the one entry point every
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -98,6 +99,24 @@ def _closest_instance_type(value: str) -> str | None:
     return close[0] if close else None
 
 
+# AWS Batch user guide, "Tag restrictions" (batch/latest/userguide/tag-restrictions.html):
+# letters, numbers, spaces representable in UTF-8 and + - = . _ : / @; neither keys nor values
+# may start with aws: (any case). The pattern AWS publishes for tags is
+# ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$: Unicode letters, separators (spaces) and numbers.
+_TAG_SYMBOLS = frozenset("+-=._:/@")
+_TAG_CHARACTERS = (
+    "may contain only letters, numbers, spaces and + - = . _ : / @ (AWS tag restrictions)"
+)
+
+
+def _bad_tag_characters(text: str) -> str:
+    """The characters of a tag key or value that AWS tagging refuses, shown escaped."""
+    bad = sorted(
+        {c for c in text if c not in _TAG_SYMBOLS and unicodedata.category(c)[0] not in "LNZ"}
+    )
+    return ", ".join(ascii(c) for c in bad[:5])
+
+
 def _check_tags(value: dict[str, str]) -> dict[str, str]:
     problems: list[str] = []
     if len(value) > MAX_TAGS:
@@ -111,11 +130,17 @@ def _check_tags(value: dict[str, str]) -> dict[str, str]:
         if not 1 <= len(key) <= 128:
             problems.append(f"tag key {key[:40]!r} must be 1 to 128 characters (is {len(key)})")
         if key.lower().startswith("aws:"):
-            problems.append(f"tag key {key!r} uses the reserved prefix 'aws:'")
+            problems.append(f"tag key {key[:40]!r} uses the reserved prefix 'aws:'")
+        if bad := _bad_tag_characters(key):
+            problems.append(f"tag key {key[:40]!r} {_TAG_CHARACTERS} (found {bad})")
         if len(tag_value) > 256:
             problems.append(
                 f"the value of tag {key[:40]!r} is {len(tag_value)} characters; at most 256"
             )
+        if tag_value.lower().startswith("aws:"):
+            problems.append(f"the value of tag {key[:40]!r} uses the reserved prefix 'aws:'")
+        if bad := _bad_tag_characters(tag_value):
+            problems.append(f"the value of tag {key[:40]!r} {_TAG_CHARACTERS} (found {bad})")
     if problems:
         raise PydanticCustomError("quota_rule", "{msg}", {"msg": "; ".join(problems)})
     return value
