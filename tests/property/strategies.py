@@ -43,7 +43,11 @@ names = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
 tag_keys = st.from_regex(r"[a-z][a-z0-9.:/=+@_-]{0,10}", fullmatch=True).filter(
     lambda k: not k.startswith("aws:") and k != OWNER_TAG
 )
-tags = st.dictionaries(tag_keys, st.text(max_size=12), max_size=3)
+# Values of any script, within the AWS tag restrictions (letters, numbers, spaces, + - = . _ : / @).
+tag_values = st.text(
+    st.characters(categories=("L", "N", "Zs"), include_characters="+-=._:/@"), max_size=12
+).filter(lambda v: not v.lower().startswith("aws:"))
+tags = st.dictionaries(tag_keys, tag_values, max_size=3)
 
 
 def policy_arn(name: str) -> str:
