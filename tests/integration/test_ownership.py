@@ -99,3 +99,57 @@ def test_a_refused_tag_request_does_not_stop_the_rest_of_the_plan(stack: LocalSt
     failed = [a for a in stack.alerts()[alerts:] if a["kind"] == "RECONCILE_FAILED"]
     assert len(failed) == 1, [a["summary"] for a in failed]  # not again at every resync
     assert "tag refused" in failed[0]["detail"]
+
+
+# -- item 13: a lease cannot hold a queue for hours ------------------------------------------
+
+
+def put_lease(stack: LocalStack, owner: str, expires_at: int) -> None:
+    stack.table.put_item(
+        Item={"queue": QUEUE, "item": "LOCK#RECONCILE", "owner": owner, "expiresAt": expires_at}
+    )
+
+
+def test_a_lease_with_an_expiry_in_milliseconds_does_not_block_the_queue(
+    stack: LocalStack,
+) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    # A tool wrote the expiry in milliseconds: some 50,000 years ahead in seconds.
+    put_lease(stack, "ops-script", int(stack.clock.now().timestamp() * 1000))
+    team_a = item(stack, QUEUE, "SHARE#team-a")
+    team_a["capacityLimits"][0]["maxCapacity"] = 2
+    stack.put_item(team_a)
+    stack.advance(60)
+
+    assert limit(shares(stack)["team-a"]) == 2
+    assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"
+
+
+def test_a_queue_kept_locked_is_alerted_and_status_stops_saying_applied(
+    stack: LocalStack,
+) -> None:
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    alerts = len(stack.alerts())
+    team_a = item(stack, QUEUE, "SHARE#team-a")
+    team_a["capacityLimits"][0]["maxCapacity"] = 2
+    for minute in range(8):  # something keeps taking the lease, each time for 100 s
+        put_lease(stack, "ops-script", int(stack.clock.now().timestamp()) + 100)
+        if minute == 0:
+            stack.put_item(team_a)
+        stack.advance(60)
+
+    assert limit(shares(stack)["team-a"]) == 1  # never reconciled while it is held
+    applied = stack.status(QUEUE)["conditions"]["Applied"]
+    assert (applied["status"], applied["reason"]) == ("False", "Locked")
+    assert "ops-script" in applied["message"]
+    failed = [a for a in stack.alerts()[alerts:] if a["kind"] == "RECONCILE_FAILED"]
+    assert len(failed) == 1, [a["summary"] for a in failed]
+    assert "LOCK#RECONCILE" in failed[0]["detail"]
+    assert "ops-script" in failed[0]["detail"]
+
+    stack.advance(2 * stack.shape.resync_seconds)  # the lease is let go
+
+    assert limit(shares(stack)["team-a"]) == 2
+    assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"
