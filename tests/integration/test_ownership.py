@@ -153,3 +153,45 @@ def test_a_queue_kept_locked_is_alerted_and_status_stops_saying_applied(
 
     assert limit(shares(stack)["team-a"]) == 2
     assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"
+
+
+# -- item 6: what the controller did not create is touched only when adopted ------------------
+
+
+def test_an_existing_unmanaged_environment_is_left_alone_unless_adopted(
+    stack: LocalStack,
+) -> None:
+    stack.batch.create_service_environment(
+        serviceEnvironmentName="shared-env",
+        serviceEnvironmentType="SAGEMAKER_TRAINING",
+        capacityLimits=[{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 4}],
+    )
+    stack.advance(30)
+    alerts = len(stack.alerts())
+    doc = guide_layout()
+    doc.raw["serviceEnvironment"]["serviceEnvironmentName"] = "shared-env"
+    stack.apply(doc.build())
+    stack.advance(120)
+
+    env = stack.batch.describe_service_environments(serviceEnvironments=["shared-env"])
+    [shared] = env["serviceEnvironments"]
+    assert shared["capacityLimits"][0]["maxCapacity"] == 4  # not cut to 3
+    assert "batch-quota-controller:queue" not in shared.get("tags", {})
+    assert QUEUE not in [q["jobQueueName"] for q in stack.batch.describe_job_queues()["jobQueues"]]
+    applied = stack.status(QUEUE)["conditions"]["Applied"]
+    assert applied["status"] == "False"
+    assert "serviceEnvironment.adopt: true" in applied["message"]
+    failed = [a for a in stack.alerts()[alerts:] if a["kind"] == "RECONCILE_FAILED"]
+    assert len(failed) == 1, [a["summary"] for a in failed]
+    assert "shared-env" in failed[0]["summary"]
+
+    doc.raw["serviceEnvironment"]["adopt"] = True  # the operator takes it over explicitly
+    stack.apply(doc.build())
+    stack.advance(300)
+
+    [shared] = stack.batch.describe_service_environments(serviceEnvironments=["shared-env"])[
+        "serviceEnvironments"
+    ]
+    assert shared["capacityLimits"][0]["maxCapacity"] == 3
+    assert shared["tags"]["batch-quota-controller:queue"] == QUEUE
+    assert stack.status(QUEUE)["conditions"]["Applied"]["status"] == "True"

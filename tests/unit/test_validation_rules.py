@@ -450,7 +450,7 @@ FAILING = [
     pytest.param(
         policy(idleResourceAssignmentStrategy="FIFO"),
         "schedulingPolicy.idleResourceAssignmentStrategy",
-        "unknown field (allowed: name, tags)",
+        "unknown field (allowed: name, tags, adopt)",
         id="policy-unknown-field-no-hint",
     ),
     pytest.param(

@@ -484,7 +484,7 @@ class _Run:
                 dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
             )
         )
-        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts))
+        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
         self.result.outcome = "failed"
         self.result.requeue_after = None
         return self.result
@@ -497,10 +497,12 @@ class _Run:
         the_plan: Plan,
         decided: list[GuardedAction],
         failure: str | None,
+        *,
+        announced: bool = False,
     ) -> None:
         result = self.result
         held = [g for g in decided if not g.applies]
-        if failure:
+        if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
             self._publish(
                 Alert(
                     kind="RECONCILE_FAILED",

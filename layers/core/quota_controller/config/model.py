@@ -219,6 +219,9 @@ class JobQueueSpec(_Strict):
         list[JobStateTimeLimitAction], AfterValidator(_unique_reasons)
     ] = Field(default_factory=list)
     tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
 
 
 class SchedulingPolicySpec(_Strict):
@@ -226,6 +229,9 @@ class SchedulingPolicySpec(_Strict):
 
     name: Name | None = None
     tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
 
 
 class ServiceEnvironmentSpec(_Strict):
@@ -235,6 +241,9 @@ class ServiceEnvironmentSpec(_Strict):
     capacityLimits: CapacityLimits
     state: State = "ENABLED"
     tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
 
 
 class ResourceSharingConfiguration(_Strict):
