@@ -44,6 +44,12 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
         "removed_share_waiting_for_its_job": (PESSIMISTIC,),
         "second_queue_naming_the_first_queues_environment": (PESSIMISTIC,),
     },
+    # Ownership, isolation and tags (issue 14): what touches Batch.
+    "integration/test_ownership.py": {
+        "unmanaged_environment_is_left_alone_unless_adopted": (PESSIMISTIC,),
+        "refused_tag_request_does_not_stop_the_rest": (PESSIMISTIC,),
+        "share_item_naming_another_share": (PESSIMISTIC,),
+    },
     # Faults on top of the variants.
     "faults/test_faults.py": {
         "stuck_in_a_transitional_status": (PESSIMISTIC,),
