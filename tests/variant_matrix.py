@@ -52,6 +52,12 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
     # Issue 14 items 1-5: every job a change can hurt is named first (environment renames
     # under both environment_reduction_preempts values: pessimistic has yes).
     "integration/test_guard_coverage.py": {"*": (PESSIMISTIC,)},
+    # Ownership, isolation and tags (issue 14): what touches Batch.
+    "integration/test_ownership.py": {
+        "unmanaged_environment_is_left_alone_unless_adopted": (PESSIMISTIC,),
+        "refused_tag_request_does_not_stop_the_rest": (PESSIMISTIC,),
+        "share_item_naming_another_share": (PESSIMISTIC,),
+    },
     # Faults on top of the variants.
     "faults/test_faults.py": {
         "stuck_in_a_transitional_status": (PESSIMISTIC,),

@@ -365,6 +365,9 @@ class LocalStack:
         from quota_local.template import load_template, parameter_defaults, resolve
 
         params = parameter_defaults(load_template(self._template))
+        # ManagedNamePrefix has no default (the operator chooses at deploy time): locally the
+        # controller manages every name, as with "*".
+        params["ManagedNamePrefix"] = params.get("ManagedNamePrefix") or "*"
         refs = {
             **params,
             "AWS::Partition": "aws",

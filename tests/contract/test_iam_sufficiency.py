@@ -279,6 +279,10 @@ def evaluate_conditions(template: dict[str, Any], params: dict[str, str]) -> dic
     def value(v: Any) -> Any:
         if isinstance(v, dict) and "Ref" in v:
             return params[v["Ref"]]
+        if isinstance(v, dict) and "Fn::Join" in v:  # of a CommaDelimitedList parameter
+            sep, parts = v["Fn::Join"]
+            parts = value(parts)
+            return sep.join(parts if isinstance(parts, list) else [str(parts)])
         return v
 
     def ev(node: Any) -> bool:
@@ -291,7 +295,7 @@ def evaluate_conditions(template: dict[str, Any], params: dict[str, str]) -> dic
             return all(ev(a) for a in arg)
         if key == "Fn::Or":
             return any(ev(a) for a in arg)
-        if key == "Condition":
+        if key in ("Condition", "Fn::Condition"):  # how the YAML loader reads !Condition
             return cond(arg)
         raise AssertionError(key)
 
@@ -747,3 +751,75 @@ def test_services_can_deliver_to_the_queues_and_functions() -> None:
                 f"{role}: {w.action} on {w.resource}" for w in wanted if not allowed(w, statements)
             ]
     assert not problems, "\n".join(problems)
+
+
+def _alerts_topic_denies(dep: Deployment, action: str, principal: str, endpoint: str = "") -> bool:
+    """Whether the alerts topic's policy denies `action` to `principal` (its Deny statements,
+    conditions evaluated as IAM does: every operator of a statement must match)."""
+    spec = dep.template["Resources"]["AlertsTopicPolicy"]["Properties"]["PolicyDocument"]
+    for st in dep.resolve(spec)["Statement"]:
+        if st["Effect"] != "Deny" or action not in _as_list(st["Action"]):
+            continue
+        context = {"aws:PrincipalArn": principal, "sns:Endpoint": endpoint}
+        matches = True
+        for operator, keys in (st.get("Condition") or {}).items():
+            for key, values in keys.items():
+                if operator in ("ArnNotEquals", "StringNotEquals"):
+                    matches &= context[key] not in _as_list(values)
+                elif operator == "StringNotLike":
+                    matches &= not any(_iam_match(v, context[key]) for v in _as_list(values))
+                else:
+                    raise AssertionError(operator)
+        if matches:
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"AlertEmail": "ops@example.com", "SlackWorkspaceId": "T0", "SlackChannelId": "C0"},
+        {"AlertSubscriberPrincipals": f"arn:aws:iam::{ACCOUNT}:role/oncall-*"},
+    ],
+    ids=["no-subscribers", "email-and-chat", "named-operators"],
+)
+def test_the_alerts_topic_takes_publishes_and_subscriptions_only_from_this_stack(
+    params: dict[str, str],
+) -> None:
+    """Publish: only the roles of the functions whose role allows sns:Publish on the topic (the
+    ones that publish); subscribe: the stack's own endpoints and the named operators only."""
+    dep = deployment(
+        "any-queue", "stream", f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:x-AbCdEf"
+    )
+    template = dep.template
+    params = {**dep.params, **params}
+    dep = Deployment(params, evaluate_conditions(template, params), template, "stream")
+    topic = dep.ref("AlertsTopic")
+    publishers = {
+        dep.get_att(role, "Arn")
+        for role, spec in template["Resources"].items()
+        if spec["Type"] == "AWS::IAM::Role"
+        and any(
+            "sns:Publish" in _as_list(st["Action"]) and topic in _as_list(st["Resource"])
+            for st in dep.role_statements(role)
+        )
+    }
+    assert len(publishers) == 2
+    for role in publishers:
+        assert not _alerts_topic_denies(dep, "sns:Publish", role), role
+    someone = f"arn:aws:iam::{ACCOUNT}:role/someone-else"
+    assert _alerts_topic_denies(dep, "sns:Publish", someone)
+    assert _alerts_topic_denies(dep, "sns:Subscribe", someone, "https://evil.example/hook")
+    assert _alerts_topic_denies(dep, "sns:Subscribe", someone, "attacker@example.com")
+    oncall = f"arn:aws:iam::{ACCOUNT}:role/oncall-alice"
+    named = bool(params.get("AlertSubscriberPrincipals"))
+    assert _alerts_topic_denies(dep, "sns:Subscribe", oncall, "alice@example.com") is not named
+    if params.get("AlertEmail"):
+        deployer = f"arn:aws:iam::{ACCOUNT}:role/cfn-deployer"
+        assert not _alerts_topic_denies(dep, "sns:Subscribe", deployer, "ops@example.com")
+        chat = "https://global.sns-api.chatbot.amazonaws.com"
+        assert not _alerts_topic_denies(dep, "sns:Subscribe", deployer, chat)
+    if params.get("SlackWebhookSecretArn"):
+        slack = dep.get_att("SlackNotify", "Arn")
+        assert not _alerts_topic_denies(dep, "sns:Subscribe", someone, slack)

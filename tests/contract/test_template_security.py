@@ -293,9 +293,38 @@ def test_resource_policies_admit_only_services_on_behalf_of_this_stack() -> None
     assert documents
     for name, document in documents:
         for statement in statements(document):
+            if statement["Effect"] == "Deny":
+                continue  # narrows; the alerts topic's are checked below
             assert set(statement["Principal"]) == {"Service"}, name
             assert set(statement["Condition"]) & {"ArnEquals", "ArnLike", "StringEquals"}, name
             assert listed(statement["Action"]) in (["sqs:SendMessage"], ["sns:Publish"]), name
+
+
+def test_the_alerts_topic_denies_publish_and_subscribe_to_everyone_else() -> None:
+    """Same-account principals need only IAM to publish or subscribe: the topic policy must
+    deny both to all but the controller's functions and the stack's own subscriptions (and
+    the operators the deployer names). tests/contract/test_iam_sufficiency.py evaluates it."""
+    policies = resources(transformed(), "AWS::SNS::TopicPolicy")
+    [policy] = [
+        p for p in policies.values() if p["Properties"]["Topics"] == [{"Ref": "AlertsTopic"}]
+    ]
+    denies = {
+        st["Action"]: st
+        for st in statements(policy["Properties"]["PolicyDocument"])
+        if st["Effect"] == "Deny"
+    }
+    assert set(denies) == {"sns:Publish", "sns:Subscribe"}
+    publish = denies["sns:Publish"]
+    assert publish["Principal"] == "*"
+    assert publish["Resource"] == {"Ref": "AlertsTopic"}
+    exempt = publish["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    assert sorted(referenced(r) or ("?", "?") for r in exempt) == [
+        ("AlertRole", "Arn"),
+        ("ReconcileRole", "Arn"),
+    ]
+    subscribe = denies["sns:Subscribe"]
+    assert subscribe["Principal"] == "*"
+    assert subscribe["Resource"] == {"Ref": "AlertsTopic"}
 
 
 def test_key_policies_give_kms_star_only_to_the_account() -> None:

@@ -43,7 +43,11 @@ names = st.from_regex(r"[a-z][a-z0-9_-]{0,11}", fullmatch=True)
 tag_keys = st.from_regex(r"[a-z][a-z0-9.:/=+@_-]{0,10}", fullmatch=True).filter(
     lambda k: not k.startswith("aws:") and k != OWNER_TAG
 )
-tags = st.dictionaries(tag_keys, st.text(max_size=12), max_size=3)
+# Values of any script, within the AWS tag restrictions (letters, numbers, spaces, + - = . _ : / @).
+tag_values = st.text(
+    st.characters(categories=("L", "N", "Zs"), include_characters="+-=._:/@"), max_size=12
+).filter(lambda v: not v.lower().startswith("aws:"))
+tags = st.dictionaries(tag_keys, tag_values, max_size=3)
 
 
 def policy_arn(name: str) -> str:
@@ -476,13 +480,21 @@ def worlds(draw: st.DrawFn, doc: Mapping[str, Any], conflicts: bool = False) -> 
     def drifted_tags(want: Mapping[str, str]) -> dict[str, str]:
         return dict(draw(st.sampled_from([dict(want), {}, draw(tags)])))
 
+    def claimed(section: str) -> bool:
+        """Whether the wanted resource carries the owner tag; one that does not is one the
+        controller did not create, so the document adopts it (or it is left alone)."""
+        owned = draw(st.booleans())
+        if not owned:
+            doc.setdefault(section, {})["adopt"] = True  # type: ignore[attr-defined]
+        return owned
+
     # Policies: the wanted one, maybe an older one the controller replaced.
     if draw(st.booleans()):
         fair = conflicts and draw(st.integers(0, 3)) == 0
         raw: dict[str, Any] = {
             "name": want_policy,
             "arn": policy_arn(want_policy),
-            "tags": _owned(drifted_tags({}), queue_name, draw(st.booleans())),
+            "tags": _owned(drifted_tags({}), queue_name, claimed("schedulingPolicy")),
         }
         if fair:
             raw["fairsharePolicy"] = {"shareDecaySeconds": 0, "computeReservation": 0}
@@ -502,7 +514,7 @@ def worlds(draw: st.DrawFn, doc: Mapping[str, Any], conflicts: bool = False) -> 
             world.policies[old]["quotaSharePolicy"] = {"idleResourceAssignmentStrategy": "FIFO"}
 
     # Environments: the wanted one and maybe an older one.
-    def environment(name: str) -> dict[str, Any]:
+    def environment(name: str, section: str | None = None) -> dict[str, Any]:
         drift = draw(st.booleans())
         env_units = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=5, unique=True))
         wrong_type = conflicts and draw(st.integers(0, 5)) == 0
@@ -517,11 +529,15 @@ def worlds(draw: st.DrawFn, doc: Mapping[str, Any], conflicts: bool = False) -> 
                 if drift
                 else copy.deepcopy(doc["serviceEnvironment"]["capacityLimits"])
             ),
-            "tags": _owned(drifted_tags({}), queue_name, draw(st.booleans())),
+            "tags": _owned(
+                drifted_tags({}),
+                queue_name,
+                claimed(section) if section else draw(st.booleans()),
+            ),
         }
 
     if draw(st.booleans()):
-        world.envs[want_env] = environment(want_env)
+        world.envs[want_env] = environment(want_env, "serviceEnvironment")
     if draw(st.booleans()):
         world.envs["old-env"] = environment("old-env")
         world.envs["old-env"]["serviceEnvironmentType"] = "SAGEMAKER_TRAINING"
@@ -547,7 +563,7 @@ def worlds(draw: st.DrawFn, doc: Mapping[str, Any], conflicts: bool = False) -> 
             "jobStateTimeLimitActions": draw(
                 st.sampled_from([copy.deepcopy(spec.get("jobStateTimeLimitActions", [])), []])
             ),
-            "tags": _owned(drifted_tags(spec.get("tags", {})), queue_name, draw(st.booleans())),
+            "tags": _owned(drifted_tags(spec.get("tags", {})), queue_name, claimed("jobQueue")),
         }
         if not no_policy:
             world.queue["schedulingPolicyArn"] = world.policies[policy]["arn"]

@@ -528,6 +528,23 @@ def test_share_name_mismatch_is_an_error_on_that_share_only() -> None:
     assert [s.quotaShareName for s in report.shares] == ["team-a", "team-c"]
 
 
+def test_a_share_item_naming_another_share_concerns_that_item_only() -> None:
+    """SHARE#team-x saying quotaShareName team-a: only team-x is wrong; team-a stays valid
+    (no "used more than once" error on team-a's own item)."""
+    items = document_to_items(example_raw())
+    items.append({**items[2], "item": "SHARE#team-x", "quotaShareName": "team-a"})
+
+    assembled, report = validate_items("ml-training", items)
+
+    assert report.queue_wide_errors == []
+    assert {p.share for p in report.errors} == {"team-x"}
+    [problem] = report.errors
+    assert assembled.describe(problem).startswith(
+        "item SHARE#team-x: quotaShareName: 'team-a' does not match the item's key"
+    )
+    assert [s.quotaShareName for s in report.shares] == ["team-a", "team-b", "team-c"]
+
+
 def test_share_name_may_be_left_out_of_the_item() -> None:
     items = document_to_items(example_raw())
     del items[1]["quotaShareName"]

@@ -787,7 +787,8 @@ WANTED_TAGS = {"team": "ml", "cost": "42"}
             None,
             id="aws-tags-are-never-removed",
         ),
-        pytest.param(WANTED_TAGS, False, dict(OWNER), None, id="owner-tag-missing"),
+        # Without the owner tag only an adopted resource is tagged (see the adoption tests).
+        pytest.param(WANTED_TAGS, False, dict(OWNER), None, id="owner-tag-missing-adopted"),
         pytest.param(
             {"team": "old", "old": "x", "aws:createdBy": "me"},
             True,
@@ -803,8 +804,11 @@ def test_tag_drift_is_repaired_on_policy_environment_and_queue(
     added: dict[str, str] | None,
     removed: list[str] | None,
 ) -> None:
+    adopt = {} if owned else {"adopt": True}
     doc = guide(
-        policy={"tags": WANTED_TAGS}, env={"tags": WANTED_TAGS}, queue={"tags": WANTED_TAGS}
+        policy={"tags": WANTED_TAGS, **adopt},
+        env={"tags": WANTED_TAGS, **adopt},
+        queue={"tags": WANTED_TAGS, **adopt},
     )
     have = (
         converged(doc)
@@ -1243,15 +1247,34 @@ def test_another_queues_environment_is_neither_changed_nor_retagged_nor_attached
     ]
 
 
-def test_an_untagged_environment_of_that_name_is_adopted() -> None:
-    have = converged(guide()).drop_share().drop_queue().edit_env(owned=False)
+@pytest.mark.parametrize(
+    ("part", "what", "edit"),
+    [
+        pytest.param("policy", "scheduling policy", "edit_policy", id="policy"),
+        pytest.param("env", "service environment", "edit_env", id="environment"),
+        pytest.param("queue", "job queue", "edit_queue", id="queue"),
+    ],
+)
+def test_an_untagged_resource_is_a_conflict_unless_adopted(part: str, what: str, edit: str) -> None:
+    """A resource of that name that the controller did not create (no owner tag) is never
+    changed or tagged: nothing at all is planned until the document adopts it."""
+    have = getattr(converged(guide(env_limits=g5(4))), edit)(owned=False)
 
-    the_plan = plan_for(desired(guide()), have)
+    the_plan = plan_for(desired(guide()), have)  # would cut the environment 4 -> 3
 
-    assert the_plan.conflicts == []
-    assert ("TagResource", {"resourceArn": env_arn(ENV), "tags": {OWNER_TAG: "ml-training"}}) in (
-        requests(the_plan)
-    )
+    assert requests(the_plan) == []
+    [conflict] = the_plan.conflicts
+    assert conflict.startswith(f"{what} ")
+    assert "was not created by this controller" in conflict
+    section = {"policy": "schedulingPolicy", "env": "serviceEnvironment", "queue": "jobQueue"}
+    assert f"{section[part]}.adopt: true" in conflict
+
+    adopted = plan_for(desired(guide(**{part: {"adopt": True}})), have)
+
+    assert adopted.conflicts == []
+    assert ("TagResource", {OWNER_TAG: "ml-training"}) in [
+        (op, params.get("tags")) for op, params in requests(adopted)
+    ]
 
 
 # -- determinism -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ class LeaseTaken:
 class Requeues:
     def __init__(self) -> None:
         self.sent: list[tuple[str, int, str, list[str], str | None]] = []
+        self.locked_since: list[float | None] = []
 
     def requeue(
         self,
@@ -28,8 +29,10 @@ class Requeues:
         reason: str,
         read_share_tags: Any = (),
         chain: str | None = None,
+        locked_since: float | None = None,
     ) -> None:
         self.sent.append((queue, delay_seconds, reason, list(read_share_tags), chain))
+        self.locked_since.append(locked_since)
 
 
 def sqs_event(body: dict[str, Any]) -> dict[str, Any]:
@@ -64,3 +67,65 @@ def test_a_locked_requeue_keeps_what_sent_it_its_shares_and_its_chain() -> None:
 
     assert response["batchItemFailures"] == []
     assert requeues.sent == [("q", 30, "resync", ["team-a"], "c1")]
+    assert requeues.locked_since == [NOW.timestamp()]  # counting from the first collision
+
+
+class HeldLease(LeaseTaken):
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {
+            "LOCK#RECONCILE": {"item": "LOCK#RECONCILE", "owner": "ops-script", "expiresAt": 1},
+            "STATUS#QUEUE": {
+                "item": "STATUS#QUEUE",
+                "conditions": [
+                    {"type": t, "status": "True", "reason": t, "message": ""}
+                    for t in ("Valid", "Applied", "Healthy", "Blocked")
+                ],
+                "alerted": [],
+            },
+        }
+
+    def load_partition(self, queue: str) -> list[dict[str, Any]]:
+        return [dict(i, queue=queue) for i in self.items.values()]
+
+    def write_status(self, queue: str, items: list[dict[str, Any]], deletes: list[str]) -> None:
+        self.items.update({i["item"]: i for i in items})
+
+
+class Published:
+    def __init__(self) -> None:
+        self.alerts: list[Any] = []
+
+    def publish(self, alert: Any) -> None:
+        self.alerts.append(alert)
+
+
+def test_a_queue_locked_longer_than_a_lease_can_hold_it_is_alerted_once() -> None:
+    store, notifier = HeldLease(), Published()
+    deps = SimpleNamespace(
+        store=store,
+        notifier=notifier,
+        clock=SimpleNamespace(now=lambda: NOW),
+        settings=SimpleNamespace(lease_seconds=120, requeue_seconds=30),
+        owner="me",
+    )
+    requeues = Requeues()
+    recent = {"queue": "q", "reason": "waiting", "lockedSince": NOW.timestamp() - 180}
+    old = {**recent, "lockedSince": NOW.timestamp() - 181}
+
+    handle_event(sqs_event(recent), None, lambda: deps, requeues)  # type: ignore[arg-type, return-value]
+    assert notifier.alerts == []  # one lease (120 s) and the margin (60 s): not yet
+    for _ in range(2):
+        handle_event(sqs_event(old), None, lambda: deps, requeues)  # type: ignore[arg-type, return-value]
+
+    [alert] = notifier.alerts
+    assert (alert.kind, alert.severity) == ("RECONCILE_FAILED", "critical")
+    assert "held by 'ops-script'" in alert.detail
+    applied = next(c for c in store.items["STATUS#QUEUE"]["conditions"] if c["type"] == "Applied")
+    assert (applied["status"], applied["reason"]) == ("False", "Locked")
+    assert [c["type"] for c in store.items["STATUS#QUEUE"]["conditions"]] == [
+        "Valid",
+        "Applied",
+        "Healthy",
+        "Blocked",
+    ]
+    assert requeues.locked_since == [NOW.timestamp() - 180] + [NOW.timestamp() - 181] * 2

@@ -379,6 +379,32 @@ FAILING = [
         id="tag-aws-prefix-upper",
     ),
     pytest.param(
+        tags("jobQueue", {"team#1": "ml"}),
+        "jobQueue.tags",
+        "tag key 'team#1' may contain only letters, numbers, spaces and + - = . _ : / @ "
+        "(AWS tag restrictions) (found '#')",
+        id="tag-key-character",
+    ),
+    pytest.param(
+        tags("jobQueue", {"team": "ml\nNext steps"}),
+        "jobQueue.tags",
+        "the value of tag 'team' may contain only letters, numbers, spaces and + - = . _ : / @ "
+        "(AWS tag restrictions) (found '\\n')",
+        id="tag-value-line-break",
+    ),
+    pytest.param(
+        tags("quotaShares[0]", {"owner": "a,b;c\x1b"}),
+        f"{S0}.tags",
+        "(found '\\x1b', ',', ';')",
+        id="tag-value-characters",
+    ),
+    pytest.param(
+        tags("jobQueue", {"team": "aws:ml"}),
+        "jobQueue.tags",
+        "the value of tag 'team' uses the reserved prefix 'aws:'",
+        id="tag-value-aws-prefix",
+    ),
+    pytest.param(
         tags("jobQueue", {"cost-center": 42}),
         "jobQueue.tags.cost-center",
         "must be text (got 42)",
@@ -424,7 +450,7 @@ FAILING = [
     pytest.param(
         policy(idleResourceAssignmentStrategy="FIFO"),
         "schedulingPolicy.idleResourceAssignmentStrategy",
-        "unknown field (allowed: name, tags)",
+        "unknown field (allowed: name, tags, adopt)",
         id="policy-unknown-field-no-hint",
     ),
     pytest.param(
@@ -762,6 +788,10 @@ PASSING = [
     pytest.param(tags("jobQueue", {"k" * 128: "v"}), id="tag-key-128"),
     pytest.param(tags("jobQueue", {"team": ""}), id="tag-value-empty"),
     pytest.param(tags("jobQueue", {"awsteam": "x", "team:aws": "y"}), id="tag-aws-not-prefix"),
+    pytest.param(
+        tags("jobQueue", {"cost center/ü 東京": "a+b-c=d.e_f:g/h@i 42", "empty": ""}),
+        id="tag-every-allowed-character",
+    ),
     pytest.param(tags("schedulingPolicy", many_tags(49)), id="policy-tags-49"),
     pytest.param(tags("serviceEnvironment", many_tags(49)), id="env-tags-49"),
     pytest.param(tags("quotaShares[0]", many_tags(49)), id="share-tags-49"),

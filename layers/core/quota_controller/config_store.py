@@ -30,6 +30,7 @@ from quota_controller.status import (
     CHANGE_PREFIX,
     LEASE_ITEM,
     QUEUE_STATUS,
+    lease_bound,
     share_status_key,
     well_formed,
 )
@@ -235,7 +236,7 @@ class DynamoConfigStore:
         return [plain(i) for i in items]
 
     def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
-        """Conditional put: free, expired, or already ours."""
+        """Conditional put: free, expired, already ours, or stale (see `lease_bound`)."""
         epoch = int(now.timestamp())
         try:
             self._table.put_item(
@@ -252,7 +253,10 @@ class DynamoConfigStore:
                 | Attr("owner").eq(owner)
                 | Attr("expiresAt").not_exists()
                 | ~Attr("expiresAt").attribute_type("N")
-                | Attr("expiresAt").lt(epoch),
+                | Attr("expiresAt").lt(epoch)
+                # Later than any lease a reconcile writes (an expiry typed in milliseconds):
+                # not a running reconcile's, so it must not hold the queue for hours.
+                | Attr("expiresAt").gt(epoch + lease_bound(seconds)),
             )
             return True
         except ClientError as err:

@@ -189,6 +189,13 @@ def _policy(
         return arn
     if _owned_elsewhere(
         policy.tags, queue, f"scheduling policy {name}", "schedulingPolicy.name", out
+    ) or _not_adopted(
+        policy.tags,
+        queue,
+        settings.schedulingPolicy.adopt,
+        f"scheduling policy {name}",
+        "schedulingPolicy",
+        out,
     ):
         return policy.arn
     if policy.quotaSharePolicy is None:
@@ -235,6 +242,8 @@ def _environment(
         f"service environment {name}",
         "serviceEnvironment.serviceEnvironmentName",
         out,
+    ) or _not_adopted(
+        env.tags, queue, spec.adopt, f"service environment {name}", "serviceEnvironment", out
     ):
         return None
     if env.serviceEnvironmentType != "SAGEMAKER_TRAINING":
@@ -315,6 +324,8 @@ def _queue(
             Action("CreateJobQueue", params, f"job queue {queue}", "create the job queue")
         )
         out.waits.append(f"job queue {queue} to be created")
+        return False
+    if _not_adopted(current.tags, queue, spec.adopt, f"job queue {queue}", "jobQueue", out):
         return False
     if current.jobQueueType not in (None, "SAGEMAKER_TRAINING"):
         out.conflicts.append(
@@ -656,13 +667,30 @@ def _owned_elsewhere(
     """A resource another queue's document manages (its owner tag names that queue) is never
     changed, retagged or attached here: two documents would undo each other's limits on every
     reconcile, and removing this one would tear down what the other still uses. An untagged
-    resource of that name is adopted (tagged for this queue) as before."""
+    resource is `_not_adopted`'s case."""
     owner = tags.get(OWNER_TAG)
     if owner is None or owner == queue:
         return False
     out.conflicts.append(
         f"{resource} is managed by job queue {owner}'s document (tag {OWNER_TAG}); each queue "
         f"needs its own: name another in {rename_at}"
+    )
+    return True
+
+
+def _not_adopted(
+    tags: Mapping[str, str], queue: str, adopt: bool, resource: str, part: str, out: Plan
+) -> bool:
+    """An existing resource without the owner tag was not created by the controller (or was
+    created by hand before it): it is never changed, tagged or torn down unless the document
+    says `adopt: true` on it, since other jobs may run on it. Adopted, it gets the owner tag and
+    is managed (and torn down with the document) like one the controller created."""
+    if tags.get(OWNER_TAG) == queue or adopt:
+        return False
+    out.conflicts.append(
+        f"{resource} exists and was not created by this controller (no tag {OWNER_TAG}); it "
+        f"is left untouched: set {part}.adopt: true to manage it (its limits, state and tags "
+        "become the document's), or name another"
     )
     return True
 

@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
@@ -52,15 +52,21 @@ from quota_controller.ports import (
 from quota_controller.service_limits import cut, fit_item
 from quota_controller.status import (
     CHANGE_PREFIX,
+    CONDITION_TYPES,
+    LEASE_ITEM,
     QUEUE_STATUS,
     STATUS_PREFIX,
     Condition,
     conditions,
     differs,
     generation,
+    lease_bound,
     share_status_key,
     well_formed,
 )
+
+# Requests no later request of a plan depends on: a refusal does not stop the run.
+_INDEPENDENT = frozenset({"TagResource", "UntagResource"})
 
 Outcome = Literal[
     "converged", "progressing", "blocked", "rejected", "failed", "locked", "absent", "superseded"
@@ -118,6 +124,9 @@ class ReconcileResult:
     # The requeue chain this run starts (status requeueChain): its requeue message carries it,
     # and a requeued message of an older chain is dropped (outcome "superseded").
     chain: str | None = None
+    # A locked run: since when (epoch seconds) the queue has been found locked, carried by
+    # the requeue so a queue held for longer than any reconcile can hold it is alerted.
+    locked_since: float | None = None
 
 
 def reconcile(
@@ -127,6 +136,7 @@ def reconcile(
     chain: str | None = None,
     *,
     requeues: bool = True,
+    locked_since: float | None = None,
 ) -> ReconcileResult:
     """Converge one job queue; raises RetryableError when the caller should retry the record.
 
@@ -136,20 +146,80 @@ def reconcile(
     chain going (status `requeueChain`); a message of any other chain does nothing, so the
     resync, stream records and locked retries never multiply a waiting queue's requeues.
     `requeues` False (`quotactl reconcile`, which sends no requeue) keeps the chain status has.
+    `locked_since` (a requeued locked run) is when the queue was first found locked.
     """
     now = deps.clock.now()
     if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
+        since = now.timestamp() if locked_since is None else locked_since
+        if now.timestamp() - since > lease_bound(deps.settings.lease_seconds):
+            _report_locked(queue, deps, now, since)
         return ReconcileResult(
             queue,
             "locked",
             requeue_after=deps.settings.requeue_seconds,
             tags_pending=sorted(read_share_tags),
             chain=chain,  # a locked chain message stays in its chain (superseded if it lost)
+            locked_since=since,
         )
     try:
         return _Run(queue, deps, now, frozenset(read_share_tags), chain, requeues).run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)
+
+
+def _report_locked(queue: str, deps: Deps, now: datetime, since: float) -> None:
+    """The queue has been locked for longer than one reconcile can hold it: something other
+    than a reconcile holds or keeps taking `LOCK#RECONCILE`. Say so once (RECONCILE_FAILED)
+    and stop status saying Applied; the next run that gets the lease sets both right."""
+    items = {i.get(SORT_KEY): i for i in deps.store.load_partition(queue)}
+    lease = items.get(LEASE_ITEM) or {}
+    previous = well_formed(items[QUEUE_STATUS]) if QUEUE_STATUS in items else None
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    held_since = datetime.fromtimestamp(since, UTC).isoformat(timespec="seconds")
+    message = (
+        f"{LEASE_ITEM} of {queue} is held by {str(lease.get('owner', 'unknown'))[:80]!r} "
+        f"(expiresAt {str(lease.get('expiresAt', 'unknown'))[:40]}); no reconcile has run since "
+        f"{held_since.replace('+00:00', 'Z')}, longer than a reconcile can hold it "
+        f"({lease_bound(deps.settings.lease_seconds)} s)"
+    )
+    key = f"{queue}:locked"
+    alerted = list((previous or {}).get("alerted") or [])
+    if key not in alerted:
+        deps.notifier.publish(
+            Alert(
+                kind="RECONCILE_FAILED",
+                severity="critical",
+                jobQueue=queue,
+                summary=f"Cannot reconcile {queue}: its reconcile lease is held",
+                detail=message,
+                nextSteps=[
+                    f"Find what writes item {LEASE_ITEM} of queue {queue} and stop it, or "
+                    "delete the item: a reconcile holds it for at most "
+                    f"{deps.settings.lease_seconds} s",
+                    "Changes to the config are not applied until then",
+                ],
+                occurredAt=stamp,
+                dedupKey=key,
+            )
+        )
+        alerted.append(key)
+    item = dict(previous or {SORT_KEY: QUEUE_STATUS})
+    kept = [c for c in item.get("conditions") or [] if c.get("type") != "Applied"]
+    [applied] = conditions(previous, [Condition("Applied", False, "Locked", message)], None, stamp)
+    applied["observedGeneration"] = next(
+        (c.get("observedGeneration") for c in kept), item.get("observedGeneration")
+    )
+    item["conditions"] = sorted([*kept, applied], key=_condition_order)
+    item["alerted"] = alerted[-_ALERT_MEMORY:]
+    item["lastError"] = message
+    item["updatedAt"] = stamp
+    if differs(previous, item):
+        deps.store.write_status(queue, [item], [])
+
+
+def _condition_order(cond: Mapping[str, Any]) -> int:
+    kind = cond.get("type")
+    return CONDITION_TYPES.index(kind) if kind in CONDITION_TYPES else len(CONDITION_TYPES)
 
 
 class _Run:
@@ -207,6 +277,10 @@ class _Run:
         # This controller's writes of the last SETTLE_SECONDS, the last per resource and
         # operation (status `recentWrites`): a plan repeating one of them is a read that lags.
         self.recent_writes = _recent_writes(self.queue_status, now)
+        # Refused requests the run went on past (tags: None is a queue-level resource), and
+        # whether a refusal stopped the run (every request after it is left for the retry).
+        self.failed_shares: set[str | None] = set()
+        self.stopped = False
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -308,6 +382,7 @@ class _Run:
     ) -> str | None:
         records: list[dict[str, Any]] = []
         failure: str | None = None
+        refused: list[str] = []
         seq = itertools.count()
         try:
             for guarded in decided:
@@ -316,25 +391,37 @@ class _Run:
                     continue
                 action = guarded.action
                 if guarded.risks and action.share in unannounced:
-                    failure = (
+                    refused.append(
                         f"{action.summary}: not applied, its PREEMPTION_RISK alert could not be "
                         "published (retried with the next attempt)"
                     )
-                    self.result.errors.append(failure)
+                    self.result.errors.append(refused[-1])
+                    failure = "; ".join(refused)
+                    self.stopped = True
                     break
                 try:
                     self.deps.batch.execute(action)
                 except ActionUnsettled as exc:
                     wait = self._unsettled(exc)
                     if wait is None:
-                        failure = str(exc)
-                        self.result.errors.append(failure)
+                        refused.append(str(exc))
+                        self.result.errors.append(refused[-1])
+                        failure = "; ".join(refused)
                     else:
                         waits.append(wait)
+                    self.stopped = True
                     break  # later requests may depend on this one
                 except ActionFailed as exc:
-                    failure = str(exc)
-                    self.result.errors.append(failure)
+                    refused.append(str(exc))
+                    self.result.errors.append(refused[-1])
+                    failure = "; ".join(refused)
+                    if action.operation in _INDEPENDENT:
+                        # No later request depends on a resource's tags: one tag Batch (or
+                        # an organization's tag policy) refuses must not stop the rest of
+                        # the plan at every resync.
+                        self.failed_shares.add(action.share)
+                        continue
+                    self.stopped = True
                     break  # later requests may depend on this one
                 self.result.applied.append(action)
                 if action.operation.startswith(("Create", "Delete")):
@@ -501,7 +588,7 @@ class _Run:
                 dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
             )
         )
-        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts))
+        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
         self.result.outcome = "failed"
         self.result.requeue_after = None
         return self.result
@@ -514,10 +601,12 @@ class _Run:
         the_plan: Plan,
         decided: list[GuardedAction],
         failure: str | None,
+        *,
+        announced: bool = False,
     ) -> None:
         result = self.result
         held = [g for g in decided if not g.applies]
-        if failure:
+        if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
             self._publish(
                 Alert(
                     kind="RECONCILE_FAILED",
@@ -685,9 +774,13 @@ class _Run:
             valid = Condition("Valid", True, "ConfigValid", "")
         applied_now = [a for a in self.result.applied if a.share == name]
         not_applied = [a for a in pending if a not in applied_now]
-        applied = (
-            not failure and not not_applied and not waits and name not in desired.frozen_shares
+        # A refusal concerns this share when it was one of its requests or it stopped the run
+        # (a conflict or a guard failure stops everything); a refused tag of another resource
+        # does not.
+        failed = failure is not None and (
+            self.stopped or name in self.failed_shares or not self.failed_shares
         )
+        applied = not failed and not not_applied and not waits and name not in desired.frozen_shares
         conds = [
             valid,
             Condition(
@@ -959,6 +1052,7 @@ def _lent_less(action: Action, observed: ObservedState) -> set[str]:
 
 
 _LENDS = ("LEND", "LEND_AND_BORROW")
+
 
 def _fitted(item: dict[str, Any]) -> dict[str, Any]:
     """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted

@@ -11,6 +11,7 @@ into status and an alert.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ class RequeueMessage:
     reason: str = ""
     read_share_tags: tuple[str, ...] = ()
     chain: str | None = None
+    # Since when (epoch seconds) the queue has been found locked by this message's runs.
+    locked_since: float | None = None
 
 
 # The longest wait a requeue asks for (RequeueSeconds is at most 900 s), with room to spare.
@@ -89,8 +92,20 @@ def parse_requeue(record: SQSRecord) -> RequeueMessage:
         isinstance(n, str) and n for n in read_share_tags
     ):
         raise MalformedRecord(f"message {record.message_id}: readShareTags is not a list of names")
+    locked_since = body.get("lockedSince")
+    if locked_since is not None and (
+        isinstance(locked_since, bool)
+        or not isinstance(locked_since, int | float)
+        or not math.isfinite(locked_since)
+    ):
+        locked_since = None  # not written by the controller: start counting again
     return RequeueMessage(
-        queue, float(not_before), str(body.get("reason", "")), tuple(read_share_tags), chain
+        queue,
+        float(not_before),
+        str(body.get("reason", "")),
+        tuple(read_share_tags),
+        chain,
+        None if locked_since is None else float(locked_since),
     )
 
 
@@ -114,6 +129,7 @@ def handle_event(
         trigger: str,
         read_share_tags: tuple[str, ...] = (),
         chain: str | None = None,
+        locked_since: float | None = None,
     ) -> None:
         if queue is None:
             outcome.skipped += 1
@@ -121,7 +137,7 @@ def handle_event(
         unread = set(read_share_tags) - tags_read.get(queue, set())
         if queue in outcome.results and not unread:
             return
-        result = reconcile(queue, deps, unread, chain)
+        result = reconcile(queue, deps, unread, chain, locked_since=locked_since)
         result.trigger = trigger
         if on_result is not None:
             on_result(result)
@@ -133,7 +149,14 @@ def handle_event(
             # A locked run did nothing: its requeue keeps what sent it (a resync's reconcile
             # then still counts what it repairs as DriftRepaired).
             reason = trigger if result.outcome == "locked" else result.outcome
-            requeuer.requeue(queue, result.requeue_after, reason, result.tags_pending, result.chain)
+            requeuer.requeue(
+                queue,
+                result.requeue_after,
+                reason,
+                result.tags_pending,
+                result.chain,
+                result.locked_since if result.outcome == "locked" else None,
+            )
 
     def run_stream(record: DynamoDBRecord) -> None:
         run(queue_of_stream_record(record), "stream")
@@ -157,12 +180,23 @@ def handle_event(
         if 1 < early <= MAX_REQUEUE_WAIT:
             # SQS delays at most 900 s: a longer wait comes back for the rest of it.
             requeuer.requeue(
-                message.queue, int(early), message.reason, message.read_share_tags, message.chain
+                message.queue,
+                int(early),
+                message.reason,
+                message.read_share_tags,
+                message.chain,
+                message.locked_since,
             )
             return
         # Due, or a wait no requeue asks for (a time in milliseconds, infinity): run now rather
         # than send it back forever. A reconcile is always safe to run.
-        run(message.queue, message.reason or "requeue", message.read_share_tags, message.chain)
+        run(
+            message.queue,
+            message.reason or "requeue",
+            message.read_share_tags,
+            message.chain,
+            message.locked_since,
+        )
 
     # A batch where every record failed is still a partial response: the source retries it.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -24,9 +24,11 @@ class Requeuer(Protocol):
         reason: str,
         read_share_tags: Sequence[str] = (),
         chain: str | None = None,
+        locked_since: float | None = None,
     ) -> None:
         """Send the queue's name back, visible after the delay (with the shares whose tags the
-        reconcile should read from Batch, and the requeue chain it continues)."""
+        reconcile should read from Batch, the requeue chain it continues, and since when the
+        queue has been found locked)."""
         ...
 
 
@@ -51,6 +53,7 @@ class SqsRequeuer:
         reason: str,
         read_share_tags: Sequence[str] = (),
         chain: str | None = None,
+        locked_since: float | None = None,
     ) -> None:
         """Send the queue's name, due after `delay_seconds`."""
         delay = max(0, delay_seconds)
@@ -63,6 +66,8 @@ class SqsRequeuer:
             body["readShareTags"] = sorted(read_share_tags)
         if chain:
             body["chain"] = chain
+        if locked_since is not None:
+            body["lockedSince"] = locked_since
         self._client.send_message(
             QueueUrl=self._url,
             MessageBody=json.dumps(body),

@@ -25,6 +25,18 @@ STATUS_PREFIX = "STATUS#"
 QUEUE_STATUS = "STATUS#QUEUE"
 CHANGE_PREFIX = "CHANGE#"
 LEASE_ITEM = "LOCK#RECONCILE"
+# Room for clock skew between two functions on top of a lease's own length.
+LEASE_MARGIN_SECONDS = 60
+
+
+def lease_bound(lease_seconds: int) -> int:
+    """The longest a lease can hold a queue: a reconcile writes `expiresAt` at most
+    `lease_seconds` (the reconcile function's timeout) ahead, so an expiry later than this
+    from now is stale (not a running reconcile's), and a queue found locked for longer than
+    this was held by something other than one reconcile."""
+    return lease_seconds + LEASE_MARGIN_SECONDS
+
+
 ConditionType = Literal["Valid", "Applied", "Healthy", "Blocked"]
 CONDITION_TYPES: tuple[ConditionType, ...] = ("Valid", "Applied", "Healthy", "Blocked")
 # Volatile attributes that do not count as a change of status (no write for them alone).

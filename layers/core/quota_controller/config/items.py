@@ -180,6 +180,12 @@ def items_to_document(queue: str, items: Iterable[Mapping[str, Any]]) -> Assembl
                     share_index=index,
                 )
             )
+            # The item is validated as the share its key names: the name it wrote must not
+            # collide with the share that owns that name ("used more than once" on a valid
+            # item), since an error in one share item concerns that item only. A name that
+            # is not text keeps its own error (the validator says what type it is).
+            if isinstance(written, str):
+                share["quotaShareName"] = name
         result.share_items.append(key)
         raw_shares.append(share)
     raw["quotaShares"] = raw_shares

@@ -9,6 +9,7 @@ live in `quota_controller.config.validation`, which is the one entry point every
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -101,6 +102,24 @@ def _closest_instance_type(value: str) -> str | None:
     return close[0] if close else None
 
 
+# AWS Batch user guide, "Tag restrictions" (batch/latest/userguide/tag-restrictions.html):
+# letters, numbers, spaces representable in UTF-8 and + - = . _ : / @; neither keys nor values
+# may start with aws: (any case). The pattern AWS publishes for tags is
+# ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$: Unicode letters, separators (spaces) and numbers.
+_TAG_SYMBOLS = frozenset("+-=._:/@")
+_TAG_CHARACTERS = (
+    "may contain only letters, numbers, spaces and + - = . _ : / @ (AWS tag restrictions)"
+)
+
+
+def _bad_tag_characters(text: str) -> str:
+    """The characters of a tag key or value that AWS tagging refuses, shown escaped."""
+    bad = sorted(
+        {c for c in text if c not in _TAG_SYMBOLS and unicodedata.category(c)[0] not in "LNZ"}
+    )
+    return ", ".join(ascii(c) for c in bad[:5])
+
+
 def _check_tags(value: dict[str, str]) -> dict[str, str]:
     problems: list[str] = []
     if len(value) > MAX_TAGS:
@@ -114,11 +133,17 @@ def _check_tags(value: dict[str, str]) -> dict[str, str]:
         if not 1 <= len(key) <= 128:
             problems.append(f"tag key {key[:40]!r} must be 1 to 128 characters (is {len(key)})")
         if key.lower().startswith("aws:"):
-            problems.append(f"tag key {key!r} uses the reserved prefix 'aws:'")
+            problems.append(f"tag key {key[:40]!r} uses the reserved prefix 'aws:'")
+        if bad := _bad_tag_characters(key):
+            problems.append(f"tag key {key[:40]!r} {_TAG_CHARACTERS} (found {bad})")
         if len(tag_value) > 256:
             problems.append(
                 f"the value of tag {key[:40]!r} is {len(tag_value)} characters; at most 256"
             )
+        if tag_value.lower().startswith("aws:"):
+            problems.append(f"the value of tag {key[:40]!r} uses the reserved prefix 'aws:'")
+        if bad := _bad_tag_characters(tag_value):
+            problems.append(f"the value of tag {key[:40]!r} {_TAG_CHARACTERS} (found {bad})")
     if problems:
         raise PydanticCustomError("quota_rule", "{msg}", {"msg": "; ".join(problems)})
     return value
@@ -197,6 +222,9 @@ class JobQueueSpec(_Strict):
         list[JobStateTimeLimitAction], AfterValidator(_unique_reasons)
     ] = Field(default_factory=list)
     tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
 
 
 class SchedulingPolicySpec(_Strict):
@@ -204,6 +232,9 @@ class SchedulingPolicySpec(_Strict):
 
     name: Name | None = None
     tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
 
 
 class ServiceEnvironmentSpec(_Strict):
@@ -213,6 +244,9 @@ class ServiceEnvironmentSpec(_Strict):
     capacityLimits: CapacityLimits
     state: State = "ENABLED"
     tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
 
 
 class ResourceSharingConfiguration(_Strict):
