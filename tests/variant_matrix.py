@@ -44,6 +44,10 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
         "removed_share_waiting_for_its_job": (PESSIMISTIC,),
         "second_queue_naming_the_first_queues_environment": (PESSIMISTIC,),
     },
+    # The random edit sequences: environment cuts preempting (issue 14, item 4) and the rest.
+    "property/test_sequences.py": {
+        "random_edit_sequences": (PESSIMISTIC, "environment_reduction_preempts=yes"),
+    },
     # Faults on top of the variants.
     "faults/test_faults.py": {
         "stuck_in_a_transitional_status": (PESSIMISTIC,),
