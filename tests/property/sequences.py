@@ -61,9 +61,10 @@ TIME_LIMIT = {
     "maxTimeSeconds": 600,
     "action": "TERMINATE",
 }
-# What the final phase may take: rounds of approving what is held and waiting half an hour.
-FINAL_ROUNDS = 8
-FINAL_ROUND_SECONDS = 1800.0
+# The final phase: rounds of approving what is held and waiting (the owners cancel what is
+# left after the first).
+FINAL_ROUNDS = 4
+FINAL_ROUND_SECONDS = 900.0
 # Batch operations a user (this harness) makes; every other mutating call is the controller's.
 USER_OPERATIONS = frozenset(
     {"SubmitServiceJob", "TerminateServiceJob", "TerminateServiceJobs", "UpdateServiceJob"}
@@ -104,6 +105,9 @@ class Layout:
     environment: int
     shares: tuple[ShareSpec, ...]
     reduction_policy: str = "warn"
+    # Jobs submitted once the layout is applied (1 instance, 90 min each), by share index:
+    # edits only hurt jobs that are there.
+    busy: tuple[int, ...] = ()
 
     def document(self) -> dict[str, Any]:
         return {
@@ -396,6 +400,8 @@ class Wait(Move):
         return f"wait {self.minutes} min"
 
 
+BUSY = Submit(0, minutes=90)
+
 MOVES: Mapping[str, type[Move]] = {
     m.kind: m
     for m in (
@@ -445,6 +451,7 @@ layouts = st.builds(
     environment=st.integers(1, 5),
     shares=st.lists(share_specs, min_size=2, max_size=4).map(tuple),
     reduction_policy=st.sampled_from(POLICIES),
+    busy=st.lists(st.integers(0, 3), max_size=5).map(tuple),
 )
 _share_ix = st.integers(0, 5)
 MOVE_STRATEGIES: Mapping[str, st.SearchStrategy[Move]] = {
@@ -474,7 +481,7 @@ MOVE_STRATEGIES: Mapping[str, st.SearchStrategy[Move]] = {
         st.sampled_from([None, None, 0, 1]),
     ),
     "cancel": st.builds(Cancel, st.integers(0, 20)),
-    "wait": st.builds(Wait, st.sampled_from([1, 5, 20])),
+    "wait": st.builds(Wait, st.sampled_from([1, 5, 10])),
 }
 # Job moves are drawn more often than edits: edits only hurt jobs that are there.
 WEIGHTS: Mapping[str, int] = {"submit": 6, "wait": 2}
@@ -637,21 +644,33 @@ class Run:
                 self.runnable_once.add(job)
 
     def finish(self) -> None:
-        """Write the last valid document back over any invalid item, then approve what is held
-        and let the jobs run out, until Batch holds the document (or the rounds are spent)."""
+        """Write the last valid document back over any invalid item; approve what is held and
+        wait; then the owners cancel what is left (a hold waiting for jobs, a drain, would
+        otherwise take hours of requeues) and what is held is approved, until Batch holds the
+        document (or the rounds are spent)."""
         written = self.write_items(self.doc)
         self.stack.advance(STEP_SECONDS)
         self.record(
             f"final: the last valid document written back ({', '.join(written) or 'no item'})"
         )
-        for _ in range(FINAL_ROUNDS):
+        for round_ in range(FINAL_ROUNDS):
             held = self.stack.status(QUEUE).get("heldChange") or {}
+            if not held and not batch_differences(self.stack, self.doc):
+                return
+            if round_ == 1:
+                left = [j for j in self.jobs if self.job_status(j) not in ("SUCCEEDED", "FAILED")]
+                for job in left:
+                    self.stack.batch.terminate_service_job(
+                        jobId=job, reason="cancelled by its owner"
+                    )
+                self.stack.advance(STEP_SECONDS)
+                names = ", ".join(self.labels[j] for j in left) or "nothing"
+                self.record(f"final: the owners cancel {names}")
+                held = self.stack.status(QUEUE).get("heldChange") or {}
             if held.get("decision") == "blocked" and held.get("id"):
                 self.approve(str(held["id"]))
                 self.stack.advance(STEP_SECONDS)
                 self.record(f"final: quotactl approve {QUEUE} {held['id']}")
-            if not batch_differences(self.stack, self.doc) and not held:
-                break
             self.stack.advance(FINAL_ROUND_SECONDS)
             self.record(f"final: wait {FINAL_ROUND_SECONDS / 60:.0f} min")
 
@@ -859,6 +878,10 @@ def run_scenario(scenario: Scenario, **stack_options: Any) -> Run:
         stack.apply(run.doc, by="soak")
         stack.advance(120)
         run.record(f"apply the starting layout ({_layout_text(scenario.layout)})")
+        if scenario.layout.busy:
+            texts = [run.submit(_share_name(run.doc, n), BUSY) for n in scenario.layout.busy]
+            stack.advance(STEP_SECONDS)
+            run.record("; ".join(texts))
         for move in scenario.moves:
             run.play(move)
         run.finish()
@@ -866,6 +889,12 @@ def run_scenario(scenario: Scenario, **stack_options: Any) -> Run:
         if violations:
             raise SequenceFailed(run.report(violations, scenario))
         return run
+
+
+def _share_name(doc: dict[str, Any], index: int) -> str:
+    share = _share(doc, index)
+    assert share is not None  # a layout has shares
+    return str(share["quotaShareName"])
 
 
 def _layout_text(layout: Layout) -> str:
