@@ -266,6 +266,25 @@ class SetEnvironment(Move):
 
 
 @dataclass(frozen=True)
+class Resize(Move):
+    """One edit of the environment and one share together (one plan)."""
+
+    kind: ClassVar[str] = "resize"
+    share: int
+    to: int
+    environment: int
+
+    def play(self, run: Run) -> str:
+        return run.edit(self._change)
+
+    def _change(self, doc: dict[str, Any]) -> str:
+        share = SetLimit(self.share, self.to)._change(doc)
+        if not share:
+            return ""
+        return f"{SetEnvironment(self.environment)._change(doc)} and {share}"
+
+
+@dataclass(frozen=True)
 class RenameEnvironment(Move):
     kind: ClassVar[str] = "rename"
     to: int
@@ -412,6 +431,7 @@ MOVES: Mapping[str, type[Move]] = {
         AddShare,
         RemoveShare,
         SetEnvironment,
+        Resize,
         RenameEnvironment,
         SetPolicy,
         TimeLimit,
@@ -467,6 +487,7 @@ MOVE_STRATEGIES: Mapping[str, st.SearchStrategy[Move]] = {
     "add": st.builds(AddShare, share_specs),
     "remove": st.builds(RemoveShare, _share_ix),
     "environment": st.builds(SetEnvironment, st.integers(1, 6)),
+    "resize": st.builds(Resize, _share_ix, st.integers(1, 4), st.integers(1, 6)),
     "rename": st.builds(RenameEnvironment, st.integers(1, 6)),
     "policy": st.builds(SetPolicy, st.sampled_from(POLICIES)),
     "time-limit": st.builds(TimeLimit, st.booleans()),
@@ -494,7 +515,7 @@ class Scenario:
 
 
 def scenarios(
-    kinds: Iterable[str], max_moves: int = 16, min_moves: int = 4
+    kinds: Iterable[str], max_moves: int = 16, min_moves: int = 8
 ) -> st.SearchStrategy[Scenario]:
     """Scenarios whose moves are of the given kinds (names of `MOVES`)."""
     chosen = [k for k in MOVES if k in set(kinds)]
@@ -537,9 +558,12 @@ class Run:
     harms: list[tuple[int, JobHarm]] = field(default_factory=list)
     alerts: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     held_ids: list[str] = field(default_factory=list)
+    # Steps at which `quotactl apply` took a valid document and the queue's config stayed invalid.
+    invalid_after_apply: list[str] = field(default_factory=list)
     # Jobs that could run under the layout at some point (no stuck reason).
     runnable_once: set[str] = field(default_factory=set)
     _harm_seen: int = 0
+    _applied: bool = False
     _alert_seen: int = 0
 
     # -- doing -------------------------------------------------------------------------------
@@ -555,6 +579,7 @@ class Run:
             first = str(refused).splitlines()[1].strip() if "\n" in str(refused) else str(refused)
             return f"(refused by quotactl apply, not written: {what}: {first})"
         self.doc = new
+        self._applied = True
         return f"apply: {what}"
 
     def write_items(self, bad: Mapping[str, Any]) -> list[str]:
@@ -629,7 +654,15 @@ class Run:
                     if job in text:
                         self.named.setdefault(job, step)
         self._alert_seen = len(alerts)
-        held = self.stack.status(QUEUE).get("heldChange") or {}
+        status = self.stack.status(QUEUE)
+        valid = status.get("conditions", {}).get("Valid", {})
+        if self._applied and valid.get("status") == "False":
+            self.invalid_after_apply.append(
+                f"step {step}: quotactl apply took a valid document, yet the queue's config is "
+                f"invalid: {status.get('lastError') or status.get('errors')!r}"
+            )
+        self._applied = False
+        held = status.get("heldChange") or {}
         if held.get("id") and held["id"] not in self.held_ids:
             self.held_ids.append(str(held["id"]))
         text = json.dumps(held)
@@ -648,7 +681,9 @@ class Run:
         wait; then the owners cancel what is left (a hold waiting for jobs, a drain, would
         otherwise take hours of requeues) and what is held is approved, until Batch holds the
         document (or the rounds are spent)."""
-        written = self.write_items(self.doc)
+        written = [str(item["item"]) for item in _items(self.doc)]
+        for item in _items(self.doc):
+            self.stack.put_item(item)  # whole items: what an invalid edit added goes too
         self.stack.advance(STEP_SECONDS)
         self.record(
             f"final: the last valid document written back ({', '.join(written) or 'no item'})"
@@ -681,6 +716,7 @@ class Run:
             f"Batch differs from the last valid document: {d}"
             for d in batch_differences(self.stack, self.doc)
         ]
+        found += self.invalid_after_apply
         found += self.unannounced_harms()
         found += self.untrue_alerts()
         return found

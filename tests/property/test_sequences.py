@@ -8,7 +8,7 @@ hurt by a controller write without being named first, and each preemption has on
 `make test` runs a few seeded sequences (deterministic: the same ones every run); `make soak`
 runs many more. Settings, all optional:
 
-    QUOTA_SOAK_EXAMPLES   sequences per run (default 4; `make soak` 200)
+    QUOTA_SOAK_EXAMPLES   sequences per run and variant (default 2; `make soak` 200)
     QUOTA_SOAK_SEED       a seed: other sequences, still reproducible (default: derandomized)
     QUOTA_SOAK_MOVES      move kinds to draw, comma-separated (default: all of sequences.MOVES);
                           a leading "-" drops kinds instead: "-rename,-invalid"
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.internal.conjecture import engine
 from sequences import MOVES, Scenario, run_scenario, scenarios
 
-EXAMPLES = int(os.environ.get("QUOTA_SOAK_EXAMPLES", "4"))
+EXAMPLES = int(os.environ.get("QUOTA_SOAK_EXAMPLES", "2"))
 SEED = os.environ.get("QUOTA_SOAK_SEED")
 MAX_MOVES = int(os.environ.get("QUOTA_SOAK_MAX_MOVES", "16"))
 SHRINK_SECONDS = int(os.environ.get("QUOTA_SOAK_SHRINK", "60"))
