@@ -22,7 +22,7 @@ HOST_STAMP := $(HOST_NATIVE)/.installed
 BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv \
-	package-check
+	package-check soak
 
 demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
@@ -49,6 +49,16 @@ template-check: $(STAMP) $(SAM_STAMP) build
 # --version, validate, demo --json, and docs/local.md's pytest file on the plugin's fixture.
 package-check: $(STAMP)
 	env $(OFFLINE) scripts/package-check $(PY)
+
+# The random edit sequences of tests/property/test_sequences.py, many more than `make test` plays
+# (under the default emulator and the variants tests/variant_matrix.py names). SOAK_MOVES picks
+# or drops move kinds ("-rename,-invalid"); docs/reliability.md, "Random edit sequences".
+SOAK_EXAMPLES ?= 200
+SOAK_SEED ?= 1
+SOAK_MOVES ?=
+soak: $(STAMP)
+	QUOTA_SOAK_EXAMPLES=$(SOAK_EXAMPLES) QUOTA_SOAK_SEED=$(SOAK_SEED) QUOTA_SOAK_MOVES='$(SOAK_MOVES)' \
+	  QUOTA_SOAK_SHRINK=300 $(PY) -m pytest -q tests/property/test_sequences.py -k random_edit
 
 bench: $(STAMP) build
 	$(PY) -m bench

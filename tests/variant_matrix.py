@@ -58,6 +58,10 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
         "refused_tag_request_does_not_stop_the_rest": (PESSIMISTIC,),
         "share_item_naming_another_share": (PESSIMISTIC,),
     },
+    # The random edit sequences: environment cuts preempting (issue 14, item 4) and the rest.
+    "property/test_sequences.py": {
+        "random_edit_sequences": (PESSIMISTIC, "environment_reduction_preempts=yes"),
+    },
     # Faults on top of the variants.
     "faults/test_faults.py": {
         "stuck_in_a_transitional_status": (PESSIMISTIC,),

@@ -427,6 +427,36 @@ def test_lowering_a_reserve_share_below_its_usage_preempts(batch: Batch) -> None
     assert started["statusReason"].startswith("PREEMPTION_IN_PROGRESS: ")
 
 
+def test_every_preemption_and_termination_is_recorded_with_the_request_that_set_it_off(
+    batch: Batch,
+) -> None:
+    lender = {"limits": {G5: 1}, "strategy": "LEND"}
+    arns = batch.stack("qm", {G5: 2}, {"a": GUIDE_SHARES["team-a"], "b": lender})
+    borrower = [batch.submit("qm", "a") for _ in range(2)]  # one runs on b's instance
+    batch.later(30)
+    owner = batch.submit("qm", "b")  # b takes its instance back
+    batch.later(30)
+    batch.client.terminate_service_job(jobId=owner, reason="cancelled")  # a borrows it again
+    batch.later(30)
+    batch.client.update_quota_share(  # b stops lending: a's borrowed instance goes
+        quotaShareArn=arns["b"], resourceSharingConfiguration={"strategy": "RESERVE"}
+    )
+
+    harms = batch.emulator.harms
+    assert [(h.kind, h.operation, h.cause_job) for h in harms] == [
+        ("preempted", "SubmitServiceJob", owner),
+        ("terminated", "TerminateServiceJob", None),
+        ("preempted", "UpdateQuotaShare", None),  # a lowered limit, enforced
+    ]
+    assert {harms[0].job_id, harms[2].job_id} <= set(borrower)
+    assert harms[1].job_id == owner
+    assert all(h.reason == CROSS_SHARE for h in (harms[0], harms[2]))
+    attempts = batch.job(harms[0].job_id)["attempts"]
+    assert harms[0].training_job_arn == attempts[0]["serviceResourceId"]["value"]
+    assert harms[0].status_before == "RUNNING"
+    assert not harms[0].ended_job
+
+
 def test_disabled_share_finishes_running_jobs_and_termination_frees_capacity(
     batch: Batch,
 ) -> None:

@@ -328,6 +328,33 @@ class ServiceJob:
         return self.scheduling_priority or 0
 
 
+@dataclass(frozen=True)
+class JobHarm:
+    """A job preempted or terminated, and what Batch was doing when it happened.
+
+    Batch says why in the job's statusReason; it does not say which request set it off. The
+    emulator knows, so tests can tell a preemption that a config write caused from one that a
+    job submission or the passing of time caused (`BatchQuotaEmulator.harms`).
+    """
+
+    job_id: str
+    job_queue_arn: str
+    quota_share_name: str | None
+    kind: str  # "preempted" | "terminated"
+    reason: str
+    at: float  # epoch seconds
+    status_before: str
+    # The Batch operation being served when it happened (set off by that request); None when
+    # it came from the passing of time (a phase, a completion, a time limit, a delayed delete).
+    operation: str | None
+    # The training job (attempt) that was stopped; None for a job that never started.
+    training_job_arn: str | None
+    # Preemption: the job the capacity was taken for; None when a lowered limit was enforced.
+    cause_job: str | None = None
+    # Preemption: the job is FAILED (out of preemption retries), not requeued.
+    ended_job: bool = False
+
+
 _F = TypeVar("_F", bound=Callable[..., Response])
 
 
@@ -378,18 +405,26 @@ def _operation(name: str, *, mutates: bool) -> Callable[[_F], _F]:
                 self.sleep(delay)
             with self._lock:
                 self._run_tick_hooks()
-                self._advance()
+                if self._advance():
+                    # What came due (a job now RUNNABLE) is scheduled before this request is
+                    # served, not by its mutation hooks: it was not set off by the request.
+                    self._run_tick_hooks()
+                # What happens to jobs from here on is set off by this request (JobHarm).
+                self._serving = name
                 try:
-                    if error is not None:
-                        raise error
-                    result = fn(self, req)
-                except EmulatorError as err:
-                    self.record_call(name, req, err.code)
-                    raise self.worded(err) from None
-                self.record_call(name, req)
-                self._advance()
-                if mutates:
-                    self._run_hooks(name)
+                    try:
+                        if error is not None:
+                            raise error
+                        result = fn(self, req)
+                    except EmulatorError as err:
+                        self.record_call(name, req, err.code)
+                        raise self.worded(err) from None
+                    self.record_call(name, req)
+                    self._advance()
+                    if mutates:
+                        self._run_hooks(name)
+                finally:
+                    self._serving = None
                 return result
 
         wrapper.operation_name = name  # type: ignore[attr-defined]
@@ -543,6 +578,9 @@ class BatchQuotaEmulator:
         self.deleted_service_environments: dict[str, ServiceEnvironment] = {}
         self.deleted_job_queues: dict[str, JobQueue] = {}
         self.calls: list[CallRecord] = []
+        # Every preemption and termination, in order, with the request that set it off.
+        self.harms: list[JobHarm] = []
+        self._serving: str | None = None
         self.faults: list[Fault] = []
         self.dispatch_order: DispatchOrder = _default_dispatch_order
         self._dispatch_key: DispatchKey = _default_dispatch_key
@@ -1967,9 +2005,36 @@ class BatchQuotaEmulator:
             return [j for j in jobs if j.share_identifier in values]
         return [j for j in jobs if j.quota_share_name in values]
 
+    def _record_harm(
+        self,
+        job: ServiceJob,
+        kind: str,
+        reason: str,
+        *,
+        cause_job: str | None = None,
+        ended_job: bool = False,
+    ) -> None:
+        attempt = job.attempts[-1] if job.attempts and job.status in ACTIVE_JOB_STATUSES else None
+        self.harms.append(
+            JobHarm(
+                job_id=job.job_id,
+                job_queue_arn=job.queue_arn,
+                quota_share_name=job.quota_share_name,
+                kind=kind,
+                reason=reason,
+                at=self.now_ms() / 1000,
+                status_before=job.status,
+                operation=self._serving,
+                training_job_arn=attempt["serviceResourceId"]["value"] if attempt else None,
+                cause_job=cause_job,
+                ended_job=ended_job,
+            )
+        )
+
     def _terminate(self, job: ServiceJob, reason: str) -> None:
         if job.status in FINAL_JOB_STATUSES:
             return
+        self._record_harm(job, "terminated", reason)
         job.is_terminated = True
         self._set_status(job, "FAILED", reason)
 
@@ -2180,13 +2245,20 @@ class BatchQuotaEmulator:
             self._terminate(job, reason)
 
     def preempt_job(
-        self, job_id: str, reason: str, *, requeue: bool, recent_window: int = 5
+        self,
+        job_id: str,
+        reason: str,
+        *,
+        requeue: bool,
+        recent_window: int = 5,
+        cause_job: str | None = None,
     ) -> dict[str, Any]:
         """Stop the current attempt of a SCHEDULED/STARTING/RUNNING job for preemption.
 
         The attempt gets `stoppedAt` and `statusReason`; `preemptionSummary` counts it and keeps
         the last `recent_window` preempted attempts; the job goes back to RUNNABLE (`requeue`) or
-        to FAILED with `isTerminated`. Returns the new preemption summary, as shown.
+        to FAILED with `isTerminated`. Returns the new preemption summary, as shown. `cause_job`:
+        the job the capacity is taken for (None: a lowered limit is enforced), for `harms`.
         """
         with self._lock:
             job = self._job(job_id)
@@ -2197,6 +2269,7 @@ class BatchQuotaEmulator:
                     f"Service job {job.job_id} is {job.status}; only SCHEDULED, STARTING or "
                     "RUNNING jobs can be preempted"
                 )
+            self._record_harm(job, "preempted", reason, cause_job=cause_job, ended_job=not requeue)
             now = self.now_ms()
             record: dict[str, Any] = {}
             if job.attempts:

@@ -490,6 +490,7 @@ class Scheduler:
                 reason,
                 requeue=move.status == RUNNABLE,
                 recent_window=RECENT_PREEMPTED_ATTEMPTS,
+                cause_job=move.cause,
             )
             self._emit_state_change(job)
             self._emit(
