@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
 
     conformance_cmd.add_parser(sub)
     _add_operator_commands(sub)
+    from quotactl import history_cmd
+
+    history_cmd.add_parsers(sub)
     return parser
 
 
@@ -201,7 +204,11 @@ def _add_operator_commands(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run quotactl; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["history", "backfill"]:
+        # `history QUEUE` lists change records; `history backfill QUEUE` fills the job history.
+        words = ["history-backfill", *words[2:]]
+    args = _parser().parse_args(words)
     out = sys.stdout
     try:
         if args.command == "validate":
@@ -246,6 +253,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from quotactl.conformance_cmd import run_conformance
 
             return run_conformance(args, out)
+        if args.command in ("report", "workload", "history-backfill"):
+            from quotactl.history_cmd import run as run_history
+
+            return run_history(args, out)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operate import run
 
