@@ -22,13 +22,19 @@ HOST_STAMP := $(HOST_NATIVE)/.installed
 BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv \
-	package-check soak
+	package-check soak browser
 
 demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
 
-test: $(STAMP) lint typecheck template-check package-check
-	$(PY) -m pytest -q -n auto --dist loadfile
+test: $(STAMP) lint typecheck template-check package-check browser
+	QUOTA_REQUIRE_CHROMIUM=1 $(PY) -m pytest -q -n auto --dist loadfile
+
+# Headless Chromium renders the HTML report in tests/integration/test_report_browser.py:
+# Debian's package, installed when missing (CI runs as root on Debian).
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

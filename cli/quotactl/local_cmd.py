@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -196,6 +197,10 @@ def run_up(
             "table": stack.table_name,
             "topic": stack.topic_arn,
             "alertsQueue": stack.alerts_url,
+            "historyTable": stack.history_table_name,
+            # The stack's clock runs `speed` times the wall clock from here: commands that
+            # need "now" (quotactl report --local) read it from this.
+            "clock": {"virtual": stack.clock.time(), "wall": time.time(), "speed": speed},
             "pid": os.getpid(),
         }
         path.parent.mkdir(parents=True, exist_ok=True)

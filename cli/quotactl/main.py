@@ -103,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
 
     conformance_cmd.add_parser(sub)
     _add_operator_commands(sub)
+    from quotactl import history_cmd
+
+    history_cmd.add_parsers(sub)
     return parser
 
 
@@ -204,11 +207,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run quotactl; returns the process exit code. Whatever it prints, on stdout or stderr,
     passes through `render.TerminalSafe`: a control character a user typed (in an attribute
     name, a share name, `updatedBy`) never reaches the terminal raw."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["history", "backfill"]:
+        # `history QUEUE` lists change records; `history backfill QUEUE` fills the job history.
+        words = ["history-backfill", *words[2:]]
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = cast(TextIO, TerminalSafe(stdout))
     sys.stderr = cast(TextIO, TerminalSafe(stderr))
     try:
-        return _main(_parser().parse_args(argv), sys.stdout)
+        return _main(_parser().parse_args(words), sys.stdout)
     finally:
         sys.stdout, sys.stderr = stdout, stderr
 
@@ -257,6 +264,10 @@ def _main(args: argparse.Namespace, out: TextIO) -> int:
             from quotactl.conformance_cmd import run_conformance
 
             return run_conformance(args, out)
+        if args.command in ("report", "workload", "history-backfill"):
+            from quotactl.history_cmd import run as run_history
+
+            return run_history(args, out)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operate import run
 

@@ -170,6 +170,7 @@ class LocalStack:
         self.stream: StreamSource | None = None
         self.requeue: SqsSource | None = None
         self.alert_source: SqsSource | None = None
+        self.history_source: SqsSource | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -347,6 +348,7 @@ class LocalStack:
                 ),
             },
         )["QueueUrl"]
+        self._create_history()
         self._create_rules()
         sns = self.client("sns")
         self.topic_arn = sns.create_topic(Name=f"{self.prefix}-alerts")["TopicArn"]
@@ -360,6 +362,41 @@ class LocalStack:
         # What a chat channel (Amazon Q Developer, an https subscriber) receives.
         self._chat = _CaptureServer()
         sns.subscribe(TopicArn=self.topic_arn, Protocol="https", Endpoint=self._chat.url)
+
+    def _create_history(self) -> None:
+        """The job-history table, its buffer and the buffer's DLQ, as the template has them."""
+        ddb = self.client("dynamodb")
+        self.history_table_name = f"{self.prefix}-job-history"
+        indexes = [
+            {
+                "IndexName": i["IndexName"],
+                "KeySchema": i["KeySchema"],
+                "Projection": i["Projection"],
+            }
+            for i in self.shape.history_indexes
+        ]
+        ddb.create_table(
+            TableName=self.history_table_name,
+            KeySchema=self.shape.history_key_schema,
+            AttributeDefinitions=self.shape.history_attributes,
+            BillingMode="PAY_PER_REQUEST",
+            **({"GlobalSecondaryIndexes": indexes} if indexes else {}),
+        )
+        self.history_dlq_url = self.sqs.create_queue(QueueName=f"{self.prefix}-history-buffer-dlq")[
+            "QueueUrl"
+        ]
+        self.history_buffer_url = self.sqs.create_queue(
+            QueueName=f"{self.prefix}-history-buffer",
+            Attributes={
+                "VisibilityTimeout": str(self.shape.history_visibility_timeout),
+                "RedrivePolicy": json.dumps(
+                    {
+                        "deadLetterTargetArn": self._queue_arn(self.history_dlq_url),
+                        "maxReceiveCount": str(self.shape.history_max_receive),
+                    }
+                ),
+            },
+        )["QueueUrl"]
 
     def _create_rules(self) -> None:
         from quota_local.template import load_template, parameter_defaults, resolve
@@ -376,11 +413,16 @@ class LocalStack:
         }
         conditions = {"ManagesAnyQueue": params.get("ManagedNamePrefix", "*") == "*"}
         events = self.client("events")
-        buffer_arn = self._queue_arn(self.alert_buffer_url)
-        for name, pattern in self.shape.alert_rules.items():
-            rule = f"{self.prefix}-{name}"
-            events.put_rule(Name=rule, EventPattern=json.dumps(resolve(pattern, refs, conditions)))
-            events.put_targets(Rule=rule, Targets=[{"Id": "AlertBuffer", "Arn": buffer_arn}])
+        for target, url, rules in (
+            ("AlertBuffer", self.alert_buffer_url, self.shape.alert_rules),
+            ("HistoryBuffer", self.history_buffer_url, self.shape.history_rules),
+        ):
+            buffer_arn = self._queue_arn(url)
+            for name, pattern in rules.items():
+                rule = f"{self.prefix}-{name}"
+                pattern_json = json.dumps(resolve(pattern, refs, conditions))
+                events.put_rule(Name=rule, EventPattern=pattern_json)
+                events.put_targets(Rule=rule, Targets=[{"Id": target, "Arn": buffer_arn}])
 
     def put_events(self, *events: Mapping[str, Any]) -> None:
         """Put raw EventBridge events (the documented envelope) on the local default bus."""
@@ -408,6 +450,8 @@ class LocalStack:
             "CONFIG_TABLE": self.table_name,
             "ALERTS_TOPIC_ARN": self.topic_arn,
             "IDEMPOTENCY_TABLE": self.idempotency_table,
+            "HISTORY_TABLE": self.history_table_name,
+            "HISTORY_RETENTION_DAYS": str(self.shape.history_retention_days),
             "REQUEUE_QUEUE_URL": self.requeue_url,
             "REQUEUE_SECONDS": str(self.shape.requeue_seconds),
             "REQUEUE_MAX_SQS_DELAY": "0",
@@ -458,6 +502,16 @@ class LocalStack:
             region=self.region,
             now=self.clock.time,
             batch_size=self.shape.alert_batch_size,
+        )
+        self.history_source = SqsSource(
+            sqs=self.sqs,
+            queue_url=self.history_buffer_url,
+            queue_arn=self._queue_arn(self.history_buffer_url),
+            handler=self.handler("record_history"),
+            function_name=f"{self.prefix}-record-history",
+            region=self.region,
+            now=self.clock.time,
+            batch_size=self.shape.history_batch_size,
         )
 
     _modules: dict[str, ModuleType] = {}
@@ -541,10 +595,16 @@ class LocalStack:
         assert self.stream is not None
         assert self.requeue is not None
         assert self.alert_source is not None
+        assert self.history_source is not None
         total = 0
         for _ in range(max_rounds):
             self._flush_batch_events()
-            made = self.stream.poll() + self.requeue.poll() + self.alert_source.poll()
+            made = (
+                self.stream.poll()
+                + self.requeue.poll()
+                + self.alert_source.poll()
+                + self.history_source.poll()
+            )
             total += made
             if made == 0:
                 return total
@@ -576,6 +636,7 @@ class LocalStack:
         transitions and jobs fire when due."""
         assert self.requeue is not None
         assert self.alert_source is not None
+        assert self.history_source is not None
         target = self.clock.time() + seconds
         self.run_until_idle()
         while True:
@@ -583,6 +644,7 @@ class LocalStack:
             for candidate in (
                 self.requeue.next_due(),
                 self.alert_source.next_due(),
+                self.history_source.next_due(),
                 self._next_batch_change(),
             ):
                 if candidate is not None:
@@ -679,6 +741,19 @@ class LocalStack:
         assert self._chat is not None
         return [json.loads(json.loads(body)["Message"]) for body in self._chat.bodies]
 
+    @property
+    def history_table(self) -> Any:
+        """The job-history table (boto3 resource)."""
+        import boto3
+
+        return boto3.resource("dynamodb", region_name=self.region).Table(self.history_table_name)
+
+    def history(self, queue: str) -> list[Any]:
+        """The queue's job records (`quota_controller.history.JobRecord`), by job ID."""
+        from quota_controller.history_store import DynamoHistoryStore
+
+        return list(DynamoHistoryStore(self.history_table).jobs(queue))
+
     def status(self, queue: str) -> dict[str, Any]:
         """The queue's status as `quotactl status` shows it."""
         from quota_controller.config_store import DynamoConfigStore
@@ -701,6 +776,7 @@ class LocalStack:
             ("stream", self.stream_dlq_url),
             ("requeue", self.requeue_dlq_url),
             ("alert", self.alert_dlq_url),
+            ("history", self.history_dlq_url),
         ):
             page = self.sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0

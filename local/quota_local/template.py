@@ -106,6 +106,15 @@ class StackShape:
     alert_batch_size: int
     alert_max_receive: int
     alert_visibility_timeout: int
+    # The job history: its table's keys and index, the rules that feed its buffer, the buffer.
+    history_key_schema: list[dict[str, str]]
+    history_attributes: list[dict[str, str]]
+    history_indexes: list[dict[str, Any]]
+    history_rules: dict[str, Any]
+    history_batch_size: int
+    history_max_receive: int
+    history_visibility_timeout: int
+    history_retention_days: int
 
 
 # SQS's default when a queue sets no VisibilityTimeout.
@@ -123,6 +132,8 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
     requeue = events["Requeue"]["Properties"]
     requeue_queue = resources["RequeueQueue"]["Properties"]
     alert_buffer = resources["AlertBuffer"]["Properties"]
+    history = resources["HistoryTable"]["Properties"]
+    history_buffer = resources["HistoryBuffer"]["Properties"]
     return StackShape(
         table_key_schema=table["KeySchema"],
         table_attributes=table["AttributeDefinitions"],
@@ -137,15 +148,7 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
         ),
         resync_seconds=rate_seconds(params["ResyncRate"]["Default"]),
         requeue_seconds=int(params["RequeueSeconds"]["Default"]),
-        alert_rules={
-            name: spec["Properties"]["EventPattern"]
-            for name, spec in resources.items()
-            if spec.get("Type") == "AWS::Events::Rule"
-            and any(
-                t.get("Arn") == {"Fn::GetAtt": ["AlertBuffer", "Arn"]}
-                for t in spec["Properties"].get("Targets", [])
-            )
-        },
+        alert_rules=_rules_to(resources, "AlertBuffer"),
         alert_batch_size=int(
             resources["Alert"]["Properties"]["Events"]["FromBuffer"]["Properties"].get(
                 "BatchSize", 10
@@ -155,4 +158,31 @@ def stack_shape(template: dict[str, Any]) -> StackShape:
         alert_visibility_timeout=int(
             alert_buffer.get("VisibilityTimeout", _SQS_DEFAULT_VISIBILITY_TIMEOUT)
         ),
+        history_key_schema=history["KeySchema"],
+        history_attributes=history["AttributeDefinitions"],
+        history_indexes=history.get("GlobalSecondaryIndexes", []),
+        history_rules=_rules_to(resources, "HistoryBuffer"),
+        history_batch_size=int(
+            resources["RecordHistory"]["Properties"]["Events"]["FromBuffer"]["Properties"].get(
+                "BatchSize", 10
+            )
+        ),
+        history_max_receive=int(history_buffer["RedrivePolicy"]["maxReceiveCount"]),
+        history_visibility_timeout=int(
+            history_buffer.get("VisibilityTimeout", _SQS_DEFAULT_VISIBILITY_TIMEOUT)
+        ),
+        history_retention_days=int(params["HistoryRetentionDays"]["Default"]),
     )
+
+
+def _rules_to(resources: dict[str, Any], queue: str) -> dict[str, Any]:
+    """Event patterns of the rules that target the queue (intrinsics left unresolved)."""
+    return {
+        name: spec["Properties"]["EventPattern"]
+        for name, spec in resources.items()
+        if spec.get("Type") == "AWS::Events::Rule"
+        and any(
+            t.get("Arn") == {"Fn::GetAtt": [queue, "Arn"]}
+            for t in spec["Properties"].get("Targets", [])
+        )
+    }

@@ -47,6 +47,7 @@ FUNCTIONS = {  # app module name -> template function
     "resync": "Resync",
     "alert": "Alert",
     "slack_notify": "SlackNotify",
+    "record_history": "RecordHistory",
 }
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
@@ -622,7 +623,7 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         seen[c.function].add(f"{c.service}:{c.operation}")
     for function, ops in sorted(seen.items()):
         print(function, sorted(ops))
-    assert {"Reconcile", "Resync", "Alert", "SlackNotify"} <= set(seen)
+    assert {"Reconcile", "Resync", "Alert", "SlackNotify", "RecordHistory"} <= set(seen)
     # The paths the scenario must have covered (otherwise the check below proves less).
     assert {
         "batch:CreateServiceEnvironment",
@@ -648,6 +649,7 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         "Alert"
     ]
     assert seen["SlackNotify"] == {"secretsmanager:GetSecretValue"}
+    assert {"dynamodb:GetItem", "dynamodb:PutItem"} <= seen["RecordHistory"]
 
 
 @pytest.mark.slow

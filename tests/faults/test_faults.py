@@ -253,7 +253,7 @@ def assert_contract(
     keys = [a["dedupKey"] for a in watch.alerts()]
     assert len(keys) == len(set(keys)), f"an alert was published twice: {keys}"
     if not dead:
-        assert stack.dead_letters() == {"stream": [], "requeue": [], "alert": []}
+        assert stack.dead_letters() == {"stream": [], "requeue": [], "alert": [], "history": []}
     # Converged means the next resync reads four things and writes nothing.
     calls = len(stack.emulator.calls)
     stack.resync()

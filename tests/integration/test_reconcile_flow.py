@@ -478,7 +478,7 @@ def test_server_errors_that_outlive_retries_are_retried_by_the_event_source(
 
     assert fault.fired == 4
     assert batch_share(converged, "team-a")["state"] == "DISABLED"
-    assert converged.dead_letters() == {"stream": [], "requeue": [], "alert": []}
+    assert converged.dead_letters() == {"stream": [], "requeue": [], "alert": [], "history": []}
 
 
 def test_renaming_the_environment_and_policy_replaces_and_retires_the_old_ones(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from quota_controller.config_store import AppliedShareTags, DynamoConfigStore, ResyncView
+    from quota_controller.history_store import DynamoHistoryStore
     from quota_controller.ports import Clock
     from quota_controller.reconcile import Deps
     from quota_controller.settings import Settings
@@ -132,9 +133,22 @@ def config_store() -> DynamoConfigStore:
     return DynamoConfigStore(config_table())
 
 
+@functools.cache
+def history_store() -> DynamoHistoryStore:
+    """The job-history table, as the RecordHistory function writes it."""
+    from botocore.config import Config
+
+    from quota_controller.history_store import DynamoHistoryStore
+
+    s = settings()
+    config = Config(retries={"mode": "standard", "max_attempts": 5})
+    table = _session().resource("dynamodb", config=config).Table(s.HISTORY_TABLE)
+    return DynamoHistoryStore(table, s.HISTORY_RETENTION_DAYS)
+
+
 def reset() -> None:
     """Forget cached settings and clients (tests that change the environment call this)."""
-    for cached in (settings, _session, batch_client, config_table):
+    for cached in (settings, _session, batch_client, config_table, history_store):
         cached.cache_clear()
     use_clock(UtcClock())
 

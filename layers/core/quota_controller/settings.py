@@ -17,6 +17,9 @@ class Settings(BaseModel):
     ALERTS_TOPIC_ARN: str
     REQUEUE_QUEUE_URL: str = ""
     IDEMPOTENCY_TABLE: str = ""
+    # The job history (RecordHistory): its table and how long a job is kept after last seen.
+    HISTORY_TABLE: str = ""
+    HISTORY_RETENTION_DAYS: int = Field(default=90, ge=1, le=3650)
     SLACK_WEBHOOK_SECRET_ARN: str = ""
     # How long one preemption's alert key is remembered (dedup across retries and events).
     ALERT_DEDUP_SECONDS: int = Field(default=6 * 3600, ge=60, le=7 * 86400)

@@ -1,0 +1,350 @@
+"""Per-share figures of a window of job history, and the history as a simulator workload.
+
+Pure: records, the queue's quota document, a window and prices in; figures out. How each figure
+is computed, and its limits, is in docs/history.md.
+
+Usage is swept per instance type over the attempts' run intervals (start to stop, clipped to
+the window; a running attempt counts until the window's end). At each moment a share's instances
+up to its quota (`maxCapacity` of the type in the current document) are its own, the rest
+borrowed. Batch does not say which lender a borrower's instances come from, so the borrowed total
+is credited to the lending shares (LEND, LEND_AND_BORROW) in proportion to the idle quota each
+had at that moment, as the simulator does. Idle quota is quota neither used nor lent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from quota_controller.config.model import QuotaDocument
+from quota_controller.history import JobRecord
+
+HOUR_MS = 3_600_000
+BUCKETS = 120  # time steps of the plots
+
+
+class ReportError(ValueError):
+    """The report cannot be made; the message names what is wrong."""
+
+
+@dataclass
+class Figures:
+    """One share's (or the total's) figures for the window."""
+
+    share: str
+    jobs: int = 0
+    quotaHours: float = 0.0
+    ownHours: float = 0.0
+    borrowedHours: float = 0.0
+    lentHours: float = 0.0
+    idleHours: float = 0.0
+    waitP50Seconds: float | None = None
+    waitP95Seconds: float | None = None
+    waitedJobs: int = 0
+    preemptions: int = 0
+    preemptionsByCause: dict[str, int] = field(default_factory=dict)
+    preemptedHours: float = 0.0
+    stuckJobs: int = 0
+    stuckByReason: dict[str, int] = field(default_factory=dict)
+    costOwn: float | None = None
+    costBorrowed: float | None = None
+
+    def rounded(self) -> dict[str, Any]:
+        """As data, hours and money to 3 decimals."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, float):
+                out[key] = round(value, 3)
+        return out
+
+
+@dataclass
+class Report:
+    """The figures of a queue's window, and the series its plots draw."""
+
+    queue: str
+    since_ms: int
+    until_ms: int
+    shares: list[Figures]
+    total: Figures
+    # Per share: instances in use and quota (all types), averaged per time step.
+    usage: dict[str, list[float]] = field(default_factory=dict)
+    quota: dict[str, float] = field(default_factory=dict)
+    waits: dict[str, list[float]] = field(default_factory=dict)
+    # Per cause: preemptions per time step.
+    preemptions: dict[str, list[int]] = field(default_factory=dict)
+
+    def as_data(self) -> dict[str, Any]:
+        """The figures as data (`-o json`)."""
+        return {
+            "jobQueue": self.queue,
+            "since": _iso(self.since_ms),
+            "until": _iso(self.until_ms),
+            "shares": [f.rounded() for f in self.shares],
+            "total": self.total.rounded(),
+        }
+
+
+def _iso(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (the smallest value with at least q of the values at or below)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def in_window(record: JobRecord, since_ms: int, until_ms: int) -> bool:
+    """The job waited or ran at some time in the window."""
+    start = record.submittedAt or record.firstSeenAt or 0
+    end = record.ended_at()
+    return start <= until_ms and (end is None or end >= since_ms)
+
+
+def check_prices(
+    records: Iterable[JobRecord], prices: Mapping[str, float], since_ms: int, until_ms: int
+) -> None:
+    """ReportError naming every instance type used in the window that has no price."""
+    missing: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if r.instanceType and r.instanceType not in prices and in_window(r, since_ms, until_ms):
+            missing[r.instanceType].add(r.share or "?")
+    if missing:
+        listed = "; ".join(
+            f"{unit} (used by {', '.join(sorted(shares))})"
+            for unit, shares in sorted(missing.items())
+        )
+        raise ReportError(f"--prices: no hourly price for {listed}")
+
+
+def build_report(
+    queue: str,
+    records: Sequence[JobRecord],
+    document: QuotaDocument,
+    since_ms: int,
+    until_ms: int,
+    prices: Mapping[str, float] | None = None,
+) -> Report:
+    """Every figure of docs/history.md for the window [since, until], per share and in total."""
+    if until_ms <= since_ms:
+        raise ReportError("the window is empty: --since must reach back before now")
+    if prices is not None:
+        check_prices(records, prices, since_ms, until_ms)
+    names = [s.quotaShareName for s in document.quotaShares]
+    for r in records:
+        if r.share and r.share not in names:
+            names.append(r.share)  # a share since removed from the document: quota 0
+    figures = {n: Figures(n) for n in names}
+    if prices is not None:
+        for f in figures.values():
+            f.costOwn = f.costBorrowed = 0.0
+    span = until_ms - since_ms
+    step_ms = span / BUCKETS
+    usage = {n: [0.0] * BUCKETS for n in names}
+    preempt_series: dict[str, list[int]] = defaultdict(lambda: [0] * BUCKETS)
+    waits: dict[str, list[float]] = {n: [] for n in names}
+
+    def bucket(t: float) -> int:
+        return min(BUCKETS - 1, max(0, int((t - since_ms) / step_ms)))
+
+    # Per job: counts, waits, preemptions, stuck.
+    for r in records:
+        if not r.share or not in_window(r, since_ms, until_ms):
+            continue
+        f = figures[r.share]
+        if r.submittedAt is not None and since_ms <= r.submittedAt <= until_ms:
+            f.jobs += 1
+        start = r.firstRunnableAt or r.submittedAt
+        scheduled = r.firstScheduledAt
+        if scheduled is not None and start is not None and since_ms <= scheduled <= until_ms:
+            waits[r.share].append(max(0, scheduled - start) / 1000)
+        for a in r.attempts.values():
+            if a.preempted and a.stoppedAt is not None and since_ms <= a.stoppedAt <= until_ms:
+                cause = a.cause or "UNKNOWN"
+                f.preemptions += 1
+                f.preemptionsByCause[cause] = f.preemptionsByCause.get(cause, 0) + 1
+                if a.startedAt is not None:
+                    f.preemptedHours += (a.stoppedAt - a.startedAt) * (r.count or 0) / HOUR_MS
+                preempt_series[cause][bucket(a.stoppedAt)] += 1
+        if r.stuckReasons:
+            f.stuckJobs += 1
+            for code in r.stuckReasons:
+                f.stuckByReason[code] = f.stuckByReason.get(code, 0) + 1
+
+    # Usage, own / borrowed / lent / idle: a sweep per instance type.
+    units = sorted(
+        {c.capacityUnit for s in document.quotaShares for c in s.capacityLimits}
+        | {r.instanceType for r in records if r.instanceType}
+    )
+    lends = {
+        s.quotaShareName
+        for s in document.quotaShares
+        if s.resourceSharingConfiguration.strategy in ("LEND", "LEND_AND_BORROW")
+        and s.state == "ENABLED"
+    }
+    for unit in units:
+        quota = {
+            n: (document.share(n).limit_for(unit) if document.share(n) else 0)  # type: ignore[union-attr]
+            for n in names
+        }
+        changes: dict[int, Counter[str]] = defaultdict(Counter)
+        for r in records:
+            if r.instanceType != unit or not r.share or not r.count:
+                continue
+            for a in r.attempts.values():
+                if a.startedAt is None:
+                    continue
+                lo = max(a.startedAt, since_ms)
+                hi = min(a.stoppedAt if a.stoppedAt is not None else until_ms, until_ms)
+                if hi > lo:
+                    changes[lo][r.share] += r.count
+                    changes[hi][r.share] -= r.count
+        points = sorted({since_ms, until_ms, *changes})
+        running: Counter[str] = Counter()
+        for t0, t1 in itertools.pairwise(points):
+            running.update(changes.get(t0, Counter()))
+            hours = (t1 - t0) / HOUR_MS
+            own = {n: min(max(running[n], 0), quota[n]) for n in names}
+            borrowed = {n: max(running[n], 0) - own[n] for n in names}
+            idle = {n: quota[n] - own[n] for n in names}
+            lender_idle = sum(idle[n] for n in names if n in lends)
+            total_borrowed = sum(borrowed.values())
+            for n in names:
+                lent = 0.0
+                if n in lends and lender_idle > 0:
+                    lent = min(idle[n], total_borrowed * idle[n] / lender_idle)
+                f = figures[n]
+                f.quotaHours += quota[n] * hours
+                f.ownHours += own[n] * hours
+                f.borrowedHours += borrowed[n] * hours
+                f.lentHours += lent * hours
+                f.idleHours += (idle[n] - lent) * hours
+                if prices is not None:
+                    f.costOwn = (f.costOwn or 0.0) + own[n] * hours * prices[unit]
+                    f.costBorrowed = (f.costBorrowed or 0.0) + borrowed[n] * hours * prices[unit]
+                _spread(usage[n], t0, t1, max(running[n], 0), since_ms, step_ms)
+    for n in names:
+        f = figures[n]
+        f.waitedJobs = len(waits[n])
+        f.waitP50Seconds = percentile(waits[n], 0.50)
+        f.waitP95Seconds = percentile(waits[n], 0.95)
+    total = _total(list(figures.values()), [w for ws in waits.values() for w in ws])
+    quota_all = {
+        n: float(sum(c.maxCapacity for c in s.capacityLimits))
+        for n in names
+        if (s := document.share(n)) is not None
+    }
+    return Report(
+        queue,
+        since_ms,
+        until_ms,
+        list(figures.values()),
+        total,
+        usage=usage,
+        quota={n: quota_all.get(n, 0.0) for n in names},
+        waits=waits,
+        preemptions=dict(preempt_series),
+    )
+
+
+def _spread(
+    series: list[float], t0: int, t1: int, value: float, since_ms: int, step_ms: float
+) -> None:
+    """Add `value` over [t0, t1) to the per-step averages."""
+    if value == 0:
+        return
+    first = int((t0 - since_ms) / step_ms)
+    last = min(len(series) - 1, int((t1 - 1 - since_ms) / step_ms))
+    for k in range(max(first, 0), last + 1):
+        lo = max(t0, since_ms + k * step_ms)
+        hi = min(t1, since_ms + (k + 1) * step_ms)
+        if hi > lo:
+            series[k] += value * (hi - lo) / step_ms
+
+
+def _total(shares: list[Figures], waits: list[float]) -> Figures:
+    total = Figures("TOTAL")
+    for f in shares:
+        for name in (
+            "jobs",
+            "quotaHours",
+            "ownHours",
+            "borrowedHours",
+            "lentHours",
+            "idleHours",
+            "preemptions",
+            "preemptedHours",
+            "stuckJobs",
+        ):
+            setattr(total, name, getattr(total, name) + getattr(f, name))
+        for cause, n in f.preemptionsByCause.items():
+            total.preemptionsByCause[cause] = total.preemptionsByCause.get(cause, 0) + n
+        for code, n in f.stuckByReason.items():
+            total.stuckByReason[code] = total.stuckByReason.get(code, 0) + n
+        if f.costOwn is not None:
+            total.costOwn = (total.costOwn or 0.0) + f.costOwn
+            total.costBorrowed = (total.costBorrowed or 0.0) + (f.costBorrowed or 0.0)
+    total.waitedJobs = len(waits)
+    total.waitP50Seconds = percentile(waits, 0.50)
+    total.waitP95Seconds = percentile(waits, 0.95)
+    return total
+
+
+# -- workload export ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A workload from history: the jobs, and the jobs left out with why."""
+
+    jobs: list[Any]
+    skipped: dict[str, int]
+
+
+def workload(records: Sequence[JobRecord], since_ms: int, until_ms: int) -> Exported:
+    """The jobs submitted in the window as the simulator's workload rows.
+
+    `run_time` is what the job needs: its last attempt that was not preempted (the one that
+    succeeded, or failed on its own), never the preempted attempts. A job without such an
+    attempt (still waiting or running, or ended by a preemption) has no known need and is
+    left out, counted in `skipped`."""
+    from quota_local.simulate import WorkloadJob
+
+    jobs: list[WorkloadJob] = []
+    skipped: Counter[str] = Counter()
+    for r in sorted(records, key=lambda r: (r.submittedAt or 0, r.jobId)):
+        if r.submittedAt is None or not since_ms <= r.submittedAt <= until_ms:
+            continue
+        final = [
+            a
+            for a in r.attempts.values()
+            if not a.preempted and a.startedAt is not None and a.stoppedAt is not None
+        ]
+        if not r.done or not final or not (r.share and r.instanceType and r.count):
+            skipped["not finished" if not r.done else "no attempt that ran to its end"] += 1
+            continue
+        last = max(final, key=lambda a: (a.stoppedAt or 0, a.startedAt or 0))
+        jobs.append(
+            WorkloadJob(
+                submit_time=round((r.submittedAt - since_ms) / 1000, 3),
+                share=r.share,
+                instance_type=r.instanceType,
+                count=r.count,
+                run_time=round(((last.stoppedAt or 0) - (last.startedAt or 0)) / 1000, 3),
+                priority=r.priority or 0,
+                name=r.jobName or "",
+                retries=r.retries,
+            )
+        )
+    return Exported(jobs, dict(skipped))

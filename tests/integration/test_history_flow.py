@@ -1,0 +1,154 @@
+"""The job history end to end on the local stack: Batch's events -> RecordHistory -> the table
+-> quotactl report / workload export -> quotactl simulate; backfill; bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from builders import DocBuilder, g5, guide_layout
+
+from quota_local.stack import LocalStack
+from quotactl.main import main
+
+QUEUE = "ml-training"
+G5 = "ml.g5.xlarge"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[LocalStack]:
+    """A day of the guide layout: team-a borrows two instances, team-c reclaims one."""
+    with LocalStack() as local:
+        local.apply(guide_layout().build())
+        local.advance(180)
+        local.submit_job(QUEUE, "team-a", G5, 1, runtime_s=3600, name="a-own")
+        local.submit_job(QUEUE, "team-a", G5, 1, runtime_s=3600, name="a-borrow")
+        local.submit_job(QUEUE, "team-b", G5, 1, runtime_s=1800, name="b-own")
+        local.advance(600)
+        local.submit_job(QUEUE, "team-c", G5, 1, runtime_s=1200, name="c-reclaims")
+        local.advance(3 * 3600)
+        yield local
+
+
+def quotactl(stack: LocalStack, *argv: str) -> int:
+    return main([*argv, "--table", stack.table_name])
+
+
+def test_events_become_one_record_per_job(stack: LocalStack) -> None:
+    jobs = {r.jobName: r for r in stack.history(QUEUE)}
+    assert set(jobs) == {"a-own", "a-borrow", "b-own", "c-reclaims"}
+    assert all(r.status == "SUCCEEDED" for r in jobs.values())
+    preempted = [r for r in jobs.values() if r.preemptedAttempts]
+    assert len(preempted) == 1
+    assert preempted[0].share == "team-a"
+    assert [a.cause for a in preempted[0].ordered_attempts() if a.preempted] == ["CAPACITY_RECLAIM"]
+    assert stack.dead_letters()["history"] == []
+
+
+def test_report_json_and_html(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = tmp_path / "report.html"
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({G5: 2.0}), encoding="utf-8")
+    code = quotactl(
+        stack, "report", QUEUE, "--since", "1d", "-o", "json", "--html", str(html),
+        "--prices", str(prices),
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    shares = {s["share"]: s for s in data["shares"]}
+    assert shares["team-a"]["borrowedHours"] > 0
+    assert shares["team-a"]["preemptionsByCause"] == {"CAPACITY_RECLAIM": 1}
+    assert data["total"]["jobs"] == 4
+    assert data["total"]["costOwn"] == pytest.approx(2.0 * data["total"]["ownHours"], abs=0.01)
+    page = html.read_text(encoding="utf-8")
+    # Self-contained: three usage plots, waits, preemptions; no script, no external file.
+    assert page.count("<svg") == 5
+    assert "<script" not in page
+    assert not re.search(r"(src|href)=", page)
+
+
+def test_export_replays_in_the_simulator(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(stack, "workload", "export", QUEUE, "--since", "1d") == 0
+    text = capsys.readouterr().out
+    rows = list(csv.DictReader(io.StringIO(text)))
+    needs = {r["name"]: float(r["run_time"]) for r in rows}
+    # The preempted job needs its whole run time again, not the run plus the lost attempt.
+    assert needs == {"a-own": 3600, "a-borrow": 3600, "b-own": 1800, "c-reclaims": 1200}
+    workload = tmp_path / "jobs.csv"
+    workload.write_text(text, encoding="utf-8")
+    layout = tmp_path / "quotas.yaml"
+    layout.write_text(yaml.safe_dump(guide_layout().build()), encoding="utf-8")
+    assert main(["simulate", "-f", str(layout), "--workload", str(workload), "-o", "json"]) == 0
+    simulated = json.loads(capsys.readouterr().out)
+    assert "team-a" in json.dumps(simulated)
+
+
+def test_backfill_adds_nothing_the_events_recorded(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = {r.jobId: r for r in stack.history(QUEUE)}
+    assert quotactl(stack, "history", "backfill", QUEUE) == 0
+    assert "4 listed by Batch" in capsys.readouterr().out
+    after = {r.jobId: r for r in stack.history(QUEUE)}
+    assert set(after) == set(before)
+    assert {k: (r.status, r.attempts) for k, r in after.items()} == {
+        k: (r.status, r.attempts) for k, r in before.items()
+    }
+    # `history QUEUE` still lists the change records.
+    assert quotactl(stack, "history", QUEUE) == 0
+    assert capsys.readouterr().out.startswith("AT ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["report", "nope"], "unknown job queue nope"),
+        (["workload", "export", "nope"], "unknown job queue nope"),
+        (["report", QUEUE, "--until", "2026-01-01T00:00:00Z", "--since", "1d"], "no job of"),
+        (["report", QUEUE, "--until", "yesterday"], "--until 'yesterday' is not an ISO 8601"),
+    ],
+)
+def test_bad_input_is_named(
+    stack: LocalStack, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert quotactl(stack, *argv) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["report", QUEUE, "--since", "0d"])
+    assert exited.value.code == 2
+    assert "'0d' is not a duration" in capsys.readouterr().err
+
+
+def test_a_price_missing_for_a_type_is_named(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({"ml.p4d.24xlarge": 30}), encoding="utf-8")
+    assert quotactl(stack, "report", QUEUE, "--prices", str(prices)) == 1
+    assert "no hourly price for ml.g5.xlarge (used by team-a, team-b, team-c)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_an_empty_history_says_how_to_fill_it(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.apply(DocBuilder("ml-idle").env(**g5(1)).share("team-x", "LEND", **g5(1)).build())
+    stack.run_until_idle()
+    assert quotactl(stack, "report", "ml-idle") == 1
+    err = capsys.readouterr().err
+    assert "job history of ml-idle in table local-job-history is empty" in err
+    assert "quotactl history backfill ml-idle" in err

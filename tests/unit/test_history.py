@@ -1,0 +1,119 @@
+"""The job history's merge: replayed and out-of-order events converge on one record."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from alert_builders import RECLAIM, SHARE_LIMIT, attempt_arn, queue_blocked, sqs, state_change
+from history_builders import at, lifecycle, ms
+
+from quota_controller.alerts.events import BatchEvent
+from quota_controller.history import JobRecord, from_item, merge, to_item
+from quota_controller.history_events import handle_history_batch, observation
+
+
+def _observations(events: list[dict]) -> list[JobRecord]:
+    out = [observation(BatchEvent.model_validate(e)) for e in events]
+    assert all(o is not None for o in out)
+    return [o for o in out if o is not None]
+
+
+def _fold(observations: list[JobRecord]) -> JobRecord:
+    result: JobRecord | None = None
+    for o in observations:
+        result = merge(result, o)
+    assert result is not None
+    return result
+
+
+def test_a_lifecycle_in_order_gives_the_whole_job() -> None:
+    job = _fold(_observations(lifecycle("job-a")))
+    assert job.status == "SUCCEEDED"
+    assert (job.share, job.instanceType, job.count) == ("team-a", "ml.g5.xlarge", 1)
+    assert job.submittedAt == ms(at(0))
+    assert job.firstRunnableAt == ms(at(0))
+    assert job.firstScheduledAt == ms(at(60))
+    assert job.preemptedAttempts == 1
+    first, second = job.ordered_attempts()
+    assert (first.startedAt, first.stoppedAt, first.preempted) == (ms(at(120)), ms(at(600)), True)
+    assert first.cause == "CAPACITY_RECLAIM"
+    assert (second.startedAt, second.stoppedAt, second.preempted) == (
+        ms(at(700)),
+        ms(at(4300)),
+        False,
+    )
+    assert job.ended_at() == ms(at(4300))
+    assert set(job.attempts) == {attempt_arn("job-a", 1), attempt_arn("job-a", 2)}
+
+
+def test_any_order_and_any_replay_converge_on_one_record() -> None:
+    observations = _observations(lifecycle("job-a"))
+    expected = _fold(observations)
+    rng = random.Random(7)
+    for _ in range(200):
+        shuffled = observations + rng.sample(observations, rng.randint(0, len(observations)))
+        rng.shuffle(shuffled)
+        assert _fold(shuffled) == expected
+    # Merging in a tree (two writers, each with part of the events) gives the same.
+    left, right = _fold(observations[::2]), _fold(observations[1::2])
+    assert merge(left, right) == merge(right, left) == expected
+    assert merge(expected, expected) == expected
+
+
+def test_a_stuck_reason_is_kept_and_the_status_moves_on() -> None:
+    blocked = queue_blocked("job-s", SHARE_LIMIT).at(at(30)).build()
+    running = state_change("job-s").status("RUNNING").at(at(90)).build()
+    for order in ([blocked, running], [running, blocked]):
+        job = _fold(_observations(order))
+        assert job.stuckReasons == ("MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",)
+        assert job.status == "RUNNING"
+
+
+def test_a_requeue_in_the_same_second_as_the_run_reads_as_requeued() -> None:
+    # EventBridge times are whole seconds: the preempted-attempt count orders the two.
+    running = state_change("job-p").status("RUNNING").at(at(10)).build()
+    requeued = state_change("job-p").status("RUNNABLE").summary(1, reason=RECLAIM).at(at(10))
+    job = _fold(_observations([requeued.build(), running]))
+    assert job.status == "RUNNABLE"
+
+
+def test_a_record_survives_the_table_round_trip() -> None:
+    job = _fold(_observations(lifecycle("job-a")))
+    item = json.loads(json.dumps(to_item(job, 90)))
+    assert item["endAt"] == ms(at(4300))
+    assert item["expiresAt"] == ms(at(4300)) // 1000 + 90 * 86400
+    assert from_item(item) == job
+
+
+class _MemoryStore:
+    def __init__(self) -> None:
+        self.jobs: dict[tuple[str, str], JobRecord] = {}
+        self.writes = 0
+
+    def record(self, observation: JobRecord) -> bool:
+        key = (observation.queue, observation.jobId)
+        new = merge(self.jobs.get(key), observation)
+        if new == self.jobs.get(key):
+            return False
+        self.jobs[key], self.writes = new, self.writes + 1
+        return True
+
+
+def test_a_batch_writes_each_job_once_and_a_redelivery_writes_nothing() -> None:
+    events = lifecycle("job-a") + lifecycle("job-b", share="team-b")
+    store = _MemoryStore()
+    response, outcome = handle_history_batch(sqs(*events), store)
+    assert response == {"batchItemFailures": []}
+    assert (outcome.written, store.writes) == (2, 2)
+    response, outcome = handle_history_batch(sqs(*reversed(events)), store)
+    assert (outcome.written, outcome.unchanged, store.writes) == (0, 2, 2)
+    assert store.jobs[("ml-training", "job-b")].share == "team-b"
+
+
+def test_a_malformed_record_fails_alone() -> None:
+    store = _MemoryStore()
+    batch = sqs(("bad", "{not json"), *lifecycle("job-a")[:1])
+    response, outcome = handle_history_batch(batch, store)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
+    assert outcome.written == 1

@@ -1,0 +1,98 @@
+"""quotactl report's figures and workload export on a small hand-computed history.
+
+Guide layout (3 x ml.g5.xlarge; team-a and team-b LEND_AND_BORROW, team-c LEND, 1 each), a
+10-hour window from T:
+- a1 (team-a, 2 instances) runs 0-1 h: 1 own, 1 borrowed; team-b and team-c lend 0.5 each.
+- b1 (team-b) waits 120 s, runs 2 h+120 s to 3 h and is preempted (reclaim), runs 4-5 h.
+- c1 (team-c) waits 600 s, runs 3 h+600 s to 4 h. d1 (team-c) is stuck, never runs.
+- old (team-a) ended before the window: not counted.
+"""
+
+from __future__ import annotations
+
+import pytest
+from alert_builders import RECLAIM
+from builders import guide_layout
+from history_builders import at, ms, record
+
+from quota_controller.config.model import QuotaDocument
+from quotactl.report import ReportError, build_report, percentile, workload
+
+H = 3600
+DOC = QuotaDocument.model_validate(guide_layout().build())
+SINCE, UNTIL = ms(at(0)), ms(at(10 * H))
+RECORDS = [
+    record("a1").share("team-a").type("ml.g5.xlarge", 2).submitted(0, 0).ran(0, H)
+    .status("SUCCEEDED", H).build(),
+    record("b1").share("team-b").submitted(2 * H, 2 * H + 120)
+    .ran(2 * H + 120, 3 * H, preempted=RECLAIM).ran(4 * H, 5 * H)
+    .status("SUCCEEDED", 5 * H).build(),
+    record("c1").share("team-c").submitted(3 * H, 3 * H + 600).ran(3 * H + 600, 4 * H)
+    .status("SUCCEEDED", 4 * H).build(),
+    record("d1").share("team-c").submitted(6 * H)
+    .status("RUNNABLE", 6 * H, "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - x")
+    .stuck("MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED").build(),
+    record("old").share("team-a").submitted(-3 * H, -3 * H).ran(-3 * H, -2 * H)
+    .status("SUCCEEDED", -2 * H).build(),
+]  # fmt: skip
+
+
+def _by_share(prices: dict[str, float] | None = None) -> dict[str, dict]:
+    report = build_report("ml-training", RECORDS, DOC, SINCE, UNTIL, prices)
+    return {f.share: f.rounded() for f in [*report.shares, report.total]}
+
+
+def test_usage_own_borrowed_lent_and_idle_per_share() -> None:
+    figures = _by_share()
+    got = {
+        s: (f["jobs"], f["quotaHours"], f["ownHours"], f["borrowedHours"], f["lentHours"],
+            f["idleHours"])
+        for s, f in figures.items()
+    }  # fmt: skip
+    assert got == {
+        "team-a": (1, 10.0, 1.0, 1.0, 0.0, 9.0),
+        "team-b": (1, 10.0, 1.967, 0.0, 0.5, 7.533),
+        "team-c": (2, 10.0, 0.833, 0.0, 0.5, 8.667),
+        "TOTAL": (4, 30.0, 3.8, 1.0, 1.0, 25.2),
+    }
+
+
+def test_waits_preemptions_and_stuck_jobs() -> None:
+    figures = _by_share()
+    assert (figures["team-b"]["waitP50Seconds"], figures["team-c"]["waitP95Seconds"]) == (120, 600)
+    assert (figures["TOTAL"]["waitP50Seconds"], figures["TOTAL"]["waitP95Seconds"]) == (120, 600)
+    assert figures["team-b"]["preemptionsByCause"] == {"CAPACITY_RECLAIM": 1}
+    assert figures["team-b"]["preemptedHours"] == 0.967
+    assert figures["TOTAL"]["preemptions"] == 1
+    assert figures["team-c"]["stuckJobs"] == 1
+    assert figures["TOTAL"]["stuckByReason"] == {
+        "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED": 1
+    }
+
+
+def test_showback_splits_cost_into_own_and_borrowed() -> None:
+    figures = _by_share({"ml.g5.xlarge": 1.5})
+    assert (figures["team-a"]["costOwn"], figures["team-a"]["costBorrowed"]) == (1.5, 1.5)
+    assert figures["TOTAL"]["costOwn"] == pytest.approx(5.7)
+
+
+def test_a_price_missing_for_a_used_type_is_named() -> None:
+    with pytest.raises(ReportError, match=r"no hourly price for ml.g5.xlarge \(used by team-a"):
+        build_report("ml-training", RECORDS, DOC, SINCE, UNTIL, {"ml.p4d.24xlarge": 30.0})
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([0, 120, 600], 0.5) == 120
+    assert percentile([5], 0.95) == 5
+    assert percentile([], 0.5) is None
+
+
+def test_export_needs_the_run_time_without_preempted_attempts() -> None:
+    exported = workload(RECORDS, SINCE, UNTIL)
+    rows = [(j.share, j.submit_time, j.count, j.run_time) for j in exported.jobs]
+    assert rows == [
+        ("team-a", 0, 2, 3600),
+        ("team-b", 2 * H, 1, 3600),  # the second attempt, not the preempted 3480 s
+        ("team-c", 3 * H, 1, 3000),
+    ]
+    assert exported.skipped == {"not finished": 1}
