@@ -62,7 +62,6 @@ class HistoryDetail(JobDetail):
     fields only the history reads."""
 
     scheduledAt: int | None = None
-    preemptionConfiguration: dict[str, Any] | None = None
 
     _ms_scheduled = field_validator("scheduledAt", mode="before")(epoch_ms)
 
@@ -165,7 +164,8 @@ def observe(
             ),
         )
     usage = detail.capacityUsage[0] if detail.capacityUsage else None
-    retries = (detail.preemptionConfiguration or {}).get("preemptionRetriesBeforeTermination")
+    config = detail.preemptionConfiguration
+    retries = config.preemptionRetriesBeforeTermination if config else None
     code = stuck_code(detail.statusReason or "") if state == "RUNNABLE" else None
     return JobRecord(
         queue=queue,
