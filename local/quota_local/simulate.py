@@ -438,7 +438,9 @@ def generate_workload(
 def write_workload(jobs: Sequence[WorkloadJob]) -> str:
     """A workload as CSV text (what `read_workload` reads)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
+    # "\n", not the csv module's "\r\n": the file is text on every platform, and printed by
+    # quotactl (which shows a carriage return escaped) it must stay a CSV file.
+    writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(COLUMNS)
     for j in jobs:
         writer.writerow(

@@ -147,7 +147,7 @@ def assert_every_publish_fits(stack: LocalStack) -> None:
     for envelope in raw_envelopes(stack):
         alert = json.loads(envelope["Message"])
         assert len(json.dumps(alert).encode()) < SNS_LIMIT
-    assert stack.dead_letters() == {"stream": [], "requeue": [], "alert": []}
+    assert stack.dead_letters() == {"stream": [], "requeue": [], "alert": [], "history": []}
 
 
 @pytest.mark.parametrize("names", [[48_000], [60_000] * 4], ids=["one-48KB-name", "four-60KB"])
