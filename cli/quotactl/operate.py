@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -148,9 +149,9 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_FAILED
     if args.output == "table":
-        _print_preview(preview, out)
+        _print_preview(preview, args, out)
     else:
-        render.data(_preview_data(preview), args.output, out)
+        render.data(_preview_data(preview, args), args.output, out)
     return EXIT_OK
 
 
@@ -211,11 +212,17 @@ def _risk_data(risk: Risk) -> dict[str, Any]:
     }
 
 
-def _approve_command(queue: str, change: str | None) -> str | None:
-    return f"quotactl approve {queue} {change}" if change else None
+def hint(args: argparse.Namespace, *words: str) -> str:
+    """A quotactl command line to print as a next step, with the where-to options this one was
+    given (`--local`, `--table`, ...), so it runs as printed."""
+    return shlex.join(["quotactl", *words, *aws.where_options(args)])
 
 
-def _preview_data(p: Preview) -> dict[str, Any]:
+def _approve_command(args: argparse.Namespace, queue: str, change: str | None) -> str | None:
+    return hint(args, "approve", queue, change) if change else None
+
+
+def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
     blocked = any(g.decision == "blocked" for g in p.decided)
     return {
         "jobQueue": p.queue,
@@ -242,7 +249,7 @@ def _preview_data(p: Preview) -> dict[str, Any]:
         "waits": list(p.the_plan.waits),
         "conflicts": list(p.the_plan.conflicts),
         "heldChange": p.held_change,
-        "approveCommand": _approve_command(p.queue, p.held_change) if blocked else None,
+        "approveCommand": _approve_command(args, p.queue, p.held_change) if blocked else None,
         "keptItems": list(p.write.kept),
         "prunedItems": list(p.write.deletes),
         "problems": p.problems,
@@ -250,7 +257,7 @@ def _preview_data(p: Preview) -> dict[str, Any]:
     }
 
 
-def _print_preview(p: Preview, out: TextIO) -> None:
+def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
     actions = p.the_plan.actions
     print(
         f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
@@ -289,10 +296,8 @@ def _print_preview(p: Preview, out: TextIO) -> None:
             if g.reason:
                 print(f"    {g.reason}", file=out)
         if any(g.decision == "blocked" for g in p.decided):
-            print(
-                f"  To approve change {p.held_change}: {_approve_command(p.queue, p.held_change)}",
-                file=out,
-            )
+            approve = _approve_command(args, p.queue, p.held_change)
+            print(f"  To approve change {p.held_change}: {approve}", file=out)
         elif p.held_change and any(g.decision == "apply-with-warning" for g in p.decided):
             print(
                 "  The jobs above are expected to be preempted when this is applied "
@@ -424,7 +429,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     elif not args.dry_run:
         print(
             f"The reconciler picks this up from the table's stream; follow it with "
-            f"`quotactl status {queue}`.",
+            f"`{hint(args, 'status', queue)}`.",
             file=out,
         )
     return EXIT_OK
@@ -455,7 +460,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     for n, view in enumerate(views):
         if n:
             print(file=out)
-        _print_status(view, out, conditions=args.conditions)
+        _print_status(view, args, out, conditions=args.conditions)
     return EXIT_OK
 
 
@@ -463,7 +468,9 @@ def _exists(view: Mapping[str, Any]) -> bool:
     return bool(view["configured"] or view["conditions"] or view["shares"])
 
 
-def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = False) -> None:
+def _print_status(
+    view: Mapping[str, Any], args: argparse.Namespace, out: TextIO, *, conditions: bool = False
+) -> None:
     queue = view["jobQueue"]
     if not view["configured"] and view.get("configItems"):
         items = ", ".join(view["configItems"])
@@ -509,7 +516,7 @@ def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = Fa
         for reason in held.get("reasons", []):
             print(f"  {reason}", file=out)
         if held.get("decision") == "blocked":
-            print(f"  approve it: quotactl approve {queue} {held.get('id')}", file=out)
+            print(f"  approve it: {hint(args, 'approve', queue, str(held.get('id')))}", file=out)
     if view.get("lastError"):
         print(f"Last error: {view['lastError']}", file=out)
     _print_list("Config errors:", view.get("errors") or [], out)
@@ -637,7 +644,7 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     if args.output != "table":
         render.data(_reconcile_data(result, target), args.output, out)
     else:
-        _print_reconcile(result, target, out)
+        _print_reconcile(result, target, args, out)
     if result.outcome in ("failed", "rejected", "absent"):
         return EXIT_FAILED
     return EXIT_OK
@@ -686,7 +693,9 @@ _OUTCOME_TEXT = {
 }
 
 
-def _print_reconcile(result: ReconcileResult, target: aws.Target, out: TextIO) -> None:
+def _print_reconcile(
+    result: ReconcileResult, target: aws.Target, args: argparse.Namespace, out: TextIO
+) -> None:
     print(
         f"Reconcile of job queue {result.queue} ({target.where()}): "
         f"{_OUTCOME_TEXT.get(result.outcome, result.outcome)}",
@@ -711,7 +720,7 @@ def _print_reconcile(result: ReconcileResult, target: aws.Target, out: TextIO) -
     if any(g.decision == "blocked" for g in result.held):
         print(
             f"To approve change {result.held_change}: "
-            f"{_approve_command(result.queue, result.held_change)}",
+            f"{_approve_command(args, result.queue, result.held_change)}",
             file=out,
         )
     _print_list("Waiting for:", result.waits, out)
@@ -801,7 +810,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         if held.get("jobs"):
             print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
     print(
-        f"The reconciler applies it on its next run; `quotactl reconcile {queue}` runs it now.",
+        f"The reconciler applies it on its next run; `{hint(args, 'reconcile', queue)}` runs "
+        "it now.",
         file=out,
     )
     return EXIT_OK

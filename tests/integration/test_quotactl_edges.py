@@ -1,0 +1,90 @@
+"""Rough edges a new user hits with quotactl (issue 16), each through the real CLI entry point
+against a local stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import guide_layout
+
+from quota_local.stack import LocalStack
+from quotactl.main import main
+
+QUEUE = "ml-training"
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+    """A server-mode stack recorded in the state file as `local up` records itself, so
+    `--local` reaches it (this process is the live pid)."""
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+    with LocalStack(server=True) as stack:
+        state = {
+            "endpoint": stack.endpoint_url,
+            "region": stack.region,
+            "table": stack.table_name,
+            "alertsQueue": stack.alerts_url,
+            "pid": os.getpid(),
+        }
+        (tmp_path / "local.json").write_text(json.dumps(state), encoding="utf-8")
+        yield stack
+
+
+def write_doc(tmp_path: Path, doc: dict[str, Any], name: str = "quotas.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+def team_b_at(limit: int, **fields: Any) -> dict[str, Any]:
+    doc = guide_layout().set(**fields).build()
+    doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = limit
+    return doc
+
+
+def hinted(text: str, command: str) -> list[str]:
+    """The `quotactl COMMAND ...` line printed as a next step, as argv for main()."""
+    line = next(part for part in text.split("`") if part.startswith(f"quotactl {command} "))
+    return shlex.split(line)[1:]
+
+
+def approve_line(text: str) -> list[str]:
+    start = text.index("quotactl approve ")
+    return shlex.split(text[start:].splitlines()[0])[1:]
+
+
+# -- 2. next-step hints run as printed ----------------------------------------------------------
+
+
+def test_hints_printed_in_local_mode_run_as_printed(
+    served: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["apply", "-f", write_doc(tmp_path, team_b_at(2)), "--local"]) == 0
+    status = hinted(capsys.readouterr().out, "status")
+    assert status == ["status", QUEUE, "--local"]
+    served.advance(120)
+    for n in range(2):
+        job = served.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name=f"train-{n}")
+        served.emulator.set_job_status(job, "RUNNING")
+    lowered = write_doc(tmp_path, team_b_at(1, reductionPolicy="block"), "lowered.yaml")
+
+    assert main(["plan", "-f", lowered, "--local"]) == 0
+    assert approve_line(capsys.readouterr().out)[-1] == "--local"
+    assert main(["apply", "-f", lowered, "--local"]) == 0
+    capsys.readouterr()
+    served.advance(60)
+    assert main(status) == 0, "the hint of apply runs as printed"
+    approve = approve_line(capsys.readouterr().out)
+    assert approve[-1] == "--local"
+    assert main(approve) == 0, "the hint of status runs as printed"
+    reconcile = hinted(capsys.readouterr().out, "reconcile")
+    assert reconcile == ["reconcile", QUEUE, "--local"]
+    assert main(reconcile) == 0, "the hint of approve runs as printed"
+    assert "UpdateQuotaShare" in capsys.readouterr().out
