@@ -6,11 +6,12 @@ Exit codes: 0 success, 1 invalid input or a failed operation, 2 usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from quota_controller.capacity import share_capacities
 from quota_controller.config import Problem
@@ -199,10 +200,54 @@ def _add_operator_commands(sub: Any) -> None:
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
 
 
+class ClosedPipeSafe:
+    """stdout that outlives its reader (`quotactl validate ... | head -1`): once a write finds
+    the pipe closed, the rest goes to /dev/null and the command runs on, so its exit code is
+    still its own (an invalid file is exit 1, also under `set -o pipefail`)."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        """Write, unless the reader went away."""
+        if not self.reader_gone:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush, unless the reader went away."""
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        self.reader_gone = True
+        # What is still buffered goes nowhere, also when Python flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run quotactl; returns the process exit code."""
     args = _parser().parse_args(argv)
-    out = sys.stdout
+    guarded = ClosedPipeSafe(sys.stdout)
+    out = cast(TextIO, guarded)
+    try:
+        return _run(args, out)
+    finally:
+        guarded.flush()
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         if args.command == "validate":
             return cmd_validate(args.files, args.output, args.quiet, out)
@@ -263,10 +308,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("quotactl: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # The reader (e.g. `head`) went away; that is not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
     return EXIT_USAGE
 
 

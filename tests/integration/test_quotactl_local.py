@@ -341,3 +341,29 @@ def test_local_submit_puts_a_training_job_in_a_share(
         main([*submit, "--instance-type", "ml.g5.xlarge", "--count", "0"])
     assert exit_.value.code == 2
     assert "'0' is not a whole number 1-10000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_local_up_stopped_exits_130_promptly(tmp_path: Path, stop: signal.Signals) -> None:
+    state = tmp_path / "local.json"
+    env = {**os.environ, "QUOTACTL_LOCAL_STATE": str(state)}
+    up = subprocess.Popen(
+        [str(QUOTACTL), "local", "up"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert up.stderr is not None
+    deadline = time.monotonic() + 60
+    while not state.exists():
+        assert up.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    up.send_signal(stop)
+    assert up.stderr.readline() == "local stack stopped\n"
+    stopped = time.monotonic()
+    assert up.wait(timeout=30) == 130, "interrupted, as the exit codes in docs/cli.md say"
+    # Once it says so, it is gone (it took over a second finalising moto's objects).
+    assert time.monotonic() - stopped < 0.8
+    assert "Traceback" not in up.stderr.read()

@@ -6,6 +6,7 @@ Exit codes: 0 every file valid (warnings allowed), 1 any file invalid or unreada
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -478,3 +479,47 @@ def test_console_script_never_prints_a_traceback(write: Callable[[str, str], str
     assert result.returncode == 1
     assert f"{nul}: invalid (1 error)" in result.stdout
     assert f"{key}: invalid (1 error)" in result.stdout
+
+
+INTERRUPT_IMPORT = """
+import sys
+
+
+class Interrupt:
+    # Ctrl-C while boto3 imports: the first import of it raises KeyboardInterrupt.
+    def find_spec(self, name, path=None, target=None):
+        if name == "boto3":
+            raise KeyboardInterrupt
+        return None
+
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+def test_ctrl_c_while_modules_import_is_exit_130_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_IMPORT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    result = subprocess.run(
+        [str(QUOTACTL), "validate", str(EXAMPLE)], env=env, capture_output=True, text=True
+    )
+
+    assert (result.returncode, result.stderr) == (130, "quotactl: interrupted\n")
+
+
+def test_a_closed_pipe_keeps_the_exit_code_of_the_command(tmp_path: Path) -> None:
+    """`quotactl validate $(...) | head -1` under pipefail: the invalid files still fail it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(INVALID_TEXT, encoding="utf-8")
+    files = [str(bad)] * 300  # more output than the pipe and stdout's buffer hold
+    for argv in (["validate", *files], ["validate", *files, "-o", "json"]):
+        reader = subprocess.Popen(
+            [str(QUOTACTL), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert reader.stdout is not None
+        assert reader.stderr is not None
+        reader.stdout.close()  # `head` read its line and went away
+        err = reader.stderr.read().decode()
+        assert reader.wait(timeout=60) == 1, err
+        assert err == ""
