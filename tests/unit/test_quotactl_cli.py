@@ -9,9 +9,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -523,3 +524,78 @@ def test_a_closed_pipe_keeps_the_exit_code_of_the_command(tmp_path: Path) -> Non
         err = reader.stderr.read().decode()
         assert reader.wait(timeout=60) == 1, err
         assert err == ""
+
+
+WORKLOAD = str(EXAMPLE.parent / "workload.csv")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["validate"], ["explain"], ["simulate", "--workload", WORKLOAD]],
+    ids=["validate", "explain", "simulate"],
+)
+def test_a_document_is_taken_as_file_or_with_f(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    positional = run([*command, str(EXAMPLE)], capsys)
+    option = run([*command, "-f", str(EXAMPLE)], capsys)
+    assert positional[0] == 0
+    assert positional == option
+
+
+@pytest.mark.parametrize("command", ["plan", "apply"])
+def test_plan_and_apply_take_the_file_either_way(
+    command: str, write: Callable[[str, str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write("bad.yaml", INVALID_TEXT)
+    # An invalid file is refused before anything is read from AWS, in both forms.
+    assert run([command, bad], capsys) == run([command, "-f", bad], capsys)
+    code, _, err = run([command, bad], capsys)
+    assert code == 1
+    assert f"{bad}: invalid (1 error)" in err
+
+
+@pytest.mark.parametrize("command", ["explain", "plan", "apply"])
+def test_the_document_missing_or_given_twice_is_a_usage_error_naming_both_forms(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as missing:
+        main([command])
+    assert missing.value.code == 2
+    assert "give it as FILE or -f FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as twice:
+        main([command, "a.yaml", "-f", "b.yaml"])
+    assert twice.value.code == 2
+    assert "given twice (a.yaml and -f b.yaml)" in capsys.readouterr().err
+
+
+def subcommands(parser: Any, prefix: str = "quotactl") -> Iterator[tuple[str, Any]]:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield f"{prefix} {name}", child
+                yield from subcommands(child, f"{prefix} {name}")
+
+
+def test_every_option_has_help_and_names_its_default() -> None:
+    from quotactl.main import _parser
+
+    missing, undefaulted = [], []
+    for name, parser in subcommands(_parser()):
+        text = parser.format_help()
+        for action in parser._actions:
+            if action.dest == "help" or action.__class__.__name__ == "_SubParsersAction":
+                continue
+            label = f"{name} {'/'.join(action.option_strings) or action.metavar}"
+            if not action.help:
+                missing.append(label)
+            default = action.default
+            shown = parser._get_formatter()._expand_help(action) if action.help else ""
+            defaulted = action.option_strings and default not in (None, False, [])
+            if defaulted and "default" not in shown:
+                undefaulted.append(label)
+        assert "usage:" in text
+    assert missing == []
+    assert undefaulted == []
