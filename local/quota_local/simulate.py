@@ -88,17 +88,33 @@ def read_workload(text: str, source: str = "workload") -> list[WorkloadJob]:
     problems: list[str] = []
     unknown = [c for c in header if c not in COLUMNS]
     missing = [c for c in REQUIRED if c not in header]
-    if unknown:
+    if len(header) == 1 and ";" in header[0]:
         problems.append(
-            f"{source}:1: unknown column(s) {', '.join(unknown)} (allowed: {', '.join(COLUMNS)})"
+            f"{source}:1: the columns are separated by ';': separate them with ',' "
+            f"({','.join(COLUMNS)})"
         )
-    if missing:
+    elif unknown:
+        problems.append(
+            f"{source}:1: unknown column(s) {', '.join(repr(c) for c in unknown)}"
+            + _header_hint(unknown)
+            + f" (allowed: {', '.join(COLUMNS)})"
+        )
+    if missing and not problems:
         problems.append(f"{source}:1: missing column(s) {', '.join(missing)}")
     if problems:
         raise WorkloadError("\n".join(problems))
     jobs: list[WorkloadJob] = []
+    rows = 0
     for line, row in enumerate(reader, start=2):
+        rows += 1
         fields = _Fields(row, f"{source}:{line}")
+        extra = row.pop(None, None)
+        if extra:
+            problems.append(
+                f"{fields.where}: {len(header) + len(extra)} fields, but the header names "
+                f"{len(header)} ({', '.join(header)}): remove the extra ones"
+            )
+            continue
         submit = fields.number("submit_time", float, 0)
         count = fields.number("count", int, 1)
         run_time = fields.number("run_time", float, 0)
@@ -113,12 +129,23 @@ def read_workload(text: str, source: str = "workload") -> list[WorkloadJob]:
             continue
         name = fields.text("name", required=False)
         jobs.append(WorkloadJob(submit, share, unit, count, run_time, priority, name, retries))
+    if not rows and not problems:
+        problems.append(f"{source}: no jobs: the file has a header and no rows")
     if problems:
         raise WorkloadError(
             "\n".join(problems[:50])
             + (f"\n... {len(problems) - 50} more" if len(problems) > 50 else "")
         )
     return jobs
+
+
+def _header_hint(unknown: Sequence[str]) -> str:
+    """What a column name was meant to be, when only spaces or case set it apart."""
+    meant = {c: c.strip().lower().replace(" ", "_") for c in unknown}
+    fixes = [f"{c!r} -> {m!r}" for c, m in meant.items() if m in COLUMNS]
+    if not fixes:
+        return ""
+    return f": column names are lower case, with no spaces around the commas ({', '.join(fixes)})"
 
 
 class _Fields:

@@ -130,3 +130,56 @@ def test_a_mistyped_instance_type_is_warned_about(
         "they can never run (stuck)"
     ]
     assert sum(s["stuck"] for s in layout["shares"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("header", "hint"),
+    [
+        (
+            "submit_time, share, instance_type, count, run_time",
+            "no spaces around the commas (' share' -> 'share'",
+        ),
+        ("Submit_Time,Share,Instance_Type,Count,Run_Time", "lower case"),
+        (
+            "submit_time;share;instance_type;count;run_time",
+            "the columns are separated by ';': separate them with ','",
+        ),
+    ],
+    ids=["spaces", "case", "semicolons"],
+)
+def test_a_workload_header_that_is_nearly_right_says_how_to_fix_it(
+    header: str, hint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    row = "0,team-a,ml.g5.xlarge,1,60" if ";" not in header else "0;team-a;ml.g5.xlarge;1;60"
+    jobs.write_text(f"{header}\n{row}\n", encoding="utf-8")
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs)]) == 1
+    err = capsys.readouterr().err
+    assert f"{jobs}:1: " in err
+    assert hint in err
+
+
+def test_a_workload_row_with_more_fields_than_the_header_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "submit_time,share,instance_type,count,run_time\n0,team-a,ml.g5.xlarge,1,60,5,nightly\n",
+        encoding="utf-8",
+    )
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs)]) == 1
+    assert f"{jobs}:2: 7 fields, but the header names 5" in capsys.readouterr().err
+
+
+def test_a_workload_without_jobs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_time,share,instance_type,count,run_time\n", encoding="utf-8")
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs)]) == 1
+    captured = capsys.readouterr()
+    assert f"{jobs}: no jobs: the file has a header and no rows" in captured.err
+    assert captured.out == ""
