@@ -88,3 +88,20 @@ def test_hints_printed_in_local_mode_run_as_printed(
     assert reconcile == ["reconcile", QUEUE, "--local"]
     assert main(reconcile) == 0, "the hint of approve runs as printed"
     assert "UpdateQuotaShare" in capsys.readouterr().out
+
+
+# -- 10. JOB_STUCK names the instance type the environment lacks ---------------------------------
+
+
+def test_a_job_for_an_instance_type_the_environment_lacks_is_alerted_naming_it() -> None:
+    with LocalStack() as stack:
+        stack.apply(guide_layout().build())
+        stack.advance(120)
+        stack.submit_job(QUEUE, "team-a", "ml.p4d.24xlarge", 1, name="typo")
+        stack.advance(30)
+        stuck = [a for a in stack.alerts() if a["kind"] == "JOB_STUCK"]
+    assert [a["summary"] for a in stuck] == [
+        "1 job(s) of team-a can never run: needs ml.p4d.24xlarge, which the service "
+        "environment has no capacity limit for"
+    ]
+    assert "ml.g5.xlarge" in stuck[0]["nextSteps"][0]

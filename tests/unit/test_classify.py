@@ -1045,9 +1045,17 @@ def test_failed_jobs_make_the_alert_critical(
             observation(reason=ENV_LIMIT, stuck=True, usage={G5: 5.0}),
             context(),
             "1 job(s) of team-a can never run: needs more instances than the service "
-            "environment has",
+            "environment has: 5 x ml.g5.xlarge (the environment has 3)",
             ["The job needs 5 x ml.g5.xlarge", ENV_LIMIT],
             id="stuck-environment",
+        ),
+        pytest.param(
+            observation(reason=ENV_LIMIT, stuck=True, usage={"ml.p4d.24xlarge": 1.0}),
+            context(),
+            "1 job(s) of team-a can never run: needs ml.p4d.24xlarge, which the service "
+            "environment has no capacity limit for",
+            ["The job needs 1 x ml.p4d.24xlarge", ENV_LIMIT],
+            id="stuck-environment-lacks-the-instance-type",
         ),
     ],
 )
