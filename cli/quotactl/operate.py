@@ -156,8 +156,6 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | list[str]:
-    from quota_controller.batch_gateway import BotoBatchGateway
-
     queue = valid.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
@@ -170,15 +168,10 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
     assembled, report = validate_items(queue, _after_write(items, write))
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
-    status = {
-        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
-    }
-    desired = desired_state(queue, report, status, assembled)
-    policies, environments = names_to_observe(desired)
-    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    desired, observed, the_plan, batch = _plan_against_batch(
+        queue, target, items, assembled, report
+    )
     with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
-        observed = batch.observe(queue, policies, environments)
-        the_plan = plan(desired, observed, batch.scope)
         decided, held = guard_plan(the_plan, desired, observed, batch)
     return Preview(
         queue,
@@ -191,6 +184,29 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
         problems=[assembled.describe(p) for p in report.errors],
         warnings=[str(w) for w in report.warnings],
     )
+
+
+def _plan_against_batch(
+    queue: str,
+    target: aws.Target,
+    items: list[dict[str, Any]],
+    assembled: Any,
+    report: Any,
+) -> tuple[Any, Any, Plan, Any]:
+    """The reconciler's plan for the config `report` validated, against what AWS Batch has:
+    (desired, observed, plan, gateway). Status items supply the names last managed."""
+    from quota_controller.batch_gateway import BotoBatchGateway
+
+    status = {
+        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+    }
+    desired = desired_state(queue, report, status, assembled)
+    policies, environments = names_to_observe(desired)
+    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
+        observed = batch.observe(queue, policies, environments)
+        the_plan = plan(desired, observed, batch.scope)
+    return desired, observed, the_plan, batch
 
 
 def _job_data(job: ActiveJob) -> dict[str, Any]:
@@ -259,11 +275,21 @@ def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
 
 def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
     actions = p.the_plan.actions
-    print(
-        f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
-        f"{_plural(len(actions), 'action')}, {_plural(len(p.the_plan.waits), 'wait')}",
-        file=out,
-    )
+    conflicts = p.the_plan.conflicts
+    if conflicts:
+        # Nothing is applied while one stands, so the waits behind it never come: say that first.
+        print(
+            f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+            f"{_plural(len(conflicts), 'conflict')}, nothing would be applied",
+            file=out,
+        )
+        _print_list("Conflicts (fix the file; no request and no retry can):", conflicts, out)
+    else:
+        print(
+            f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+            f"{_plural(len(actions), 'action')}, {_plural(len(p.the_plan.waits), 'wait')}",
+            file=out,
+        )
     if p.the_plan.converged:
         print("No changes: AWS Batch already matches the file.", file=out)
     if p.decided:
@@ -278,12 +304,8 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
             for n, g in enumerate(p.decided, 1)
         ]
         render.table(rows, ["#", "operation", "resource", "decision", "summary"], out)
-    _print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
-    _print_list(
-        "Conflicts (the reconciler applies nothing until they are fixed):",
-        p.the_plan.conflicts,
-        out,
-    )
+    if not conflicts:
+        _print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
     risky = [g for g in p.decided if g.risks or g.decision != "apply"]
     if risky:
         print("Impact on running jobs:", file=out)
@@ -379,6 +401,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
         if write.kept:
             print("  run with --prune to delete the share items not in the file", file=sys.stderr)
         return EXIT_FAILED
+    conflicts = _apply_conflicts(queue, target, existing, assembled, merged)
     if not args.dry_run and (write.puts or write.deletes):
         try:
             with aws.failure(f"write job queue {queue} to {target.where()}"):
@@ -401,10 +424,12 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
                 "unchanged": list(write.unchanged),
                 "kept": list(write.kept),
                 "warnings": valid.warnings,
+                "conflicts": conflicts,
             },
             args.output,
             out,
         )
+        _warn_conflicts(queue, conflicts, args)
         return EXIT_OK
     verb = {"written": "would write", "deleted": "would delete"} if args.dry_run else {}
     rows = [{"item": k, "result": verb.get("written", "written")} for k in written]
@@ -424,6 +449,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
             f"run with --prune to delete {'it' if one else 'them'}",
             file=out,
         )
+    _warn_conflicts(queue, conflicts, args)
     if not write.puts and not write.deletes:
         print("Nothing to write: the table already holds this document.", file=out)
     elif not args.dry_run:
@@ -433,6 +459,35 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     return EXIT_OK
+
+
+def _apply_conflicts(
+    queue: str, target: aws.Target, existing: Sequence[Any], assembled: Any, merged: Any
+) -> list[str]:
+    """Conflicts the reconciler would find for the config `apply` writes (a resource another
+    queue's document manages, say): it would apply nothing. A Batch read refused (apply itself
+    needs no Batch permission) only skips the check, with a note."""
+    try:
+        _, _, the_plan, _ = _plan_against_batch(
+            queue, target, [plain(i) for i in existing], assembled, merged
+        )
+    except aws.AwsError as exc:
+        print(f"note: not checked against AWS Batch for conflicts: {exc}", file=sys.stderr)
+        return []
+    return list(the_plan.conflicts)
+
+
+def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespace) -> None:
+    if not conflicts:
+        return
+    verb = "would apply" if args.dry_run else "will apply"
+    print(
+        f"warning: the reconciler {verb} nothing to job queue {queue} while this conflict "
+        f"stands (fix the file, then apply it again; `{hint(args, 'plan', args.file)}` shows it):",
+        file=sys.stderr,
+    )
+    for conflict in conflicts:
+        print(f"  - {conflict}", file=sys.stderr)
 
 
 # -- status ------------------------------------------------------------------------------------

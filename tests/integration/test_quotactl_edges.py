@@ -105,3 +105,49 @@ def test_a_job_for_an_instance_type_the_environment_lacks_is_alerted_naming_it()
         "environment has no capacity limit for"
     ]
     assert "ml.g5.xlarge" in stuck[0]["nextSteps"][0]
+
+
+# -- 1. a conflict: one alert with the right advice; plan shows it first; apply warns ------------
+
+
+def test_a_queue_naming_another_queues_environment_is_one_conflict_said_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = (
+        guide_layout()
+        .queue(jobQueueName="other")
+        .set(
+            serviceEnvironment={
+                "serviceEnvironmentName": "ml-training-env",
+                "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 3}],
+            }
+        )
+        .build()
+    )
+    path = write_doc(tmp_path, other, "other.yaml")
+    with LocalStack() as stack:
+        stack.apply(guide_layout().build())
+        stack.advance(120)
+        stack.alerts()
+        capsys.readouterr()
+
+        assert main(["plan", path, "--table", stack.table_name]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].endswith("1 conflict, nothing would be applied")
+        assert lines[1].startswith("Conflicts")
+        assert "service environment ml-training-env is managed by job queue ml-training" in lines[2]
+        assert not any(line.startswith("Waiting for") for line in lines), lines
+
+        assert main(["apply", path, "--table", stack.table_name]) == 0
+        err = capsys.readouterr().err
+        assert "warning: the reconciler will apply nothing to job queue other" in err
+        assert "managed by job queue ml-training" in err
+
+        stack.advance(60)
+        failed = [a for a in stack.alerts() if a["kind"] == "RECONCILE_FAILED"]
+    assert len(failed) == 1, [a["summary"] for a in failed]
+    (alert,) = failed
+    assert alert["jobQueue"] == "other"
+    assert "managed by job queue ml-training" in alert["summary"]
+    assert "retrying does not clear it" in alert["nextSteps"][0]
+    assert not any("retries" in step for step in alert["nextSteps"])

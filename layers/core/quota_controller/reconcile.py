@@ -394,12 +394,16 @@ class _Run:
                 jobQueue=self.queue,
                 summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
                 detail="\n".join(conflicts),
-                nextSteps=["Change the config as the message says; nothing was applied"],
+                nextSteps=[
+                    "Change the config as the message says: nothing is applied while the "
+                    "conflict stands, and retrying does not clear it",
+                ],
                 occurredAt=self.stamp,
                 dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
             )
         )
-        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts))
+        # Alerted above, with the advice a conflict needs: not again as a failed request.
+        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
         self.result.outcome = "failed"
         self.result.requeue_after = None
         return self.result
@@ -412,10 +416,12 @@ class _Run:
         the_plan: Plan,
         decided: list[GuardedAction],
         failure: str | None,
+        *,
+        announced: bool = False,
     ) -> None:
         result = self.result
         held = [g for g in decided if not g.applies]
-        if failure:
+        if failure and not announced:
             self._publish(
                 Alert(
                     kind="RECONCILE_FAILED",
