@@ -13,6 +13,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -191,7 +192,9 @@ def run_up(
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
-    with LocalStack(server=True, port=port, variants=chosen) as stack:
+    # The stack's clock starts now (a LocalStack in tests starts at a fixed time instead).
+    start = datetime.now(UTC).replace(microsecond=0)
+    with LocalStack(server=True, port=port, variants=chosen, start=start) as stack:
         state = {
             "endpoint": stack.endpoint_url,
             "region": stack.region,
@@ -208,9 +211,12 @@ def run_up(
             changed = _not_default(stack.variants)
             if changed:
                 print(f"emulator variants not at their default: {changed}", file=out, flush=True)
+            clock = f"clock from {start.isoformat().replace('+00:00', 'Z')}" + (
+                f", {speed:g} times real time" if speed != 1 else ""
+            )
             print(
-                f"local stack listening on {stack.endpoint_url} (table {stack.table_name}); "
-                f"state in {path}. In another shell, add --local to a command: "
+                f"local stack listening on {stack.endpoint_url} (table {stack.table_name}, "
+                f"{clock}); state in {path}. In another shell, add --local to a command: "
                 "`quotactl status --local`. Ctrl-C stops it.",
                 file=out,
                 flush=True,

@@ -32,6 +32,7 @@ from quota_controller.desired import desired_state, guard_plan, names_to_observe
 from quota_controller.impact import ActiveJob, GuardedAction, Risk
 from quota_controller.planner import Plan, plan
 from quota_controller.ports import Clock
+from quota_controller.principals import display_name
 from quota_controller.reconcile import Deps, ReconcileResult, reconcile
 from quota_controller.status import CONDITION_TYPES, QUEUE_STATUS, STATUS_PREFIX
 from quota_controller.status_view import status_view
@@ -75,13 +76,20 @@ def _stamp(clock: Clock) -> str:
 
 
 def _who(args: argparse.Namespace, target: aws.Target) -> str:
-    """`--by`, else the caller's ARN, else the local user name."""
+    """`--by`, else the caller's ARN, else the local user name (with `--local` the caller is
+    moto's stand-in, `arn:aws:sts::123456789012:user/moto`: the user name belongs there)."""
     if getattr(args, "by", None):
         return str(args.by)
+    if getattr(args, "local", False):
+        return _local_user()
     try:
         return target.caller.arn
     except aws.AwsError:
-        return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+        return _local_user()
+
+
+def _local_user() -> str:
+    return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
 
 
 def _invalid_file(path: str, fmt: str, out: TextIO) -> int:
@@ -642,7 +650,8 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     rows = [
         {
             "at": r.get("at"),
-            "by": r.get("by"),
+            # The name, not the whole ARN (-o json keeps it): the column stays narrow.
+            "by": display_name(str(r["by"])) if r.get("by") else None,
             "operation": r.get("operation"),
             "share": r.get("quotaShareName"),
             "summary": r.get("summary"),

@@ -151,3 +151,38 @@ def test_a_queue_naming_another_queues_environment_is_one_conflict_said_everywhe
     assert "managed by job queue ml-training" in alert["summary"]
     assert "retrying does not clear it" in alert["nextSteps"][0]
     assert not any("retries" in step for step in alert["nextSteps"])
+
+
+# -- 7. local mode readability ------------------------------------------------------------------
+
+
+def test_local_mode_names_people_and_prints_one_time_precision(
+    served: LocalStack,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("USER", "alice")
+    assert main(["apply", write_doc(tmp_path, team_b_at(2)), "--local"]) == 0
+    served.advance(120)
+    for n in range(2):
+        job = served.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name=f"train-{n}")
+        served.emulator.set_job_status(job, "RUNNING")
+    role = "arn:aws:sts::123456789012:assumed-role/Platform/bob"
+    lowered = write_doc(tmp_path, team_b_at(1), "lowered.yaml")
+    assert main(["apply", lowered, "--local", "--by", role]) == 0
+    served.advance(120)
+    capsys.readouterr()
+
+    assert main(["history", QUEUE, "--local"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert {row.split()[1] for row in rows} == {"alice", "bob"}, "names, not moto's ARN"
+    # Alerts of the reconciler (PREEMPTION_RISK) and of the alert function (JOB_STUCK).
+    served.submit_job(QUEUE, "team-a", "ml.p4d.24xlarge", 1, name="typo")
+    served.advance(30)
+    assert main(["local", "alerts", "-o", "json"]) == 0
+    alerts = json.loads(capsys.readouterr().out)
+    assert {a["kind"] for a in alerts} >= {"PREEMPTION_RISK", "JOB_STUCK"}
+    stamps = {a["occurredAt"] for a in alerts}
+    assert len({len(s) for s in stamps}) == 1, stamps
+    assert all(s.endswith("Z") and len(s) == len("2026-03-16T19:00:00.000Z") for s in stamps)

@@ -43,6 +43,7 @@ from quota_controller.alerts.model import (
 from quota_controller.alerts.render import one_line
 from quota_controller.capacity import share_capacities
 from quota_controller.config.model import JobStateTimeLimitAction, QuotaDocument, QuotaShareSpec
+from quota_controller.principals import display_name
 
 STUCK_PREFIXES = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
@@ -672,7 +673,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
     elif verdict.cause == "QUOTA_REDUCTION":
         change = verdict.change
         assert change is not None
-        who = f" by {one_line(change.by)}" if change.by else ""
+        who = f" by {one_line(display_name(change.by))}" if change.by else ""
         summary = f"{n} {noun} of {share} preempted: quota lowered{who}"
         detail = (
             f"Quota share {share} of {queue} had its capacity lowered at {one_line(change.at)}"
@@ -729,7 +730,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
         summary=summary,
         detail=detail,
         nextSteps=steps,
-        occurredAt=min(o.occurred_at for o in g.observations).isoformat().replace("+00:00", "Z"),
+        occurredAt=_iso(min(o.occurred_at for o in g.observations)),
         dedupKey=f"{g.queue}:{g.share or '?'}:{verdict.cause or verdict.kind}:{digest}",
     )
 
