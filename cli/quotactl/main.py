@@ -192,7 +192,7 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")
+OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve", "delete")
 
 
 def _whole(low: int, high: int) -> Any:
@@ -279,6 +279,16 @@ def _add_operator_commands(sub: Any) -> None:
         "change_id", type=_change_id, metavar="CHANGE_ID", help="the held change (status)"
     )
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
+
+    p = command("delete", "delete config items of a queue (a stray one, a share's, or all)")
+    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument(
+        "items", nargs="*", metavar="ITEM", help="sort keys of the items, e.g. SHARE#team-d"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="every config item: the controller tears it down"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be deleted")
 
 
 class ClosedPipeSafe:

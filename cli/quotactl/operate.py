@@ -21,7 +21,9 @@ from quota_controller.alerts.model import Alert
 from quota_controller.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
+    SHARE_PREFIX,
     SORT_KEY,
+    is_config_key,
     is_controller_key,
     plain,
     validate_items,
@@ -399,15 +401,30 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     # what the reconciler would reject as a whole.
     assembled, merged = validate_items(queue, _after_write([plain(i) for i in existing], write))
     if merged.queue_wide_errors:
+        # Items neither the file nor --prune touch: a key typed in the console (SHARE-team-d).
+        stray = sorted(
+            str(i[SORT_KEY])
+            for i in existing
+            if not is_controller_key(i.get(SORT_KEY))
+            and str(i[SORT_KEY]) != QUEUE_ITEM
+            and not str(i[SORT_KEY]).startswith(SHARE_PREFIX)
+        )
+        left = [*write.kept, *stray]
         print(
             f"quotactl apply: {args.file} is valid, but job queue {queue} would not be with the "
-            f"items the table keeps ({', '.join(write.kept) or 'none kept'}); nothing written:",
+            f"items the table keeps ({', '.join(left) or 'none'}); nothing written:",
             file=sys.stderr,
         )
         for problem in merged.queue_wide_errors:
             print(f"  {assembled.describe(problem)}", file=sys.stderr)
         if write.kept:
             print("  run with --prune to delete the share items not in the file", file=sys.stderr)
+        if stray:
+            print(
+                f"  --prune deletes share items only; delete the other items with "
+                f"`{hint(args, 'delete', queue, *stray)}`",
+                file=sys.stderr,
+            )
         return EXIT_FAILED
     conflicts = _apply_conflicts(queue, target, existing, assembled, merged)
     if not args.dry_run and (write.puts or write.deletes):
@@ -496,6 +513,84 @@ def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespa
     )
     for conflict in conflicts:
         print(f"  - {conflict}", file=sys.stderr)
+
+
+# -- delete ------------------------------------------------------------------------------------
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    """Delete config items of a queue (a stray one typed in the console, a share's, or with
+    --all every one), each only if still as read, in one transaction."""
+    target = aws.connect(args)
+    queue = args.queue
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        current = {str(i[SORT_KEY]): i for i in store.load_partition(queue)}
+    config = sorted(k for k in current if not is_controller_key(k))
+    if args.all and args.items:
+        print("quotactl delete: give ITEM... or --all, not both", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.all and not args.items:
+        print(
+            f"quotactl delete: name the items to delete (job queue {queue} has: "
+            f"{', '.join(config) or 'none'}), or --all for every config item",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    keys = config if args.all else list(dict.fromkeys(args.items))
+    ours = [k for k in keys if is_controller_key(k)]
+    missing = [k for k in keys if k not in current]
+    if ours:
+        print(
+            f"quotactl delete: {', '.join(ours)}: the controller's own items (status, change "
+            "records, lease) are not config; it removes them itself",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if missing or not keys:
+        print(
+            f"quotactl delete: job queue {queue} has no item {', '.join(missing) or 'at all'} "
+            f"in {target.where()} (its config items: {', '.join(config) or 'none'})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if not args.dry_run:
+        try:
+            with aws.failure(f"delete items of job queue {queue} from {target.where()}"):
+                store.put_config(queue, [], keys, {k: current[k] for k in keys})
+        except ConfigChanged as exc:
+            print(f"quotactl delete: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    left = [k for k in config if k not in keys]
+    if args.output != "table":
+        render.data(
+            {"jobQueue": queue, "table": target.table_name, "dryRun": args.dry_run,
+             "deleted": keys, "left": left},
+            args.output,
+            out,
+        )  # fmt: skip
+        return EXIT_OK
+    head = "Dry run, nothing deleted" if args.dry_run else "Deleted"
+    print(f"{head}: job queue {queue} in {target.where()}", file=out)
+    verb = "would delete" if args.dry_run else "deleted"
+    render.table([{"item": k, "result": verb} for k in keys], ["item", "result"], out)
+    if QUEUE_ITEM in keys and not left:
+        what = "no config left: the reconciler tears the queue's AWS Batch resources down"
+    elif QUEUE_ITEM in keys:
+        what = "no QUEUE item left: the reconciler rejects the rest and changes nothing"
+    elif not any(is_config_key(k) for k in keys):
+        # The stream passes QUEUE and SHARE# keys only (template FilterCriteria).
+        print(
+            f"The reconciler sees this at its next resync; `{hint(args, 'reconcile', queue)}` "
+            "runs it now.",
+            file=out,
+        )
+        return EXIT_OK
+    else:
+        what = "the reconciler picks this up from the table's stream"
+    then = "Then " if args.dry_run else ""
+    print(f"{then}{what}; follow it with `{hint(args, 'status', queue)}`.", file=out)
+    return EXIT_OK
 
 
 # -- status ------------------------------------------------------------------------------------
@@ -888,4 +983,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "history": cmd_history,
     "reconcile": cmd_reconcile,
     "approve": cmd_approve,
+    "delete": cmd_delete,
 }
