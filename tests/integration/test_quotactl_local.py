@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -354,16 +355,20 @@ def test_local_up_stopped_exits_130_promptly(tmp_path: Path, stop: signal.Signal
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As in a terminal: a shell's background job (`pytest &`) inherits SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert up.stderr is not None
     assert up.stdout is not None
     started = datetime.now(UTC)
+    assert select.select([up.stdout], [], [], 60)[0], "local up says where it listens"
     listening = up.stdout.readline()
     assert state.exists(), listening
     # The stack's clock starts now, and says so.
     clock = datetime.fromisoformat(listening.split("clock from ")[1].split(")")[0])
     assert abs((clock - started).total_seconds()) < 120, listening
     up.send_signal(stop)
+    assert select.select([up.stderr], [], [], 30)[0], "it stops"
     assert up.stderr.readline() == "local stack stopped\n"
     stopped = time.monotonic()
     assert up.wait(timeout=30) == 130, "interrupted, as the exit codes in docs/cli.md say"
