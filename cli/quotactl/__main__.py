@@ -1,5 +1,3 @@
-import sys
+from quotactl import run
 
-from quotactl.main import main
-
-sys.exit(main())
+run()

@@ -94,6 +94,22 @@ def add_options(parser: argparse.ArgumentParser, *, topic: bool = False) -> None
         )
 
 
+# The options of add_options that say where to talk to, as a next-step hint repeats them.
+_WHERE_OPTIONS = ("table", "stack_name", "region", "profile", "endpoint_url")
+
+
+def where_options(args: argparse.Namespace) -> list[str]:
+    """The where-to options given on this command line, to repeat in a printed next step."""
+    if getattr(args, "local", False):
+        return ["--local", *(["--table", args.table] if getattr(args, "table", None) else [])]
+    out: list[str] = []
+    for name in _WHERE_OPTIONS:
+        value = getattr(args, name, None)
+        if value:
+            out += [f"--{name.replace('_', '-')}", str(value)]
+    return out
+
+
 @dataclass(frozen=True)
 class Caller:
     """Who the credentials belong to (STS GetCallerIdentity)."""

@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 invalid input or a failed operation, 2 usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -31,23 +32,35 @@ def _parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("validate", help="check quota documents against every AWS rule")
-    p.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON quota documents")
-    p.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    p.add_argument(
+        "files", nargs="*", metavar="FILE", help="YAML or JSON quota documents (or -f FILE)"
+    )
+    p.add_argument(
+        "-f",
+        "--file",
+        action="append",
+        default=[],
+        dest="file_options",
+        metavar="FILE",
+        help="a quota document, as FILE (repeatable)",
+    )
+    output_option(p, "text")
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    p.set_defaults(validate_parser=p)
 
     p = sub.add_parser("explain", help="what a valid layout means per share, in instances")
-    p.add_argument("-f", "--file", required=True, metavar="FILE")
-    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    document_options(p)
+    output_option(p)
 
     p = sub.add_parser("demo", help="a narrated tour on the local stack")
     p.add_argument("--json", action="store_true", help="print the result as data")
 
     p = sub.add_parser("simulate", help="replay a workload through the quota scheduler (what-if)")
-    p.add_argument("-f", "--file", required=True, metavar="FILE", help="quota document")
+    document_options(p)
     p.add_argument("--workload", required=True, metavar="CSV", help="jobs to replay")
     p.add_argument("--compare", metavar="FILE", help="a second quota document to compare")
     p.add_argument("--plot", metavar="OUT", help="write usage per share over time (.html or .svg)")
-    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    output_option(p)
 
     p = sub.add_parser("local", help="run the whole controller on this machine")
     local_sub = p.add_subparsers(dest="local_command", metavar="ACTION")
@@ -61,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         "--speed",
         type=_speed,
         default=1.0,
-        help="run the clock this many times faster than real time (default 1)",
+        help="run the clock this many times faster than real time",
     )
     up.add_argument(
         "--variant",
@@ -79,23 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     alerts = local_sub.add_parser(
         "alerts", help="print the alerts the running local stack published since the last call"
     )
-    alerts.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    output_option(alerts)
     submit = local_sub.add_parser(
         "submit", help="submit a SageMaker training job to the running local stack"
     )
-    submit.add_argument("queue", metavar="QUEUE")
+    submit.add_argument("queue", metavar="QUEUE", help="job queue")
     submit.add_argument("--share", required=True, metavar="SHARE", help="quota share")
-    submit.add_argument("--instance-type", required=True, metavar="TYPE", help="ml.g5.xlarge")
-    submit.add_argument("--count", type=_whole(1, 10_000), default=1, help="instances (1)")
     submit.add_argument(
-        "--priority", type=_whole(0, 9999), default=0, help="schedulingPriority 0-9999 (0)"
+        "--instance-type", required=True, metavar="TYPE", help="instance type, e.g. ml.g5.xlarge"
+    )
+    submit.add_argument("--count", type=_whole(1, 10_000), default=1, help="instances")
+    submit.add_argument(
+        "--priority", type=_whole(0, 9999), default=0, help="schedulingPriority 0-9999"
     )
     submit.add_argument(
         "--run-time",
         type=_whole(1, 28 * 86400),
         default=3600,
         metavar="SECONDS",
-        help="training time once running, on the stack's clock (3600)",
+        help="training time once running, on the stack's clock",
     )
     submit.add_argument("--name", metavar="NAME", help="job name (default SHARE-job)")
 
@@ -106,7 +121,70 @@ def _parser() -> argparse.ArgumentParser:
     from quotactl import history_cmd
 
     history_cmd.add_parsers(sub)
+    _set_formatter(parser)
     return parser
+
+
+class _Help(argparse.HelpFormatter):
+    """Help that names each option's default, unless the text says it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and default not in (None, False, [], argparse.SUPPRESS)
+            and "default" not in text
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _set_formatter(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = _Help
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _set_formatter(child)
+
+
+def output_option(parser: argparse.ArgumentParser, default: str = "table") -> None:
+    """`-o FORMAT`: for people (table or text), or as data."""
+    parser.add_argument(
+        "-o", "--output", choices=[default, "json", "yaml"], default=default, help="output format"
+    )
+
+
+def document_options(parser: argparse.ArgumentParser) -> None:
+    """The one quota document of a command, as FILE or as `-f FILE` (both are accepted)."""
+    parser.add_argument(
+        "file", nargs="?", metavar="FILE", help="the quota document, YAML or JSON (or -f FILE)"
+    )
+    parser.add_argument(
+        "-f", "--file", dest="file_option", metavar="FILE", help="the quota document, as FILE"
+    )
+    parser.set_defaults(document_parser=parser)
+
+
+def _document_files(args: argparse.Namespace) -> None:
+    """Settle FILE and -f FILE into args.file (args.files for validate); a usage error names
+    both forms when neither or both are given."""
+    if args.command == "validate":
+        args.files = [*args.files, *args.file_options]
+        if not args.files:
+            args.validate_parser.error("give at least one quota document: FILE or -f FILE")
+        return
+    parser = getattr(args, "document_parser", None)
+    if parser is None:
+        return
+    if args.file and args.file_option:
+        parser.error(
+            f"the quota document is given twice ({args.file} and -f {args.file_option}): "
+            "give it once, as FILE or -f FILE"
+        )
+    args.file = args.file or args.file_option
+    if not args.file:
+        parser.error("the quota document is required: give it as FILE or -f FILE")
 
 
 def _version() -> str:
@@ -118,7 +196,7 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve")
+OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve", "delete")
 
 
 def _whole(low: int, high: int) -> Any:
@@ -166,16 +244,16 @@ def _add_operator_commands(sub: Any) -> None:
 
     def command(name: str, help_text: str, *, topic: bool = False) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
-        p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+        output_option(p)
         aws.add_options(p, topic=topic)
         return p
 
     p = command("plan", "preview what the reconciler would do for a file (changes nothing)")
-    p.add_argument("-f", "--file", required=True, metavar="FILE")
+    document_options(p)
     p.add_argument("--prune", action="store_true", help="preview as if applied with --prune")
 
     p = command("apply", "validate a file and write it to the config table")
-    p.add_argument("-f", "--file", required=True, metavar="FILE")
+    document_options(p)
     p.add_argument(
         "--prune", action="store_true", help="delete share items that are not in the file"
     )
@@ -183,7 +261,9 @@ def _add_operator_commands(sub: Any) -> None:
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
 
     p = command("status", "conditions of a queue (or every queue) and its shares")
-    p.add_argument("queue", nargs="?", metavar="QUEUE")
+    p.add_argument(
+        "queue", nargs="?", metavar="QUEUE", help="job queue (default: every queue in the table)"
+    )
     p.add_argument(
         "--conditions",
         action="store_true",
@@ -191,16 +271,64 @@ def _add_operator_commands(sub: Any) -> None:
     )
 
     p = command("history", "a queue's change records, newest first")
-    p.add_argument("queue", metavar="QUEUE")
-    p.add_argument("--limit", type=_positive, default=20, metavar="N")
+    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("--limit", type=_positive, default=20, metavar="N", help="records to show")
 
     p = command("reconcile", "reconcile a queue now, in this process", topic=True)
-    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("queue", metavar="QUEUE", help="job queue")
 
     p = command("approve", "approve a change held by reductionPolicy block")
-    p.add_argument("queue", metavar="QUEUE")
-    p.add_argument("change_id", type=_change_id, metavar="CHANGE_ID")
+    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument(
+        "change_id", type=_change_id, metavar="CHANGE_ID", help="the held change (status)"
+    )
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
+
+    p = command("delete", "delete config items of a queue (a stray one, a share's, or all)")
+    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument(
+        "items", nargs="*", metavar="ITEM", help="sort keys of the items, e.g. SHARE#team-d"
+    )
+    p.add_argument(
+        "--all", action="store_true", help="every config item: the controller tears it down"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show what would be deleted")
+
+
+class ClosedPipeSafe:
+    """stdout that outlives its reader (`quotactl validate ... | head -1`): once a write finds
+    the pipe closed, the rest goes to /dev/null and the command runs on, so its exit code is
+    still its own (an invalid file is exit 1, also under `set -o pipefail`)."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        """Write, unless the reader went away."""
+        if not self.reader_gone:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush, unless the reader went away."""
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        self.reader_gone = True
+        # What is still buffered goes nowhere, also when Python flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,16 +339,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words[:2] == ["history", "backfill"]:
         # `history QUEUE` lists change records; `history backfill QUEUE` fills the job history.
         words = ["history-backfill", *words[2:]]
+    args = _parser().parse_args(words)
+    _document_files(args)
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = cast(TextIO, TerminalSafe(stdout))
     sys.stderr = cast(TextIO, TerminalSafe(stderr))
+    guarded = ClosedPipeSafe(sys.stdout)
     try:
-        return _main(_parser().parse_args(words), sys.stdout)
+        return _run(args, cast(TextIO, guarded))
     finally:
+        guarded.flush()
         sys.stdout, sys.stderr = stdout, stderr
 
 
-def _main(args: argparse.Namespace, out: TextIO) -> int:
+def _run(args: argparse.Namespace, out: TextIO) -> int:
     try:
         if args.command == "validate":
             return cmd_validate(args.files, args.output, args.quiet, out)
@@ -285,10 +417,6 @@ def _main(args: argparse.Namespace, out: TextIO) -> int:
     except KeyboardInterrupt:
         print("quotactl: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # The reader (e.g. `head`) went away; that is not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
     return EXIT_USAGE
 
 

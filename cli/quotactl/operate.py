@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,9 @@ from quota_controller.alerts.model import Alert
 from quota_controller.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
+    SHARE_PREFIX,
     SORT_KEY,
+    is_config_key,
     is_controller_key,
     plain,
     validate_items,
@@ -31,6 +34,7 @@ from quota_controller.desired import desired_state, guard_plan, names_to_observe
 from quota_controller.impact import ActiveJob, GuardedAction, Risk
 from quota_controller.planner import Plan, plan
 from quota_controller.ports import Clock
+from quota_controller.principals import display_name
 from quota_controller.reconcile import Deps, ReconcileResult, reconcile
 from quota_controller.status import CONDITION_TYPES, QUEUE_STATUS, STATUS_PREFIX
 from quota_controller.status_view import status_view
@@ -74,13 +78,20 @@ def _stamp(clock: Clock) -> str:
 
 
 def _who(args: argparse.Namespace, target: aws.Target) -> str:
-    """`--by`, else the caller's ARN, else the local user name."""
+    """`--by`, else the caller's ARN, else the local user name (with `--local` the caller is
+    moto's stand-in, `arn:aws:sts::123456789012:user/moto`: the user name belongs there)."""
     if getattr(args, "by", None):
         return str(args.by)
+    if getattr(args, "local", False):
+        return _local_user()
     try:
         return target.caller.arn
     except aws.AwsError:
-        return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+        return _local_user()
+
+
+def _local_user() -> str:
+    return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
 
 
 def _invalid_file(path: str, fmt: str, out: TextIO) -> int:
@@ -148,15 +159,13 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
             print(f"  {render.shown(problem)}", file=sys.stderr)
         return EXIT_FAILED
     if args.output == "table":
-        _print_preview(preview, out)
+        _print_preview(preview, args, out)
     else:
-        render.data(_preview_data(preview), args.output, out)
+        render.data(_preview_data(preview, args), args.output, out)
     return EXIT_OK
 
 
 def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | list[str]:
-    from quota_controller.batch_gateway import BotoBatchGateway
-
     queue = valid.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
@@ -169,15 +178,10 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
     assembled, report = validate_items(queue, _after_write(items, write))
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
-    status = {
-        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
-    }
-    desired = desired_state(queue, report, status, assembled)
-    policies, environments = names_to_observe(desired)
-    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    desired, observed, the_plan, batch = _plan_against_batch(
+        queue, target, items, assembled, report
+    )
     with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
-        observed = batch.observe(queue, policies, environments)
-        the_plan = plan(desired, observed, batch.scope)
         decided, held = guard_plan(the_plan, desired, observed, batch)
     if held is not None and held != (desired.held_change or {}).get("id"):
         # Not held yet: the reconciler dates a new hold (its id depends on when), so no id
@@ -194,6 +198,29 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
         problems=[assembled.describe(p) for p in report.errors],
         warnings=[str(w) for w in report.warnings],
     )
+
+
+def _plan_against_batch(
+    queue: str,
+    target: aws.Target,
+    items: list[dict[str, Any]],
+    assembled: Any,
+    report: Any,
+) -> tuple[Any, Any, Plan, Any]:
+    """The reconciler's plan for the config `report` validated, against what AWS Batch has:
+    (desired, observed, plan, gateway). Status items supply the names last managed."""
+    from quota_controller.batch_gateway import BotoBatchGateway
+
+    status = {
+        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+    }
+    desired = desired_state(queue, report, status, assembled)
+    policies, environments = names_to_observe(desired)
+    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
+        observed = batch.observe(queue, policies, environments)
+        the_plan = plan(desired, observed, batch.scope)
+    return desired, observed, the_plan, batch
 
 
 def _job_data(job: ActiveJob) -> dict[str, Any]:
@@ -215,11 +242,17 @@ def _risk_data(risk: Risk) -> dict[str, Any]:
     }
 
 
-def _approve_command(queue: str, change: str | None) -> str | None:
-    return f"quotactl approve {queue} {change}" if change else None
+def hint(args: argparse.Namespace, *words: str) -> str:
+    """A quotactl command line to print as a next step, with the where-to options this one was
+    given (`--local`, `--table`, ...), so it runs as printed."""
+    return shlex.join(["quotactl", *words, *aws.where_options(args)])
 
 
-def _preview_data(p: Preview) -> dict[str, Any]:
+def _approve_command(args: argparse.Namespace, queue: str, change: str | None) -> str | None:
+    return hint(args, "approve", queue, change) if change else None
+
+
+def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
     blocked = any(g.decision == "blocked" for g in p.decided)
     return {
         "jobQueue": p.queue,
@@ -246,7 +279,7 @@ def _preview_data(p: Preview) -> dict[str, Any]:
         "waits": list(p.the_plan.waits),
         "conflicts": list(p.the_plan.conflicts),
         "heldChange": p.held_change,
-        "approveCommand": _approve_command(p.queue, p.held_change) if blocked else None,
+        "approveCommand": _approve_command(args, p.queue, p.held_change) if blocked else None,
         "keptItems": list(p.write.kept),
         "prunedItems": list(p.write.deletes),
         "problems": p.problems,
@@ -254,13 +287,23 @@ def _preview_data(p: Preview) -> dict[str, Any]:
     }
 
 
-def _print_preview(p: Preview, out: TextIO) -> None:
+def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
     actions = p.the_plan.actions
-    print(
-        f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
-        f"{_plural(len(actions), 'action')}, {_plural(len(p.the_plan.waits), 'wait')}",
-        file=out,
-    )
+    conflicts = p.the_plan.conflicts
+    if conflicts:
+        # Nothing is applied while one stands, so the waits behind it never come: say that first.
+        print(
+            f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+            f"{_plural(len(conflicts), 'conflict')}, nothing would be applied",
+            file=out,
+        )
+        _print_list("Conflicts (fix the file; no request and no retry can):", conflicts, out)
+    else:
+        print(
+            f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+            f"{_plural(len(actions), 'action')}, {_plural(len(p.the_plan.waits), 'wait')}",
+            file=out,
+        )
     if p.the_plan.converged:
         print("No changes: AWS Batch already matches the file.", file=out)
     if p.decided:
@@ -275,12 +318,8 @@ def _print_preview(p: Preview, out: TextIO) -> None:
             for n, g in enumerate(p.decided, 1)
         ]
         render.table(rows, ["#", "operation", "resource", "decision", "summary"], out)
-    _print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
-    _print_list(
-        "Conflicts (the reconciler applies nothing until they are fixed):",
-        p.the_plan.conflicts,
-        out,
-    )
+    if not conflicts:
+        _print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
     risky = [g for g in p.decided if g.risks or g.decision != "apply"]
     if risky:
         print("Impact on running jobs:", file=out)
@@ -293,14 +332,12 @@ def _print_preview(p: Preview, out: TextIO) -> None:
             if g.reason:
                 print(f"    {g.reason}", file=out)
         if any(g.decision == "blocked" for g in p.decided) and p.held_change:
-            print(
-                f"  To approve change {p.held_change}: {_approve_command(p.queue, p.held_change)}",
-                file=out,
-            )
+            approve = _approve_command(args, p.queue, p.held_change)
+            print(f"  To approve change {p.held_change}: {approve}", file=out)
         elif any(g.decision == "blocked" for g in p.decided):
             print(
                 "  Once applied, the reconciler holds it under a change id of its own: "
-                f"`quotactl status {p.queue}` shows it, then quotactl approve that id.",
+                f"`{hint(args, 'status', p.queue)}` shows it, then quotactl approve that id.",
                 file=out,
             )
         elif p.held_change and any(g.decision == "apply-with-warning" for g in p.decided):
@@ -374,16 +411,32 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     # what the reconciler would reject as a whole.
     assembled, merged = validate_items(queue, _after_write([plain(i) for i in existing], write))
     if merged.queue_wide_errors:
+        # Items neither the file nor --prune touch: a key typed in the console (SHARE-team-d).
+        stray = sorted(
+            str(i[SORT_KEY])
+            for i in existing
+            if not is_controller_key(i.get(SORT_KEY))
+            and str(i[SORT_KEY]) != QUEUE_ITEM
+            and not str(i[SORT_KEY]).startswith(SHARE_PREFIX)
+        )
+        left = [*write.kept, *stray]
         print(
             f"quotactl apply: {args.file} is valid, but job queue {queue} would not be with the "
-            f"items the table keeps ({', '.join(write.kept) or 'none kept'}); nothing written:",
+            f"items the table keeps ({', '.join(left) or 'none'}); nothing written:",
             file=sys.stderr,
         )
         for problem in merged.queue_wide_errors:
             print(f"  {render.shown(assembled.describe(problem))}", file=sys.stderr)
         if write.kept:
             print("  run with --prune to delete the share items not in the file", file=sys.stderr)
+        if stray:
+            print(
+                f"  --prune deletes share items only; delete the other items with "
+                f"`{hint(args, 'delete', queue, *stray)}`",
+                file=sys.stderr,
+            )
         return EXIT_FAILED
+    conflicts = _apply_conflicts(queue, target, existing, assembled, merged)
     if not args.dry_run and (write.puts or write.deletes):
         try:
             with aws.failure(f"write job queue {queue} to {target.where()}"):
@@ -407,10 +460,12 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
                 "kept": list(write.kept),
                 "notes": list(write.notes),
                 "warnings": valid.warnings,
+                "conflicts": conflicts,
             },
             args.output,
             out,
         )
+        _warn_conflicts(queue, conflicts, args)
         return EXIT_OK
     verb = {"written": "would write", "deleted": "would delete"} if args.dry_run else {}
     rows = [{"item": k, "result": verb.get("written", "written")} for k in written]
@@ -432,14 +487,122 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
             f"run with --prune to delete {'it' if one else 'them'}",
             file=out,
         )
+    _warn_conflicts(queue, conflicts, args)
     if not write.puts and not write.deletes:
         print("Nothing to write: the table already holds this document.", file=out)
     elif not args.dry_run:
         print(
             f"The reconciler picks this up from the table's stream; follow it with "
-            f"`quotactl status {queue}`.",
+            f"`{hint(args, 'status', queue)}`.",
             file=out,
         )
+    return EXIT_OK
+
+
+def _apply_conflicts(
+    queue: str, target: aws.Target, existing: Sequence[Any], assembled: Any, merged: Any
+) -> list[str]:
+    """Conflicts the reconciler would find for the config `apply` writes (a resource another
+    queue's document manages, say): it would apply nothing. A Batch read refused (apply itself
+    needs no Batch permission) only skips the check, with a note."""
+    try:
+        _, _, the_plan, _ = _plan_against_batch(
+            queue, target, [plain(i) for i in existing], assembled, merged
+        )
+    except aws.AwsError as exc:
+        print(f"note: not checked against AWS Batch for conflicts: {exc}", file=sys.stderr)
+        return []
+    return list(the_plan.conflicts)
+
+
+def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespace) -> None:
+    if not conflicts:
+        return
+    verb = "would apply" if args.dry_run else "will apply"
+    print(
+        f"warning: the reconciler {verb} nothing to job queue {queue} while this conflict "
+        f"stands (fix the file, then apply it again; `{hint(args, 'plan', args.file)}` shows it):",
+        file=sys.stderr,
+    )
+    for conflict in conflicts:
+        print(f"  - {conflict}", file=sys.stderr)
+
+
+# -- delete ------------------------------------------------------------------------------------
+
+
+def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
+    """Delete config items of a queue (a stray one typed in the console, a share's, or with
+    --all every one), each only if still as read, in one transaction."""
+    target = aws.connect(args)
+    queue = args.queue
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        current = {str(i[SORT_KEY]): i for i in store.load_partition(queue)}
+    config = sorted(k for k in current if not is_controller_key(k))
+    if args.all and args.items:
+        print("quotactl delete: give ITEM... or --all, not both", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.all and not args.items:
+        print(
+            f"quotactl delete: name the items to delete (job queue {queue} has: "
+            f"{', '.join(config) or 'none'}), or --all for every config item",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    keys = config if args.all else list(dict.fromkeys(args.items))
+    ours = [k for k in keys if is_controller_key(k)]
+    missing = [k for k in keys if k not in current]
+    if ours:
+        print(
+            f"quotactl delete: {', '.join(ours)}: the controller's own items (status, change "
+            "records, lease) are not config; it removes them itself",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if missing or not keys:
+        print(
+            f"quotactl delete: job queue {queue} has no item {', '.join(missing) or 'at all'} "
+            f"in {target.where()} (its config items: {', '.join(config) or 'none'})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if not args.dry_run:
+        try:
+            with aws.failure(f"delete items of job queue {queue} from {target.where()}"):
+                store.put_config(queue, [], keys, {k: current[k] for k in keys})
+        except ConfigChanged as exc:
+            print(f"quotactl delete: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    left = [k for k in config if k not in keys]
+    if args.output != "table":
+        render.data(
+            {"jobQueue": queue, "table": target.table_name, "dryRun": args.dry_run,
+             "deleted": keys, "left": left},
+            args.output,
+            out,
+        )  # fmt: skip
+        return EXIT_OK
+    head = "Dry run, nothing deleted" if args.dry_run else "Deleted"
+    print(f"{head}: job queue {queue} in {target.where()}", file=out)
+    verb = "would delete" if args.dry_run else "deleted"
+    render.table([{"item": k, "result": verb} for k in keys], ["item", "result"], out)
+    if QUEUE_ITEM in keys and not left:
+        what = "no config left: the reconciler tears the queue's AWS Batch resources down"
+    elif QUEUE_ITEM in keys:
+        what = "no QUEUE item left: the reconciler rejects the rest and changes nothing"
+    elif not any(is_config_key(k) for k in keys):
+        # The stream passes QUEUE and SHARE# keys only (template FilterCriteria).
+        print(
+            f"The reconciler sees this at its next resync; `{hint(args, 'reconcile', queue)}` "
+            "runs it now.",
+            file=out,
+        )
+        return EXIT_OK
+    else:
+        what = "the reconciler picks this up from the table's stream"
+    then = "Then " if args.dry_run else ""
+    print(f"{then}{what}; follow it with `{hint(args, 'status', queue)}`.", file=out)
     return EXIT_OK
 
 
@@ -468,7 +631,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     for n, view in enumerate(views):
         if n:
             print(file=out)
-        _print_status(view, out, conditions=args.conditions)
+        _print_status(view, args, out, conditions=args.conditions)
     return EXIT_OK
 
 
@@ -476,7 +639,9 @@ def _exists(view: Mapping[str, Any]) -> bool:
     return bool(view["configured"] or view["conditions"] or view["shares"])
 
 
-def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = False) -> None:
+def _print_status(
+    view: Mapping[str, Any], args: argparse.Namespace, out: TextIO, *, conditions: bool = False
+) -> None:
     queue = view["jobQueue"]
     if not view["configured"] and view.get("configItems"):
         items = ", ".join(view["configItems"])
@@ -522,7 +687,7 @@ def _print_status(view: Mapping[str, Any], out: TextIO, *, conditions: bool = Fa
         for reason in held.get("reasons", []):
             print(f"  {render.shown(reason)}", file=out)
         if held.get("decision") == "blocked":
-            print(f"  approve it: quotactl approve {queue} {held.get('id')}", file=out)
+            print(f"  approve it: {hint(args, 'approve', queue, str(held.get('id')))}", file=out)
     if view.get("lastError"):
         print(f"Last error: {render.shown(view['lastError'])}", file=out)
     _print_list("Config errors:", view.get("errors") or [], out)
@@ -593,7 +758,8 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     rows = [
         {
             "at": r.get("at"),
-            "by": r.get("by"),
+            # The name, not the whole ARN (-o json keeps it): the column stays narrow.
+            "by": display_name(str(r["by"])) if r.get("by") else None,
             "operation": r.get("operation"),
             "share": r.get("quotaShareName"),
             "summary": r.get("summary"),
@@ -650,7 +816,7 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     if args.output != "table":
         render.data(_reconcile_data(result, target), args.output, out)
     else:
-        _print_reconcile(result, target, out)
+        _print_reconcile(result, target, args, out)
     if result.outcome in ("failed", "rejected", "absent"):
         return EXIT_FAILED
     return EXIT_OK
@@ -699,7 +865,9 @@ _OUTCOME_TEXT = {
 }
 
 
-def _print_reconcile(result: ReconcileResult, target: aws.Target, out: TextIO) -> None:
+def _print_reconcile(
+    result: ReconcileResult, target: aws.Target, args: argparse.Namespace, out: TextIO
+) -> None:
     print(
         f"Reconcile of job queue {result.queue} ({target.where()}): "
         f"{_OUTCOME_TEXT.get(result.outcome, result.outcome)}",
@@ -724,7 +892,7 @@ def _print_reconcile(result: ReconcileResult, target: aws.Target, out: TextIO) -
     if any(g.decision == "blocked" for g in result.held):
         print(
             f"To approve change {result.held_change}: "
-            f"{_approve_command(result.queue, result.held_change)}",
+            f"{_approve_command(args, result.queue, result.held_change)}",
             file=out,
         )
     _print_list("Waiting for:", result.waits, out)
@@ -828,7 +996,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         if held.get("jobs"):
             print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
     print(
-        f"The reconciler applies it on its next run; `quotactl reconcile {queue}` runs it now.",
+        f"The reconciler applies it on its next run; `{hint(args, 'reconcile', queue)}` runs "
+        "it now.",
         file=out,
     )
     return EXIT_OK
@@ -841,4 +1010,5 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace, TextIO], int]] = {
     "history": cmd_history,
     "reconcile": cmd_reconcile,
     "approve": cmd_approve,
+    "delete": cmd_delete,
 }

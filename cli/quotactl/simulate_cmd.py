@@ -68,6 +68,10 @@ def run_simulate(
         print(f"invalid workload:\n{exc}", file=sys.stderr)
         return 1
     results = [(path, simulate(doc, jobs)) for path, doc in documents]
+    if len(results) == 2:
+        from quota_local.simulate import common_horizon
+
+        common_horizon([r for _, r in results])
     if plot:
         capacity = sum(c.maxCapacity for c in documents[0][1].serviceEnvironment.capacityLimits)
         try:
@@ -106,27 +110,38 @@ PLOT_SUFFIXES = (".html", ".htm", ".svg")
 
 
 def _plot(path: str, results: list[tuple[str, Any]], capacity: int) -> str:
-    from quota_local.simulate import timeline_html, timeline_svg
+    from quota_local.simulate import timeline_html, timelines_svg
 
     if path.lower().endswith(".svg"):
-        label, result = results[0]
-        return timeline_svg(result, f"Instances in use per share: {label}", capacity)
+        return timelines_svg(results, capacity)
     return timeline_html(results, capacity)
+
+
+def _number(value: Any) -> str:
+    """A figure as people read it: no scientific notation, at most 3 decimals; absent is '-'
+    (a share one layout does not have)."""
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
 
 
 def _compare(a: tuple[str, Any], b: tuple[str, Any], out: TextIO) -> None:
     (name_a, ra), (name_b, rb) = a, b
-    print(f"{name_b} compared with {name_a}:", file=out)
+    print(
+        f"{name_b} compared with {name_a} (utilisation over the same {ra.horizon_s / 3600:.1f} h; "
+        "- : the layout has no such share):",
+        file=out,
+    )
     rows = []
     for share in sorted(set(ra.shares) | set(rb.shares)):
         da = ra.shares[share].as_dict() if share in ra.shares else {}
         db = rb.shares[share].as_dict() if share in rb.shares else {}
 
         def delta(key: str, da: dict[str, Any] = da, db: dict[str, Any] = db) -> str:
-            x, y = da.get(key), db.get(key)
-            if x is None or y is None:
-                return f"{x} -> {y}"
-            return f"{x:g} -> {y:g}"
+            return f"{_number(da.get(key))} -> {_number(db.get(key))}"
 
         rows.append(
             {

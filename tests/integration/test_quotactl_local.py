@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +346,35 @@ def test_local_submit_puts_a_training_job_in_a_share(
         main([*submit, "--instance-type", "ml.g5.xlarge", "--count", "0"])
     assert exit_.value.code == 2
     assert "'0' is not a whole number 1-10000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_local_up_stopped_exits_130_promptly(tmp_path: Path, stop: signal.Signals) -> None:
+    state = tmp_path / "local.json"
+    env = {**os.environ, "QUOTACTL_LOCAL_STATE": str(state)}
+    up = subprocess.Popen(
+        [str(QUOTACTL), "local", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # As in a terminal: a shell's background job (`pytest &`) inherits SIGINT ignored.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert up.stderr is not None
+    assert up.stdout is not None
+    started = datetime.now(UTC)
+    assert select.select([up.stdout], [], [], 60)[0], "local up says where it listens"
+    listening = up.stdout.readline()
+    assert state.exists(), listening
+    # The stack's clock starts now, and says so.
+    clock = datetime.fromisoformat(listening.split("clock from ")[1].split(")")[0])
+    assert abs((clock - started).total_seconds()) < 120, listening
+    up.send_signal(stop)
+    assert select.select([up.stderr], [], [], 30)[0], "it stops"
+    assert up.stderr.readline() == "local stack stopped\n"
+    stopped = time.monotonic()
+    assert up.wait(timeout=30) == 130, "interrupted, as the exit codes in docs/cli.md say"
+    # Once it says so, it is gone (it took over a second finalising moto's objects).
+    assert time.monotonic() - stopped < 0.8
+    assert "Traceback" not in up.stderr.read()

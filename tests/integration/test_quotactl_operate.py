@@ -377,7 +377,10 @@ def test_plan_of_a_lowered_share_shows_the_jobs_at_risk_and_writes_nothing(
     assert "RUNNING" in out
     # Not held yet: the id comes from the reconcile that holds it (an approval never
     # approves a change made after it), so plan says where to find it.
-    assert f"`quotactl status {QUEUE}` shows it, then quotactl approve that id" in out
+    assert (
+        f"`quotactl status {QUEUE} --table {busy.table_name}` shows it, then quotactl approve "
+        "that id" in out
+    )
 
     assert quotactl(busy, "plan", "-f", path, "-o", "yaml") == 0
     data = yaml.safe_load(capsys.readouterr().out)

@@ -1070,6 +1070,20 @@ def test_failed_jobs_make_the_alert_critical(
         ),
         pytest.param(
             observation(),
+            context(
+                changes=[
+                    change("team-a")
+                    .lowered(G5, 3, 1)
+                    .by("arn:aws:sts::123456789012:assumed-role/Platform/bob")
+                    .at_risk(J)
+                ]
+            ),
+            "1 job of team-a preempted: quota lowered by bob",
+            ["by bob (change"],
+            id="quota-reduction-names-the-person-not-the-arn",
+        ),
+        pytest.param(
+            observation(),
             RECLAIMED_BY_C,
             "1 job of team-a preempted: borrowed capacity reclaimed by team-c",
             ["borrowed", "train-job-a"],
@@ -1120,9 +1134,17 @@ def test_failed_jobs_make_the_alert_critical(
             observation(reason=ENV_LIMIT, stuck=True, usage={G5: 5.0}),
             context(),
             "1 job(s) of team-a can never run: needs more instances than the service "
-            "environment has",
+            "environment has: 5 x ml.g5.xlarge (the environment has 3)",
             ["The job needs 5 x ml.g5.xlarge", ENV_LIMIT],
             id="stuck-environment",
+        ),
+        pytest.param(
+            observation(reason=ENV_LIMIT, stuck=True, usage={"ml.p4d.24xlarge": 1.0}),
+            context(),
+            "1 job(s) of team-a can never run: needs ml.p4d.24xlarge, which the service "
+            "environment has no capacity limit for",
+            ["The job needs 1 x ml.p4d.24xlarge", ENV_LIMIT],
+            id="stuck-environment-lacks-the-instance-type",
         ),
     ],
 )
@@ -1189,12 +1211,12 @@ def test_alert_lists_each_job() -> None:
             "schedulingPriority": 1,
         }
     ]
-    assert (alert.jobQueue, alert.occurredAt) == (QUEUE, stamp(DONE).replace(".000", ""))
+    assert (alert.jobQueue, alert.occurredAt) == (QUEUE, stamp(DONE))
 
 
 def test_occurred_at_is_the_earliest_event() -> None:
     (alert,) = alerts([observation("job-1", at=DONE), observation("job-2", at=T0)], context())
-    assert alert.occurredAt == "2026-03-16T19:57:27Z"
+    assert alert.occurredAt == "2026-03-16T19:57:27.000Z"  # the precision of every stamp
 
 
 def dedup_key(observations: Sequence[Observation], ctx: Context | None = None) -> str:

@@ -6,11 +6,13 @@ Exit codes: 0 every file valid (warnings allowed), 1 any file invalid or unreada
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -505,3 +507,122 @@ def test_terminal_safe_keeps_quotactls_line_breaks_and_escapes_the_rest() -> Non
     buffer = io.StringIO()
     print("row 1 \x1b[2J\rx", "row 2", sep="\n", file=TerminalSafe(buffer))  # type: ignore[arg-type]
     assert buffer.getvalue() == "row 1 \\x1b[2J\\rx\nrow 2\n"
+
+
+INTERRUPT_IMPORT = """
+import sys
+
+
+class Interrupt:
+    # Ctrl-C while boto3 imports: the first import of it raises KeyboardInterrupt.
+    def find_spec(self, name, path=None, target=None):
+        if name == "boto3":
+            raise KeyboardInterrupt
+        return None
+
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+def test_ctrl_c_while_modules_import_is_exit_130_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_IMPORT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+    result = subprocess.run(
+        [str(QUOTACTL), "validate", str(EXAMPLE)], env=env, capture_output=True, text=True
+    )
+
+    assert (result.returncode, result.stderr) == (130, "quotactl: interrupted\n")
+
+
+def test_a_closed_pipe_keeps_the_exit_code_of_the_command(tmp_path: Path) -> None:
+    """`quotactl validate $(...) | head -1` under pipefail: the invalid files still fail it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(INVALID_TEXT, encoding="utf-8")
+    files = [str(bad)] * 300  # more output than the pipe and stdout's buffer hold
+    for argv in (["validate", *files], ["validate", *files, "-o", "json"]):
+        reader = subprocess.Popen(
+            [str(QUOTACTL), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert reader.stdout is not None
+        assert reader.stderr is not None
+        reader.stdout.close()  # `head` read its line and went away
+        err = reader.stderr.read().decode()
+        assert reader.wait(timeout=60) == 1, err
+        assert err == ""
+
+
+WORKLOAD = str(EXAMPLE.parent / "workload.csv")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["validate"], ["explain"], ["simulate", "--workload", WORKLOAD]],
+    ids=["validate", "explain", "simulate"],
+)
+def test_a_document_is_taken_as_file_or_with_f(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    positional = run([*command, str(EXAMPLE)], capsys)
+    option = run([*command, "-f", str(EXAMPLE)], capsys)
+    assert positional[0] == 0
+    assert positional == option
+
+
+@pytest.mark.parametrize("command", ["plan", "apply"])
+def test_plan_and_apply_take_the_file_either_way(
+    command: str, write: Callable[[str, str], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write("bad.yaml", INVALID_TEXT)
+    # An invalid file is refused before anything is read from AWS, in both forms.
+    assert run([command, bad], capsys) == run([command, "-f", bad], capsys)
+    code, _, err = run([command, bad], capsys)
+    assert code == 1
+    assert f"{bad}: invalid (1 error)" in err
+
+
+@pytest.mark.parametrize("command", ["explain", "plan", "apply"])
+def test_the_document_missing_or_given_twice_is_a_usage_error_naming_both_forms(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as missing:
+        main([command])
+    assert missing.value.code == 2
+    assert "give it as FILE or -f FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as twice:
+        main([command, "a.yaml", "-f", "b.yaml"])
+    assert twice.value.code == 2
+    assert "given twice (a.yaml and -f b.yaml)" in capsys.readouterr().err
+
+
+def subcommands(parser: Any, prefix: str = "quotactl") -> Iterator[tuple[str, Any]]:
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield f"{prefix} {name}", child
+                yield from subcommands(child, f"{prefix} {name}")
+
+
+def test_every_option_has_help_and_names_its_default() -> None:
+    from quotactl.main import _parser
+
+    missing, undefaulted = [], []
+    for name, parser in subcommands(_parser()):
+        text = parser.format_help()
+        for action in parser._actions:
+            if action.dest == "help" or action.__class__.__name__ == "_SubParsersAction":
+                continue
+            label = f"{name} {'/'.join(action.option_strings) or action.metavar}"
+            if not action.help:
+                missing.append(label)
+            default = action.default
+            shown = parser._get_formatter()._expand_help(action) if action.help else ""
+            defaulted = action.option_strings and default not in (None, False, [])
+            if defaulted and "default" not in shown:
+                undefaulted.append(label)
+        assert "usage:" in text
+    assert missing == []
+    assert undefaulted == []

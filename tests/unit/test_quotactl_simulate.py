@@ -43,7 +43,7 @@ def test_compare_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert f"{alt} compared with {EXAMPLE}:" in out
+    assert f"{alt} compared with {EXAMPLE} (utilisation over the same " in out
     assert " -> " in out
     html = plot.read_text()
     assert html.count("<svg") == 2
@@ -130,3 +130,205 @@ def test_a_mistyped_instance_type_is_warned_about(
         "they can never run (stuck)"
     ]
     assert sum(s["stuck"] for s in layout["shares"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("header", "hint"),
+    [
+        (
+            "submit_time, share, instance_type, count, run_time",
+            "no spaces around the commas (' share' -> 'share'",
+        ),
+        ("Submit_Time,Share,Instance_Type,Count,Run_Time", "lower case"),
+        (
+            "submit_time;share;instance_type;count;run_time",
+            "the columns are separated by ';': separate them with ','",
+        ),
+    ],
+    ids=["spaces", "case", "semicolons"],
+)
+def test_a_workload_header_that_is_nearly_right_says_how_to_fix_it(
+    header: str, hint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    row = "0,team-a,ml.g5.xlarge,1,60" if ";" not in header else "0;team-a;ml.g5.xlarge;1;60"
+    jobs.write_text(f"{header}\n{row}\n", encoding="utf-8")
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs)]) == 1
+    err = capsys.readouterr().err
+    assert f"{jobs}:1: " in err
+    assert hint in err
+
+
+def test_a_workload_row_with_more_fields_than_the_header_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "submit_time,share,instance_type,count,run_time\n0,team-a,ml.g5.xlarge,1,60,5,nightly\n",
+        encoding="utf-8",
+    )
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs)]) == 1
+    assert f"{jobs}:2: 7 fields, but the header names 5" in capsys.readouterr().err
+
+
+def test_a_workload_without_jobs_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_time,share,instance_type,count,run_time\n", encoding="utf-8")
+
+    assert main(["simulate", "-f", EXAMPLE, "--workload", str(jobs)]) == 1
+    captured = capsys.readouterr()
+    assert f"{jobs}: no jobs: the file has a header and no rows" in captured.err
+    assert captured.out == ""
+
+
+# -- --compare: the same window, readable figures, stuck jobs named -----------------------------
+
+HEADER = "submit_time,share,instance_type,count,run_time,name\n"
+
+
+def layout(tmp_path: Path, name: str, env: int, b_limit: int, *, shares: str = "ab") -> str:
+    from builders import DocBuilder
+
+    builder = DocBuilder("q").env(**{"ml.g5.xlarge": env})
+    if "a" in shares:
+        builder.share("a", **{"ml.g5.xlarge": 1})
+    if "b" in shares:
+        builder.share("b", **{"ml.g5.xlarge": b_limit})
+    path = tmp_path / name
+    path.write_text(json.dumps(builder.build()), encoding="utf-8")
+    return str(path)
+
+
+def simulate_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["simulate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def compared(out: str) -> dict[str, list[str]]:
+    """The comparison table: share -> its cells."""
+    lines = out[out.index(" compared with ") :].splitlines()[2:]
+    rows = {}
+    for line in lines:
+        if not line.strip() or line.startswith("usage plot"):
+            break
+        share, *cells = [c for c in line.split("  ") if c.strip()]
+        rows[share.strip()] = [c.strip() for c in cells]
+    return rows
+
+
+def test_compare_puts_both_layouts_on_one_window_and_prints_figures_plainly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Share a's work is the same in both; share b needs 2 h with one instance, 1 h with two.
+    slow = layout(tmp_path, "slow.json", env=2, b_limit=1)
+    fast = layout(tmp_path, "fast.json", env=3, b_limit=2)
+    only_a = layout(tmp_path, "only-a.json", env=2, b_limit=1, shares="a")
+    work = tmp_path / "jobs.csv"
+    work.write_text(
+        HEADER + "0,a,ml.g5.xlarge,1,3600,\n0,b,ml.g5.xlarge,1,3600,\n0,b,ml.g5.xlarge,1,3600,\n",
+        encoding="utf-8",
+    )
+
+    code, out, _ = simulate_cli(capsys, slow, "--workload", str(work), "--compare", fast)
+    assert code == 0
+    # utilisation: same work, same figure (it was 0.5 -> 1 over each run's own horizon)
+    assert compared(out)["a"][2] == "0.5 -> 0.5"
+
+    code, out, _ = simulate_cli(capsys, slow, "--workload", str(work), "--compare", only_a)
+    assert code == 0
+    assert compared(out)["b"][0].endswith(" -> -"), "a share one layout lacks is '-', not None"
+    assert "None" not in out
+
+    long = tmp_path / "long.csv"
+    long.write_text(HEADER + "0,a,ml.g5.xlarge,1,1000000000,\n", encoding="utf-8")
+    code, out, _ = simulate_cli(capsys, slow, "--workload", str(long), "--compare", fast)
+    assert code == 0
+    assert "e+" not in out
+    assert "0 -> 0" in out
+
+
+def test_jobs_that_can_never_run_are_named_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = layout(tmp_path, "doc.json", env=2, b_limit=1)
+    work = tmp_path / "jobs.csv"
+    work.write_text(HEADER + "0,a,ml.g5.xlarge,1,60,ok\n0,a,ml.g5.xlarge,5,60,huge\n", "utf-8")
+
+    code, out, _ = simulate_cli(capsys, doc, "--workload", str(work))
+    assert code == 0
+    warning = next(line for line in out.splitlines() if "can never run" in line)
+    assert "share 'a': 1 job can never run (stuck): huge: MISCONFIGURATION:" in warning
+
+
+# -- the plot ----------------------------------------------------------------------------------
+
+
+def tick_labels(svg: str) -> list[str]:
+    import re
+
+    return re.findall(r'text-anchor="middle">([^<]*)</text>', svg)
+
+
+def y_labels(svg: str) -> list[str]:
+    import re
+
+    return re.findall(r'<text x="44" y="[0-9.]+" text-anchor="end">([^<]*)</text>', svg)
+
+
+def test_the_plot_of_a_few_jobs_has_ticks_and_no_hairlines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = layout(tmp_path, "doc.json", env=2, b_limit=1)
+    work = tmp_path / "jobs.csv"
+    # The second job of a starts the moment the first ends: no dip to zero between them.
+    work.write_text(HEADER + "0,a,ml.g5.xlarge,1,3600,\n0,a,ml.g5.xlarge,1,3600,\n", "utf-8")
+    plot = tmp_path / "usage.svg"
+
+    assert simulate_cli(capsys, doc, "--workload", str(work), "--plot", str(plot))[0] == 0
+    svg = plot.read_text()
+    assert len(tick_labels(svg)) >= 4, tick_labels(svg)
+    assert y_labels(svg) == ["0", "1", "2"]
+    points = svg.split('<polygon fill="#4e79a7" points="')[1].split('"')[0].split()
+    upper = {p.split(",")[1] for p in points[: len(points) // 2]}
+    assert len(upper) == 1, f"share a holds one instance throughout: {points}"
+
+
+def test_the_plot_of_200k_jobs_is_binned(tmp_path: Path) -> None:
+    from quota_local.simulate import PLOT_BINS, ShareReport, SimulationResult, timeline_svg
+
+    # A usage that flips every few seconds: drawn event by event it is a barcode of noise.
+    timeline = [(float(t * 7), {"a": t % 3, "b": (t * 5) % 2}) for t in range(400_000)]
+    result = SimulationResult(
+        {"a": ShareReport("a"), "b": ShareReport("b")}, 2_800_000.0, [], timeline, 400_000
+    )
+    svg = timeline_svg(result, "200k", capacity=3)
+    for share_polygon in svg.split("<polygon")[1:]:
+        assert len(share_polygon.split('points="')[1].split('"')[0].split()) <= 4 * PLOT_BINS
+    assert "mean instances in use per" in svg
+    assert len(tick_labels(svg)) >= 4
+
+
+def test_compared_layouts_are_plotted_on_one_scale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slow = layout(tmp_path, "slow.json", env=2, b_limit=1)
+    fast = layout(tmp_path, "fast.json", env=3, b_limit=2)
+    work = tmp_path / "jobs.csv"
+    work.write_text(
+        HEADER + "0,a,ml.g5.xlarge,1,3600,\n0,b,ml.g5.xlarge,1,3600,\n0,b,ml.g5.xlarge,1,3600,\n",
+        encoding="utf-8",
+    )
+    for suffix in ("html", "svg"):
+        plot = tmp_path / f"usage.{suffix}"
+        argv = [slow, "--workload", str(work), "--compare", fast, "--plot", str(plot)]
+        assert simulate_cli(capsys, *argv)[0] == 0
+        text = plot.read_text()
+        charts = text.split("Instances in use per share: ")[1:]
+        assert len(charts) == 2, f"both layouts in the {suffix}"
+        assert tick_labels(charts[0]) == tick_labels(charts[1])
+        assert y_labels(charts[0]) == y_labels(charts[1])

@@ -88,7 +88,7 @@ def test_workload_csv_round_trip() -> None:
     ("text", "message"),
     [
         ("submit_time,share\n", "missing column(s) instance_type, count, run_time"),
-        ("submit_time,share,instance_type,count,run_time,colour\n", "unknown column(s) colour"),
+        ("submit_time,share,instance_type,count,run_time,colour\n", "unknown column(s) 'colour'"),
         (
             "submit_time,share,instance_type,count,run_time\nsoon,a,ml.g5.xlarge,1,60\n",
             "w:2: submit_time: 'soon' is not a number",

@@ -583,11 +583,15 @@ class _Run:
                 jobQueue=self.queue,
                 summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
                 detail=detail_lines(conflicts),
-                nextSteps=["Change the config as the message says; nothing was applied"],
+                nextSteps=[
+                    "Change the config as the message says: nothing is applied while the "
+                    "conflict stands, and retrying does not clear it",
+                ],
                 occurredAt=self.stamp,
                 dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
             )
         )
+        # Alerted above, with the advice a conflict needs: not again as a failed request.
         self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
         self.result.outcome = "failed"
         self.result.requeue_after = None

@@ -43,6 +43,7 @@ from quota_controller.alerts.model import (
 from quota_controller.alerts.render import one_line
 from quota_controller.capacity import share_capacities
 from quota_controller.config.model import JobStateTimeLimitAction, QuotaDocument, QuotaShareSpec
+from quota_controller.principals import display_name
 
 STUCK_PREFIXES = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
@@ -717,7 +718,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
     elif verdict.cause == "QUOTA_REDUCTION":
         change = verdict.change
         assert change is not None
-        who = f" by {one_line(change.by)}" if change.by else ""
+        who = f" by {one_line(display_name(change.by))}" if change.by else ""
         if change.quotaShareName:
             lender = one_line(change.quotaShareName)
             summary = f"{n} {noun} of {share} preempted: quota share {lender} changed{who}"
@@ -787,7 +788,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
         summary=summary,
         detail=detail,
         nextSteps=steps,
-        occurredAt=min(o.occurred_at for o in g.observations).isoformat().replace("+00:00", "Z"),
+        occurredAt=_iso(min(o.occurred_at for o in g.observations)),
         dedupKey=f"{g.queue}:{g.share or '?'}:{verdict.cause or verdict.kind}:{digest}",
     )
 
@@ -822,10 +823,7 @@ def _stuck_text(g: Group, ctx: Context) -> tuple[str, str, list[str]]:
             for c in caps
         )
     if obs.reason.startswith("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"):
-        why = "needs more instances than the service environment has"
-        steps = [
-            "Lower the job's InstanceCount, or raise serviceEnvironment.capacityLimits",
-        ]
+        why, steps = _environment_lacks(obs, ctx)
     else:
         why = "needs more than the quota share can ever get (its limit plus what it may borrow)"
         steps = [
@@ -841,6 +839,37 @@ def _stuck_text(g: Group, ctx: Context) -> tuple[str, str, list[str]]:
     detail = f"The job needs {need}. " + (f"Share {share}: {limits}. " if limits else "")
     detail += f"Batch's reason: {one_line(obs.reason, None)}"
     return summary, detail, steps
+
+
+def _environment_lacks(obs: Observation, ctx: Context) -> tuple[str, list[str]]:
+    """What the service environment cannot give the job: an instance type it has no capacity
+    limit for (named, usually a typo), or more instances of one than its limit."""
+    limits = (
+        {c.capacityUnit: c.maxCapacity for c in ctx.document.serviceEnvironment.capacityLimits}
+        if ctx.document is not None
+        else None
+    )
+    missing = [u for u in obs.usage if limits is not None and u not in limits]
+    if limits and missing:
+        names = ", ".join(one_line(u) for u in missing)
+        listed = ", ".join(one_line(u) for u in limits)
+        return (
+            f"needs {names}, which the service environment has no capacity limit for",
+            [
+                f"Submit it with an instance type the environment has ({listed}), or add "
+                f"{names} to serviceEnvironment.capacityLimits",
+            ],
+        )
+    over = [
+        f"{q:g} x {one_line(u)}" + (f" (the environment has {limits[u]})" if limits else "")
+        for u, q in obs.usage.items()
+        if limits is None or q > limits.get(u, 0)
+    ]
+    return (
+        "needs more instances than the service environment has"
+        + (f": {', '.join(over)}" if over else ""),
+        ["Lower the job's InstanceCount, or raise serviceEnvironment.capacityLimits"],
+    )
 
 
 def _time_limit(ctx: Context, code: str) -> JobStateTimeLimitAction | None:
