@@ -283,6 +283,8 @@ class _Job:
 
 _PHASE = 0
 _LIMIT = 1
+# A dispatch round's heap entry: (needs borrowing, first-come-first-served order, queue key).
+_Entry = tuple[bool, int, tuple[str, str]]
 Victim = tuple[_Job, str]
 _Eligible = Callable[[_Job], bool]
 
@@ -332,6 +334,14 @@ class QuotaScheduler:
         self._seq = itertools.count()
         self._orders = itertools.count()
         self._dirty_queues: set[tuple[str, str]] = set()
+        # Queues whose head cannot run until its own share frees that type, the head changes or
+        # the configuration does (`_block`): a dispatch pass skips them, with their heap entry.
+        self._blocked: dict[tuple[str, str], _Entry] = {}
+        # The dispatch round under way: its heap, the blocked entries it skipped and the
+        # largest entry it popped (see `_unblock`).
+        self._round: list[_Entry] | None = None
+        self._round_skipped: dict[tuple[str, str], _Entry] = {}
+        self._round_high: _Entry | None = None
         self._dirty_units: set[str] = set()
         self._out: list[Transition] = []
         self._now = -math.inf
@@ -518,6 +528,7 @@ class QuotaScheduler:
     # ----- configuration ----------------------------------------------------------------------
 
     def _apply_config(self, config: PoolConfig) -> None:
+        self._blocked.clear()
         self._env = dict(config.limits)
         self._shares = {s.name: _Share(s) for s in config.shares}
         lender_limits: dict[str, int] = {}
@@ -690,6 +701,8 @@ class QuotaScheduler:
 
     def _push_queue(self, job: _Job) -> None:
         key = (job.share, job.unit)
+        if key in self._blocked:
+            self._unblock(key)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = []
@@ -715,6 +728,10 @@ class QuotaScheduler:
         return None
 
     def _leave_runnable(self, job: _Job) -> None:
+        if self._blocked:
+            key = (job.share, job.unit)
+            if key in self._blocked:
+                self._unblock(key)
         self._runnable.pop(job.job_id, None)
         job.queued = False
         job.qver += 1
@@ -752,6 +769,8 @@ class QuotaScheduler:
         else:
             self._active[key].pop(job.job_id, None)
             self._dirty_units.add(unit)
+            if key in self._blocked:
+                self._unblock(key)
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
         job.status = status
@@ -813,16 +832,25 @@ class QuotaScheduler:
                 keys.update(self._queues_by_unit.get(unit, ()))
             self._dirty_queues.clear()
             self._dirty_units.clear()
+            blocked = self._blocked
+            skipped = {key: blocked[key] for key in keys & blocked.keys()} if blocked else {}
+            if skipped:
+                keys.difference_update(skipped)
             # Jobs that fit their share's own limit go first: capacity is idle, hence lendable,
             # only while its owner has nothing to run on it. Then first come first served.
-            heads: list[tuple[bool, int, tuple[str, str]]] = []
+            heads: list[_Entry] = []
             for key in keys:
                 head = self._head(key)
                 if head is not None:
                     heads.append((self._borrows(head), head.order, key))
             heapq.heapify(heads)
+            self._round, self._round_skipped, self._round_high = heads, skipped, None
+            high: _Entry | None = None
             while heads:
-                borrows, _, key = heapq.heappop(heads)
+                entry = heapq.heappop(heads)
+                if high is None or entry > high:
+                    high = self._round_high = entry
+                borrows, _, key = entry
                 job = self._head(key)
                 if job is None:
                     continue
@@ -833,6 +861,32 @@ class QuotaScheduler:
                     following = self._head(key)
                     if following is not None:
                         heapq.heappush(heads, (self._borrows(following), following.order, key))
+                elif not job.multi and self._stuck_on_own_share(job):
+                    blocked[key] = (True, job.order, key)
+            self._round, self._round_skipped, self._round_high = None, {}, None
+
+    def _stuck_on_own_share(self, job: _Job) -> bool:
+        """Whether the job (of one instance type, just refused) cannot run before its own share
+        frees some of that type: its share is disabled, or holds too much for the job to fit
+        even by borrowing and may not preempt within itself. Only that share's releases, a new
+        head of the queue or a new configuration change that; other shares' do not."""
+        share = self._shares.get(job.share)
+        if share is None or not share.enabled:
+            return True
+        if share.config.in_share_preemption:
+            return False
+        return self._used.get((job.share, job.unit), 0) + job.count > share.cap_of(job.unit)
+
+    def _unblock(self, key: tuple[str, str]) -> None:
+        """A blocked queue may run again. During a dispatch round that skipped it, it takes the
+        place it would have had from the round's start: in the heap again, unless the round has
+        already popped an entry above it (a heap pops in order, so it would have been refused
+        already, unchanged, and dropped)."""
+        entry = self._blocked.pop(key)
+        if self._round is not None and self._round_skipped.pop(key, None) is not None:
+            high = self._round_high
+            if high is None or entry > high:
+                heapq.heappush(self._round, entry)
 
     def _borrows(self, job: _Job) -> bool:
         """Whether the job needs more than what is left of its share's own limit."""
