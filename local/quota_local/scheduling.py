@@ -337,6 +337,9 @@ class QuotaScheduler:
         # Queues whose head cannot run until its own share frees that type, the head changes or
         # the configuration does (`_block`): a dispatch pass skips them, with their heap entry.
         self._blocked: dict[tuple[str, str], _Entry] = {}
+        # Of those, the ones waiting for idle capacity: per unit, (count, lends) -> queues.
+        self._waiting: dict[str, dict[tuple[int, bool], set[tuple[str, str]]]] = {}
+        self._waiting_of: dict[tuple[str, str], tuple[str, tuple[int, bool]]] = {}
         # The dispatch round under way: its heap, the blocked entries it skipped and the
         # largest entry it popped (see `_unblock`).
         self._round: list[_Entry] | None = None
@@ -529,6 +532,8 @@ class QuotaScheduler:
 
     def _apply_config(self, config: PoolConfig) -> None:
         self._blocked.clear()
+        self._waiting.clear()
+        self._waiting_of.clear()
         self._env = dict(config.limits)
         self._shares = {s.name: _Share(s) for s in config.shares}
         lender_limits: dict[str, int] = {}
@@ -771,6 +776,8 @@ class QuotaScheduler:
             self._dirty_units.add(unit)
             if key in self._blocked:
                 self._unblock(key)
+            if unit in self._waiting:
+                self._wake(unit)
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
         job.status = status
@@ -861,21 +868,43 @@ class QuotaScheduler:
                     following = self._head(key)
                     if following is not None:
                         heapq.heappush(heads, (self._borrows(following), following.order, key))
-                elif not job.multi and self._stuck_on_own_share(job):
-                    blocked[key] = (True, job.order, key)
+                elif not job.multi:
+                    self._block(key, job)
             self._round, self._round_skipped, self._round_high = None, {}, None
 
-    def _stuck_on_own_share(self, job: _Job) -> bool:
-        """Whether the job (of one instance type, just refused) cannot run before its own share
-        frees some of that type: its share is disabled, or holds too much for the job to fit
-        even by borrowing and may not preempt within itself. Only that share's releases, a new
-        head of the queue or a new configuration change that; other shares' do not."""
+    def _block(self, key: tuple[str, str], job: _Job) -> None:
+        """Set aside a queue whose head (of one instance type) was just refused and cannot run
+        before one of these changes: its own share frees some of that type, the head changes,
+        the configuration changes (always a fresh look) or, for a head that waits for idle
+        capacity only, the environment (and for a lender the lending pool) has `count` free.
+        Until then a dispatch pass would refuse it again, unchanged, so it skips it."""
         share = self._shares.get(job.share)
+        entry = (True, job.order, key)
         if share is None or not share.enabled:
-            return True
+            self._blocked[key] = entry
+            return
         if share.config.in_share_preemption:
-            return False
-        return self._used.get((job.share, job.unit), 0) + job.count > share.cap_of(job.unit)
+            return
+        unit, count = job.unit, job.count
+        used = self._used.get(key, 0)
+        if used + count > share.cap_of(unit):
+            # Over its ceiling even with borrowing: only its own releases change that.
+            self._blocked[key] = entry
+        elif used + count > share.limit(unit):
+            # It would borrow, so it preempts nothing: it waits for idle capacity.
+            need = (count, share.lends)
+            self._blocked[key] = entry
+            self._waiting_of[key] = (unit, need)
+            self._waiting.setdefault(unit, {}).setdefault(need, set()).add(key)
+
+    def _wake(self, unit: str) -> None:
+        """Capacity of `unit` came back: unblock the queues waiting for that much."""
+        free = self._env.get(unit, 0) - self._env_used.get(unit, 0)
+        pool = self._pool.get(unit, 0)
+        for (count, lends), keys in list(self._waiting[unit].items()):
+            if count <= free and (not lends or count <= pool):
+                for key in list(keys):
+                    self._unblock(key)
 
     def _unblock(self, key: tuple[str, str]) -> None:
         """A blocked queue may run again. During a dispatch round that skipped it, it takes the
@@ -883,6 +912,15 @@ class QuotaScheduler:
         already popped an entry above it (a heap pops in order, so it would have been refused
         already, unchanged, and dropped)."""
         entry = self._blocked.pop(key)
+        waiting = self._waiting_of.pop(key, None)
+        if waiting is not None:
+            unit, need = waiting
+            buckets = self._waiting[unit]
+            buckets[need].discard(key)
+            if not buckets[need]:
+                del buckets[need]
+                if not buckets:
+                    del self._waiting[unit]
         if self._round is not None and self._round_skipped.pop(key, None) is not None:
             high = self._round_high
             if high is None or entry > high:
