@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 RESERVE = "RESERVE"
 LEND = "LEND"
@@ -103,9 +104,9 @@ class Kind(StrEnum):
     BLOCKED = "BLOCKED"
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One change of one job, at `at` (epoch seconds)."""
+class Transition(NamedTuple):
+    """One change of one job, at `at` (epoch seconds). A named tuple: the simulator makes
+    several per job, and a frozen dataclass costs three times as much to build."""
 
     job_id: str
     kind: Kind
@@ -289,6 +290,41 @@ Victim = tuple[_Job, str]
 _Eligible = Callable[[_Job], bool]
 
 
+class _Round:
+    """One round of a dispatch pass: a heap of queues, popped in order.
+
+    A blocked queue is left out, as it would be refused unchanged at its turn. When it is
+    unblocked (or its capacity comes back) during the round, it rejoins with the entry it would
+    have had since the round's start, if the round was for it (its units or a queue change) and
+    has not popped past that entry yet: a heap pops in order, so any earlier turn has passed and
+    found it refused.
+    """
+
+    __slots__ = ("dirty", "heap", "high", "joined", "units")
+
+    def __init__(
+        self,
+        heap: list[_Entry],
+        units: set[str],
+        dirty: set[tuple[str, str]],
+        joined: set[tuple[str, str]],
+    ) -> None:
+        self.heap = heap
+        self.units = units
+        self.dirty = dirty
+        self.joined = joined
+        self.high: _Entry | None = None
+
+    def rejoin(
+        self, key: tuple[str, str], entry: _Entry, units_of: Mapping[tuple[str, str], set[str]]
+    ) -> None:
+        if key in self.joined or (self.high is not None and entry < self.high):
+            return
+        if key in self.dirty or not self.units.isdisjoint(units_of.get(key, ())):
+            self.joined.add(key)
+            heapq.heappush(self.heap, entry)
+
+
 class QuotaScheduler:
     """Schedules the jobs of one service environment and its quota shares."""
 
@@ -340,11 +376,12 @@ class QuotaScheduler:
         # Of those, the ones waiting for idle capacity: per unit, (count, lends) -> queues.
         self._waiting: dict[str, dict[tuple[int, bool], set[tuple[str, str]]]] = {}
         self._waiting_of: dict[tuple[str, str], tuple[str, tuple[int, bool]]] = {}
-        # The dispatch round under way: its heap, the blocked entries it skipped and the
-        # largest entry it popped (see `_unblock`).
-        self._round: list[_Entry] | None = None
-        self._round_skipped: dict[tuple[str, str], _Entry] = {}
-        self._round_high: _Entry | None = None
+        # Per unit, the queues listed for it (`_queues_by_unit`) that are not blocked; per
+        # queue, the units it is listed for.
+        self._open_by_unit: dict[str, set[tuple[str, str]]] = {}
+        self._units_of: dict[tuple[str, str], set[str]] = {}
+        # The dispatch round under way (see `_unblock`).
+        self._round: _Round | None = None
         self._dirty_units: set[str] = set()
         self._out: list[Transition] = []
         self._now = -math.inf
@@ -534,6 +571,7 @@ class QuotaScheduler:
         self._blocked.clear()
         self._waiting.clear()
         self._waiting_of.clear()
+        self._open_by_unit = {unit: set(keys) for unit, keys in self._queues_by_unit.items()}
         self._env = dict(config.limits)
         self._shares = {s.name: _Share(s) for s in config.shares}
         lender_limits: dict[str, int] = {}
@@ -707,20 +745,31 @@ class QuotaScheduler:
     def _push_queue(self, job: _Job) -> None:
         key = (job.share, job.unit)
         if key in self._blocked:
-            self._unblock(key)
+            head = self._head(key)
+            if head is None or head is job or _queue_key(job) < _queue_key(head):
+                self._unblock(key)  # a new head, or the head re-prioritized
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = []
-            self._queues_by_unit.setdefault(job.unit, set()).add(key)
+            self._list_queue(key, job.unit)
             self._queues_by_share.setdefault(job.share, set()).add(key)
         if job.multi:
             # Capacity coming back in any of its types may let the job run.
             for unit, _ in job.demand:
-                self._queues_by_unit.setdefault(unit, set()).add(key)
+                self._list_queue(key, unit)
         job.qver += 1
         job.queued = True
         heapq.heappush(queue, (-job.priority, job.order, job.qver, job.job_id))
         self._dirty_queues.add(key)
+
+    def _list_queue(self, key: tuple[str, str], unit: str) -> None:
+        listed = self._queues_by_unit.setdefault(unit, set())
+        if key in listed:
+            return
+        listed.add(key)
+        self._units_of.setdefault(key, set()).add(unit)
+        if key not in self._blocked:
+            self._open_by_unit.setdefault(unit, set()).add(key)
 
     def _head(self, key: tuple[str, str]) -> _Job | None:
         queue = self._queues.get(key)
@@ -834,15 +883,12 @@ class QuotaScheduler:
             rounds += 1
             if rounds > 1000:
                 raise RuntimeError("dispatch pass does not converge (scheduler bug)")
-            keys = set(self._dirty_queues)
-            for unit in self._dirty_units:
-                keys.update(self._queues_by_unit.get(unit, ()))
-            self._dirty_queues.clear()
-            self._dirty_units.clear()
+            units, self._dirty_units = self._dirty_units, set()
+            dirty, self._dirty_queues = self._dirty_queues, set()
             blocked = self._blocked
-            skipped = {key: blocked[key] for key in keys & blocked.keys()} if blocked else {}
-            if skipped:
-                keys.difference_update(skipped)
+            keys = dirty - blocked.keys() if blocked else set(dirty)
+            for unit in units:
+                keys.update(self._open_by_unit.get(unit, ()))
             # Jobs that fit their share's own limit go first: capacity is idle, hence lendable,
             # only while its owner has nothing to run on it. Then first come first served.
             heads: list[_Entry] = []
@@ -850,14 +896,26 @@ class QuotaScheduler:
                 head = self._head(key)
                 if head is not None:
                     heads.append((self._borrows(head), head.order, key))
+            # Blocked queues waiting for idle capacity take part when enough of it is idle now.
+            for unit in units & self._waiting.keys() if self._waiting else ():
+                for need, waiting in self._waiting[unit].items():
+                    if self._idle_for(unit, need):
+                        keys.update(waiting)
+                        heads.extend(blocked[key] for key in waiting)
             heapq.heapify(heads)
-            self._round, self._round_skipped, self._round_high = heads, skipped, None
-            high: _Entry | None = None
+            self._round = round_ = _Round(heads, units, dirty, keys)
+            waiting_of = self._waiting_of
             while heads:
                 entry = heapq.heappop(heads)
-                if high is None or entry > high:
-                    high = self._round_high = entry
+                if round_.high is None or entry > round_.high:
+                    round_.high = entry
                 borrows, _, key = entry
+                if key in waiting_of:
+                    # Refused unless idle capacity is there now (see `_block`).
+                    unit, need = waiting_of[key]
+                    if not self._idle_for(unit, need) or not self._under_cap(key, need[0]):
+                        continue
+                    self._unblock(key)
                 job = self._head(key)
                 if job is None:
                     continue
@@ -870,48 +928,66 @@ class QuotaScheduler:
                         heapq.heappush(heads, (self._borrows(following), following.order, key))
                 elif not job.multi:
                     self._block(key, job)
-            self._round, self._round_skipped, self._round_high = None, {}, None
+            self._round = None
+
+    def _idle_for(self, unit: str, need: tuple[int, bool]) -> bool:
+        """Whether `count` instances of `unit` are idle in the environment (and in the lending
+        pool, for a lender)."""
+        count, lends = need
+        if self._env_used.get(unit, 0) + count > self._env.get(unit, 0):
+            return False
+        return not lends or self._pool.get(unit, 0) >= count
+
+    def _under_cap(self, key: tuple[str, str], count: int) -> bool:
+        share = self._shares[key[0]]
+        return self._used.get(key, 0) + count <= share.cap_of(key[1])
 
     def _block(self, key: tuple[str, str], job: _Job) -> None:
         """Set aside a queue whose head (of one instance type) was just refused and cannot run
         before one of these changes: its own share frees some of that type, the head changes,
         the configuration changes (always a fresh look) or, for a head that waits for idle
-        capacity only, the environment (and for a lender the lending pool) has `count` free.
-        Until then a dispatch pass would refuse it again, unchanged, so it skips it."""
+        capacity only (it would borrow, so it preempts nothing), the environment (and for a
+        lender the lending pool) has `count` idle while the share is still under its ceiling.
+        Until then a dispatch pass would refuse it again, unchanged, so it skips it; a waiting
+        queue takes part in a round only when the capacity it waits for is idle."""
         share = self._shares.get(job.share)
-        entry = (True, job.order, key)
         if share is None or not share.enabled:
-            self._blocked[key] = entry
+            need = None
+        elif share.config.in_share_preemption:
             return
-        if share.config.in_share_preemption:
-            return
-        unit, count = job.unit, job.count
-        used = self._used.get(key, 0)
-        if used + count > share.cap_of(unit):
-            # Over its ceiling even with borrowing: only its own releases change that.
-            self._blocked[key] = entry
-        elif used + count > share.limit(unit):
-            # It would borrow, so it preempts nothing: it waits for idle capacity.
-            need = (count, share.lends)
-            self._blocked[key] = entry
-            self._waiting_of[key] = (unit, need)
-            self._waiting.setdefault(unit, {}).setdefault(need, set()).add(key)
+        else:
+            unit, count = job.unit, job.count
+            used = self._used.get(key, 0)
+            if used + count > share.cap_of(unit):
+                # Over its ceiling even with borrowing: only its own releases change that.
+                need = None
+            elif used + count > share.limit(unit):
+                # It would borrow, so it preempts nothing: it waits for idle capacity.
+                need = (count, share.lends)
+            else:
+                return
+        # Blocked, its heap entry is this (it needs borrowing while blocked; see `_unblock`).
+        self._blocked[key] = (True, job.order, key)
+        for unit in self._units_of.get(key, ()):
+            self._open_by_unit[unit].discard(key)
+        if need is not None:
+            self._waiting_of[key] = (job.unit, need)
+            self._waiting.setdefault(job.unit, {}).setdefault(need, set()).add(key)
 
     def _wake(self, unit: str) -> None:
-        """Capacity of `unit` came back: unblock the queues waiting for that much."""
-        free = self._env.get(unit, 0) - self._env_used.get(unit, 0)
-        pool = self._pool.get(unit, 0)
-        for (count, lends), keys in list(self._waiting[unit].items()):
-            if count <= free and (not lends or count <= pool):
-                for key in list(keys):
-                    self._unblock(key)
+        """Capacity of `unit` came back during a dispatch round: the queues waiting for idle
+        capacity that the round left out take their places in it (the round's check at their
+        turn decides; see `_unblock` for the places)."""
+        if self._round is not None:
+            for waiting in list(self._waiting[unit].values()):
+                for key in list(waiting):
+                    self._round.rejoin(key, self._blocked[key], self._units_of)
 
     def _unblock(self, key: tuple[str, str]) -> None:
-        """A blocked queue may run again. During a dispatch round that skipped it, it takes the
-        place it would have had from the round's start: in the heap again, unless the round has
-        already popped an entry above it (a heap pops in order, so it would have been refused
-        already, unchanged, and dropped)."""
+        """A blocked queue may run again."""
         entry = self._blocked.pop(key)
+        for unit in self._units_of.get(key, ()):
+            self._open_by_unit[unit].add(key)
         waiting = self._waiting_of.pop(key, None)
         if waiting is not None:
             unit, need = waiting
@@ -921,10 +997,8 @@ class QuotaScheduler:
                 del buckets[need]
                 if not buckets:
                     del self._waiting[unit]
-        if self._round is not None and self._round_skipped.pop(key, None) is not None:
-            high = self._round_high
-            if high is None or entry > high:
-                heapq.heappush(self._round, entry)
+        if self._round is not None:
+            self._round.rejoin(key, entry, self._units_of)
 
     def _borrows(self, job: _Job) -> bool:
         """Whether the job needs more than what is left of its share's own limit."""
