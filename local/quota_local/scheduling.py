@@ -773,10 +773,11 @@ class QuotaScheduler:
 
     def _head(self, key: tuple[str, str]) -> _Job | None:
         queue = self._queues.get(key)
+        jobs = self._jobs
         while queue:
-            _, _, qver, job_id = queue[0]
-            job = self._jobs[job_id]
-            if job.queued and job.qver == qver:
+            entry = queue[0]
+            job = jobs[entry[3]]
+            if job.qver == entry[2] and job.queued:
                 return job
             heapq.heappop(queue)
         return None
@@ -897,11 +898,14 @@ class QuotaScheduler:
                 if head is not None:
                     heads.append((self._borrows(head), head.order, key))
             # Blocked queues waiting for idle capacity take part when enough of it is idle now.
-            for unit in units & self._waiting.keys() if self._waiting else ():
-                for need, waiting in self._waiting[unit].items():
-                    if self._idle_for(unit, need):
-                        keys.update(waiting)
-                        heads.extend(blocked[key] for key in waiting)
+            if self._waiting:
+                for unit in units & self._waiting.keys():
+                    for need, waiting in self._waiting[unit].items():
+                        if self._idle_for(unit, need):
+                            keys.update(waiting)
+                            heads.extend(blocked[key] for key in waiting)
+            if not heads:
+                continue
             heapq.heapify(heads)
             self._round = round_ = _Round(heads, units, dirty, keys)
             waiting_of = self._waiting_of
@@ -1009,7 +1013,7 @@ class QuotaScheduler:
                 > (share.limit(unit) if share is not None else 0)
                 for unit, count in job.demand
             )
-        own = share.limit(job.unit) if share is not None else 0
+        own = share.limits.get(job.unit, 0) if share is not None else 0
         return self._used.get((job.share, job.unit), 0) + job.count > own
 
     def _fits(self, share: _Share, unit: str, count: int) -> bool:
