@@ -236,6 +236,11 @@ class ShareReport:
     quota_instance_seconds: float = 0.0
     borrowed_instance_seconds: float = 0.0
     lent_instance_seconds: float = 0.0
+    # For `quotactl recommend`: each wait's job size in instance-seconds (count x run time), the
+    # instance-time of attempts cut short by preemption, and how long stuck jobs had waited.
+    wait_weights: list[float] = field(default_factory=list)
+    preempted_instance_seconds: float = 0.0
+    stuck_waits: list[tuple[float, float]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as data (hours for capacity, seconds for waits)."""
@@ -305,6 +310,7 @@ def simulate(
     lenders = {s.name for s in config.shares if s.strategy in ("LEND", "LEND_AND_BORROW")}
     specs: dict[str, tuple[WorkloadJob, str]] = {}
     runnable_since: dict[str, float] = {}
+    dispatched_at: dict[str, float] = {}
     series: list[tuple[float, dict[str, int]]] = []
     ledger = UsageLedger(limits, lenders, config.limits)
     change = ledger.change
@@ -327,8 +333,13 @@ def simulate(
             if kind is Kind.DISPATCH:
                 delta = job.count
                 report.waits.append(tr.at - runnable_since.pop(tr.job_id, tr.at))
+                report.wait_weights.append(job.count * job.run_time)
+                dispatched_at[tr.job_id] = tr.at
             elif kind in active and tr.previous in held_before:
                 delta = -job.count
+                if kind is Kind.PREEMPT:
+                    lost = tr.at - dispatched_at.get(tr.job_id, tr.at)
+                    report.preempted_instance_seconds += job.count * lost
             else:
                 delta = 0
             if delta:
@@ -385,7 +396,10 @@ def simulate(
         report.lent_instance_seconds = time.lent
     for job_id in scheduler.runnable_ids():
         if job_id in specs:
-            reports[specs[job_id][1]].stuck += 1
+            stuck, share = specs[job_id]
+            reports[share].stuck += 1
+            since = runnable_since.get(job_id, stuck.submit_time)
+            reports[share].stuck_waits.append((end - since, stuck.count * stuck.run_time))
     for name, report in reports.items():
         report.quota_instance_seconds = sum(limits[name].values()) * end
     return SimulationResult(reports, end, warnings, series, int(state["count"]))
