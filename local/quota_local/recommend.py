@@ -85,7 +85,9 @@ def document_data(document: QuotaDocument, layout: Layout) -> dict[str, Any]:
     """The document with `layout`'s limits, strategies and borrow limits, as data.
 
     `approvedChange` is dropped: it approves one held change of the current layout."""
-    data: dict[str, Any] = document.model_dump(mode="json", exclude_none=True)
+    data: dict[str, Any] = document.model_dump(
+        mode="json", exclude_none=True, exclude_defaults=True
+    )
     data.pop("approvedChange", None)
     by_name = {s.name: s for s in layout}
     for share in data["quotaShares"]:
