@@ -495,14 +495,29 @@ class QuotaScheduler:
 
     def advance(self, until: float) -> list[Transition]:
         """Process everything due up to `until`, in time order; return the transitions."""
+        self._process(until)
+        if until > self._now:
+            self._now = until
+        out, self._out = self._out, []
+        return out
+
+    def run(self, until: float = math.inf) -> list[Transition]:
+        """Advance until nothing is left to do (or `until`): a simulator's main loop. The clock
+        stays at the last event (not at `until`)."""
+        self._process(until)
+        out, self._out = self._out, []
+        return out
+
+    def _process(self, until: float) -> None:
         if self._dirty_queues or self._dirty_units:
             self._dispatch_pass(self._now)
         if self._front_dirty:
             self._update_fronts(self._now)
         timers = self._timers
+        jobs = self._jobs
         while timers and timers[0][0] <= until:
             due, _, kind, job_id, version = heapq.heappop(timers)
-            job = self._jobs.get(job_id)
+            job = jobs.get(job_id)
             if job is not None and job.version == version:
                 self._now = due
                 if kind == _PHASE:
@@ -515,17 +530,6 @@ class QuotaScheduler:
                     self._dispatch_pass(due)
                 if self._front_dirty:
                     self._update_fronts(due)
-        if until > self._now:
-            self._now = until
-        out, self._out = self._out, []
-        return out
-
-    def run(self, until: float = math.inf) -> list[Transition]:
-        """Advance until nothing is left to do (or `until`): a simulator's main loop."""
-        out = self.advance(self._now)
-        while (due := self.next_event_at()) is not None and due <= until:
-            out.extend(self.advance(due))
-        return out
 
     # ----- views ------------------------------------------------------------------------------
 
@@ -887,7 +891,7 @@ class QuotaScheduler:
             units, self._dirty_units = self._dirty_units, set()
             dirty, self._dirty_queues = self._dirty_queues, set()
             blocked = self._blocked
-            keys = dirty - blocked.keys() if blocked else set(dirty)
+            keys = {key for key in dirty if key not in blocked}
             for unit in units:
                 keys.update(self._open_by_unit.get(unit, ()))
             # Jobs that fit their share's own limit go first: capacity is idle, hence lendable,
@@ -898,12 +902,11 @@ class QuotaScheduler:
                 if head is not None:
                     heads.append((self._borrows(head), head.order, key))
             # Blocked queues waiting for idle capacity take part when enough of it is idle now.
-            if self._waiting:
-                for unit in units & self._waiting.keys():
-                    for need, waiting in self._waiting[unit].items():
-                        if self._idle_for(unit, need):
-                            keys.update(waiting)
-                            heads.extend(blocked[key] for key in waiting)
+            for unit in units:
+                for need, waiting in self._waiting.get(unit, {}).items():
+                    if self._idle_for(unit, need):
+                        keys.update(waiting)
+                        heads.extend(blocked[key] for key in waiting)
             if not heads:
                 continue
             heapq.heapify(heads)
