@@ -94,11 +94,14 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
             keeps=keeps,
             seed=args.seed,
             budget=args.budget,
+            progress=_progress(args.budget + 1) if sys.stderr.isatty() else None,
         )
     except RecommendError as exc:
         print(f"quotactl recommend: {exc}", file=sys.stderr)
         return EXIT_INVALID
     seconds = time.perf_counter() - started
+    if sys.stderr.isatty():
+        print(file=sys.stderr)  # ends the progress line
     written = _write(args.out, document, result, args) if args.out else None
     if args.out and written is None:
         return EXIT_INVALID
@@ -107,6 +110,13 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     _print(result, args, jobs, seconds, out)
     return EXIT_OK
+
+
+def _progress(most: int) -> Any:
+    def show(done: int, _evaluation: Any) -> None:
+        print(f"\rsimulated {done} of at most {most} layouts", end="", file=sys.stderr)
+
+    return show
 
 
 def _read_workload(path: str) -> list[Any] | None:

@@ -26,7 +26,13 @@ from typing import Any
 
 from quota_controller.config import validate_document
 from quota_controller.config.model import QuotaDocument
-from quota_local.simulate import SimulationResult, WorkloadJob, refusing_shares, simulate
+from quota_local.simulate import (
+    SimulationResult,
+    WorkloadJob,
+    check_workload,
+    refusing_shares,
+    simulate,
+)
 
 STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
 BORROW_LIMITS = (-1, 0, 50, 100, 200, 400)
@@ -676,7 +682,8 @@ def recommend(
     ranked = sorted(
         (e for e in seen.values() if _within(space, e.layout) or e.layout == current), key=_rank
     )
-    warnings = []
+    # What is left after check_inputs: jobs of instance types the environment lacks.
+    warnings = check_workload(jobs, document)
     if not _within(space, current):
         warnings.append(
             "the current layout is outside the searched space (its own quotas add up to more "

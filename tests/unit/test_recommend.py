@@ -182,3 +182,9 @@ def test_weighted_percentile_weighs_by_instance_time() -> None:
     assert weighted_percentile(pairs, 0.95) == 3600.0
     assert weighted_percentile([(0.0, 1.0)] * 9 + [(3600.0, 1.0)], 0.5) == 0.0
     assert weighted_percentile([], 0.95) is None
+
+
+def test_jobs_of_a_type_the_environment_lacks_are_a_warning() -> None:
+    jobs = [*busy_b(6), WorkloadJob(0.0, "team-a", "ml.p4d.24xlarge", 1, 60.0)]
+    result = recommend(lopsided(), jobs, budget=2)
+    assert any("'ml.p4d.24xlarge'" in w and "never run" in w for w in result.warnings)
