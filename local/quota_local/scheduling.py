@@ -269,7 +269,7 @@ class _Job:
         # single-type hot path never loops.
         self.demand: tuple[tuple[str, int], ...] = ((spec.unit, spec.count), *spec.extra_units)
         self.multi = bool(spec.extra_units)
-        self.needs: dict[str, int] = dict(self.demand)
+        self.needs: dict[str, int] = dict(self.demand) if self.multi else {}
         # announce_at_front: at the front of its share with its reason announced (and since when).
         self.front = False
         self.front_since = 0.0
@@ -419,11 +419,14 @@ class QuotaScheduler:
         known = self._jobs.get(spec.job_id)
         if known is not None:
             return known.reason
-        if spec.count < 1 or any(count < 1 for _, count in spec.extra_units):
+        if spec.count < 1:
             raise ValueError(f"job {spec.job_id}: count must be >= 1")
-        units = [spec.unit, *(unit for unit, _ in spec.extra_units)]
-        if len(set(units)) != len(units):
-            raise ValueError(f"job {spec.job_id}: an instance type is given twice")
+        if spec.extra_units:
+            if any(count < 1 for _, count in spec.extra_units):
+                raise ValueError(f"job {spec.job_id}: count must be >= 1")
+            units = [spec.unit, *(unit for unit, _ in spec.extra_units)]
+            if len(set(units)) != len(units):
+                raise ValueError(f"job {spec.job_id}: an instance type is given twice")
         self._now = now
         job = _Job(spec, next(self._orders) if spec.order is None else spec.order)
         self._jobs[job.job_id] = job
