@@ -335,17 +335,20 @@ class QuotaScheduler:
         *,
         announce_at_front: bool = False,
         environment_reduction_preempts: bool = False,
+        skip_blocked: bool = True,
     ) -> None:
         """`announce_at_front`: a stuck job's reason is announced (Kind.BLOCKED) when the job is
         at the front of its share, and jobStateTimeLimitActions count the time it spends there
         (AWS: "remained at the head of the queue"); off, the reason counts from when the job
         became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
         below its usage preempts jobs until usage fits; off, nothing new dispatches until it
-        does."""
+        does. `skip_blocked=False` re-examines every queue at every pass (blocking changes no
+        outcome, only the work; a test compares the two)."""
         self.phases = phases or Phases()
         self.config = config
         self._announce = announce_at_front
         self._environment_preempts = environment_reduction_preempts
+        self._skip_blocked = skip_blocked
         # announce_at_front: stuck RUNNABLE jobs per share, and shares whose front may have moved.
         self._stuck: dict[str, dict[str, _Job]] = {}
         self._front_dirty: set[str] = set()
@@ -936,7 +939,7 @@ class QuotaScheduler:
                     following = self._head(key)
                     if following is not None:
                         heapq.heappush(heads, (self._borrows(following), following.order, key))
-                elif not job.multi:
+                elif not job.multi and self._skip_blocked:
                     self._block(key, job)
             self._round = None
 
