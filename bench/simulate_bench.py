@@ -1,4 +1,8 @@
-"""What-if simulator time for 1k, 10k and 100k jobs on 20 shares."""
+"""What-if simulator time for 1k, 10k and 100k jobs on 20 shares.
+
+`seconds` is wall-clock time of one simulation; `jobs_per_s` is jobs over this process's CPU
+time, the best of `REPEATS` runs: the machine is shared (CI, other work), and CPU time of the
+best run is what varies least with the load around it (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import time
 from bench.reconcile_bench import twenty_share_document
 from quota_controller.config import validate_document
 from quota_local.simulate import generate_workload, simulate
+
+REPEATS = 3
 
 
 def run(sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> dict[str, float]:
@@ -17,11 +23,14 @@ def run(sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> dict[str, float]:
     for n in sizes:
         # Keep the load comparable across sizes: the horizon grows with the job count.
         jobs = generate_workload(document, n, seed=11, horizon_s=n * 6.0)
-        start = time.perf_counter()
-        result = simulate(document, jobs, timeline=False)
-        seconds = time.perf_counter() - start
-        done = sum(r.succeeded + r.failed + r.stuck for r in result.shares.values())
-        assert done == n, f"{done} of {n} jobs accounted for"
-        out[f"simulate.jobs_{n}.seconds"] = seconds
-        out[f"simulate.jobs_{n}.jobs_per_s"] = n / seconds
+        walls, cpus = [], []
+        for _ in range(REPEATS if n <= 10_000 else 1):
+            start, cpu = time.perf_counter(), time.process_time()
+            result = simulate(document, jobs, timeline=False)
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+            done = sum(r.succeeded + r.failed + r.stuck for r in result.shares.values())
+            assert done == n, f"{done} of {n} jobs accounted for"
+        out[f"simulate.jobs_{n}.seconds"] = min(walls)
+        out[f"simulate.jobs_{n}.jobs_per_s"] = n / min(cpus)
     return out

@@ -114,9 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--name", metavar="NAME", help="job name (default SHARE-job)")
 
-    from quotactl import conformance_cmd
+    from quotactl import conformance_cmd, recommend_cmd
 
     conformance_cmd.add_parser(sub)
+    recommend_cmd.add_parser(sub)
     _add_operator_commands(sub)
     from quotactl import history_cmd
 
@@ -392,6 +393,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
                 variants=args.variant,
                 conformance=args.conformance,
             )
+        if args.command == "recommend":
+            from quotactl.recommend_cmd import run_recommend
+
+            return run_recommend(args, out)
         if args.command == "conformance":
             from quotactl.conformance_cmd import run_conformance
 

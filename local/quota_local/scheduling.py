@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 RESERVE = "RESERVE"
 LEND = "LEND"
@@ -103,9 +104,9 @@ class Kind(StrEnum):
     BLOCKED = "BLOCKED"
 
 
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One change of one job, at `at` (epoch seconds)."""
+class Transition(NamedTuple):
+    """One change of one job, at `at` (epoch seconds). A named tuple: the simulator makes
+    several per job, and a frozen dataclass costs three times as much to build."""
 
     job_id: str
     kind: Kind
@@ -268,7 +269,7 @@ class _Job:
         # single-type hot path never loops.
         self.demand: tuple[tuple[str, int], ...] = ((spec.unit, spec.count), *spec.extra_units)
         self.multi = bool(spec.extra_units)
-        self.needs: dict[str, int] = dict(self.demand)
+        self.needs: dict[str, int] = dict(self.demand) if self.multi else {}
         # announce_at_front: at the front of its share with its reason announced (and since when).
         self.front = False
         self.front_since = 0.0
@@ -283,8 +284,45 @@ class _Job:
 
 _PHASE = 0
 _LIMIT = 1
+# A dispatch round's heap entry: (needs borrowing, first-come-first-served order, queue key).
+_Entry = tuple[bool, int, tuple[str, str]]
 Victim = tuple[_Job, str]
 _Eligible = Callable[[_Job], bool]
+
+
+class _Round:
+    """One round of a dispatch pass: a heap of queues, popped in order.
+
+    A blocked queue is left out, as it would be refused unchanged at its turn. When it is
+    unblocked (or its capacity comes back) during the round, it rejoins with the entry it would
+    have had since the round's start, if the round was for it (its units or a queue change) and
+    has not popped past that entry yet: a heap pops in order, so any earlier turn has passed and
+    found it refused.
+    """
+
+    __slots__ = ("dirty", "heap", "high", "joined", "units")
+
+    def __init__(
+        self,
+        heap: list[_Entry],
+        units: set[str],
+        dirty: set[tuple[str, str]],
+        joined: set[tuple[str, str]],
+    ) -> None:
+        self.heap = heap
+        self.units = units
+        self.dirty = dirty
+        self.joined = joined
+        self.high: _Entry | None = None
+
+    def rejoin(
+        self, key: tuple[str, str], entry: _Entry, units_of: Mapping[tuple[str, str], set[str]]
+    ) -> None:
+        if key in self.joined or (self.high is not None and entry < self.high):
+            return
+        if key in self.dirty or not self.units.isdisjoint(units_of.get(key, ())):
+            self.joined.add(key)
+            heapq.heappush(self.heap, entry)
 
 
 class QuotaScheduler:
@@ -297,17 +335,20 @@ class QuotaScheduler:
         *,
         announce_at_front: bool = False,
         environment_reduction_preempts: bool = False,
+        skip_blocked: bool = True,
     ) -> None:
         """`announce_at_front`: a stuck job's reason is announced (Kind.BLOCKED) when the job is
         at the front of its share, and jobStateTimeLimitActions count the time it spends there
         (AWS: "remained at the head of the queue"); off, the reason counts from when the job
         became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
         below its usage preempts jobs until usage fits; off, nothing new dispatches until it
-        does."""
+        does. `skip_blocked=False` re-examines every queue at every pass (blocking changes no
+        outcome, only the work; a test compares the two)."""
         self.phases = phases or Phases()
         self.config = config
         self._announce = announce_at_front
         self._environment_preempts = environment_reduction_preempts
+        self._skip_blocked = skip_blocked
         # announce_at_front: stuck RUNNABLE jobs per share, and shares whose front may have moved.
         self._stuck: dict[str, dict[str, _Job]] = {}
         self._front_dirty: set[str] = set()
@@ -332,6 +373,18 @@ class QuotaScheduler:
         self._seq = itertools.count()
         self._orders = itertools.count()
         self._dirty_queues: set[tuple[str, str]] = set()
+        # Queues whose head cannot run until its own share frees that type, the head changes or
+        # the configuration does (`_block`): a dispatch pass skips them, with their heap entry.
+        self._blocked: dict[tuple[str, str], _Entry] = {}
+        # Of those, the ones waiting for idle capacity: per unit, (count, lends) -> queues.
+        self._waiting: dict[str, dict[tuple[int, bool], set[tuple[str, str]]]] = {}
+        self._waiting_of: dict[tuple[str, str], tuple[str, tuple[int, bool]]] = {}
+        # Per unit, the queues listed for it (`_queues_by_unit`) that are not blocked; per
+        # queue, the units it is listed for.
+        self._open_by_unit: dict[str, set[tuple[str, str]]] = {}
+        self._units_of: dict[tuple[str, str], set[str]] = {}
+        # The dispatch round under way (see `_unblock`).
+        self._round: _Round | None = None
         self._dirty_units: set[str] = set()
         self._out: list[Transition] = []
         self._now = -math.inf
@@ -369,11 +422,14 @@ class QuotaScheduler:
         known = self._jobs.get(spec.job_id)
         if known is not None:
             return known.reason
-        if spec.count < 1 or any(count < 1 for _, count in spec.extra_units):
+        if spec.count < 1:
             raise ValueError(f"job {spec.job_id}: count must be >= 1")
-        units = [spec.unit, *(unit for unit, _ in spec.extra_units)]
-        if len(set(units)) != len(units):
-            raise ValueError(f"job {spec.job_id}: an instance type is given twice")
+        if spec.extra_units:
+            if any(count < 1 for _, count in spec.extra_units):
+                raise ValueError(f"job {spec.job_id}: count must be >= 1")
+            units = [spec.unit, *(unit for unit, _ in spec.extra_units)]
+            if len(set(units)) != len(units):
+                raise ValueError(f"job {spec.job_id}: an instance type is given twice")
         self._now = now
         job = _Job(spec, next(self._orders) if spec.order is None else spec.order)
         self._jobs[job.job_id] = job
@@ -445,14 +501,29 @@ class QuotaScheduler:
 
     def advance(self, until: float) -> list[Transition]:
         """Process everything due up to `until`, in time order; return the transitions."""
+        self._process(until)
+        if until > self._now:
+            self._now = until
+        out, self._out = self._out, []
+        return out
+
+    def run(self, until: float = math.inf) -> list[Transition]:
+        """Advance until nothing is left to do (or `until`): a simulator's main loop. The clock
+        stays at the last event (not at `until`)."""
+        self._process(until)
+        out, self._out = self._out, []
+        return out
+
+    def _process(self, until: float) -> None:
         if self._dirty_queues or self._dirty_units:
             self._dispatch_pass(self._now)
         if self._front_dirty:
             self._update_fronts(self._now)
         timers = self._timers
+        jobs = self._jobs
         while timers and timers[0][0] <= until:
             due, _, kind, job_id, version = heapq.heappop(timers)
-            job = self._jobs.get(job_id)
+            job = jobs.get(job_id)
             if job is not None and job.version == version:
                 self._now = due
                 if kind == _PHASE:
@@ -465,17 +536,6 @@ class QuotaScheduler:
                     self._dispatch_pass(due)
                 if self._front_dirty:
                     self._update_fronts(due)
-        if until > self._now:
-            self._now = until
-        out, self._out = self._out, []
-        return out
-
-    def run(self, until: float = math.inf) -> list[Transition]:
-        """Advance until nothing is left to do (or `until`): a simulator's main loop."""
-        out = self.advance(self._now)
-        while (due := self.next_event_at()) is not None and due <= until:
-            out.extend(self.advance(due))
-        return out
 
     # ----- views ------------------------------------------------------------------------------
 
@@ -518,6 +578,10 @@ class QuotaScheduler:
     # ----- configuration ----------------------------------------------------------------------
 
     def _apply_config(self, config: PoolConfig) -> None:
+        self._blocked.clear()
+        self._waiting.clear()
+        self._waiting_of.clear()
+        self._open_by_unit = {unit: set(keys) for unit, keys in self._queues_by_unit.items()}
         self._env = dict(config.limits)
         self._shares = {s.name: _Share(s) for s in config.shares}
         lender_limits: dict[str, int] = {}
@@ -690,31 +754,49 @@ class QuotaScheduler:
 
     def _push_queue(self, job: _Job) -> None:
         key = (job.share, job.unit)
+        if key in self._blocked:
+            head = self._head(key)
+            if head is None or head is job or _queue_key(job) < _queue_key(head):
+                self._unblock(key)  # a new head, or the head re-prioritized
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = []
-            self._queues_by_unit.setdefault(job.unit, set()).add(key)
+            self._list_queue(key, job.unit)
             self._queues_by_share.setdefault(job.share, set()).add(key)
         if job.multi:
             # Capacity coming back in any of its types may let the job run.
             for unit, _ in job.demand:
-                self._queues_by_unit.setdefault(unit, set()).add(key)
+                self._list_queue(key, unit)
         job.qver += 1
         job.queued = True
         heapq.heappush(queue, (-job.priority, job.order, job.qver, job.job_id))
         self._dirty_queues.add(key)
 
+    def _list_queue(self, key: tuple[str, str], unit: str) -> None:
+        listed = self._queues_by_unit.setdefault(unit, set())
+        if key in listed:
+            return
+        listed.add(key)
+        self._units_of.setdefault(key, set()).add(unit)
+        if key not in self._blocked:
+            self._open_by_unit.setdefault(unit, set()).add(key)
+
     def _head(self, key: tuple[str, str]) -> _Job | None:
         queue = self._queues.get(key)
+        jobs = self._jobs
         while queue:
-            _, _, qver, job_id = queue[0]
-            job = self._jobs[job_id]
-            if job.queued and job.qver == qver:
+            entry = queue[0]
+            job = jobs[entry[3]]
+            if job.qver == entry[2] and job.queued:
                 return job
             heapq.heappop(queue)
         return None
 
     def _leave_runnable(self, job: _Job) -> None:
+        if self._blocked:
+            key = (job.share, job.unit)
+            if key in self._blocked:
+                self._unblock(key)
         self._runnable.pop(job.job_id, None)
         job.queued = False
         job.qver += 1
@@ -752,6 +834,10 @@ class QuotaScheduler:
         else:
             self._active[key].pop(job.job_id, None)
             self._dirty_units.add(unit)
+            if key in self._blocked:
+                self._unblock(key)
+            if unit in self._waiting:
+                self._wake(unit)
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
         job.status = status
@@ -808,21 +894,41 @@ class QuotaScheduler:
             rounds += 1
             if rounds > 1000:
                 raise RuntimeError("dispatch pass does not converge (scheduler bug)")
-            keys = set(self._dirty_queues)
-            for unit in self._dirty_units:
-                keys.update(self._queues_by_unit.get(unit, ()))
-            self._dirty_queues.clear()
-            self._dirty_units.clear()
+            units, self._dirty_units = self._dirty_units, set()
+            dirty, self._dirty_queues = self._dirty_queues, set()
+            blocked = self._blocked
+            keys = {key for key in dirty if key not in blocked}
+            for unit in units:
+                keys.update(self._open_by_unit.get(unit, ()))
             # Jobs that fit their share's own limit go first: capacity is idle, hence lendable,
             # only while its owner has nothing to run on it. Then first come first served.
-            heads: list[tuple[bool, int, tuple[str, str]]] = []
+            heads: list[_Entry] = []
             for key in keys:
                 head = self._head(key)
                 if head is not None:
                     heads.append((self._borrows(head), head.order, key))
+            # Blocked queues waiting for idle capacity take part when enough of it is idle now.
+            for unit in units:
+                for need, waiting in self._waiting.get(unit, {}).items():
+                    if self._idle_for(unit, need):
+                        keys.update(waiting)
+                        heads.extend(blocked[key] for key in waiting)
+            if not heads:
+                continue
             heapq.heapify(heads)
+            self._round = round_ = _Round(heads, units, dirty, keys)
+            waiting_of = self._waiting_of
             while heads:
-                borrows, _, key = heapq.heappop(heads)
+                entry = heapq.heappop(heads)
+                if round_.high is None or entry > round_.high:
+                    round_.high = entry
+                borrows, _, key = entry
+                if key in waiting_of:
+                    # Refused unless idle capacity is there now (see `_block`).
+                    unit, need = waiting_of[key]
+                    if not self._idle_for(unit, need) or not self._under_cap(key, need[0]):
+                        continue
+                    self._unblock(key)
                 job = self._head(key)
                 if job is None:
                     continue
@@ -833,6 +939,79 @@ class QuotaScheduler:
                     following = self._head(key)
                     if following is not None:
                         heapq.heappush(heads, (self._borrows(following), following.order, key))
+                elif not job.multi and self._skip_blocked:
+                    self._block(key, job)
+            self._round = None
+
+    def _idle_for(self, unit: str, need: tuple[int, bool]) -> bool:
+        """Whether `count` instances of `unit` are idle in the environment (and in the lending
+        pool, for a lender)."""
+        count, lends = need
+        if self._env_used.get(unit, 0) + count > self._env.get(unit, 0):
+            return False
+        return not lends or self._pool.get(unit, 0) >= count
+
+    def _under_cap(self, key: tuple[str, str], count: int) -> bool:
+        share = self._shares[key[0]]
+        return self._used.get(key, 0) + count <= share.cap_of(key[1])
+
+    def _block(self, key: tuple[str, str], job: _Job) -> None:
+        """Set aside a queue whose head (of one instance type) was just refused and cannot run
+        before one of these changes: its own share frees some of that type, the head changes,
+        the configuration changes (always a fresh look) or, for a head that waits for idle
+        capacity only (it would borrow, so it preempts nothing), the environment (and for a
+        lender the lending pool) has `count` idle while the share is still under its ceiling.
+        Until then a dispatch pass would refuse it again, unchanged, so it skips it; a waiting
+        queue takes part in a round only when the capacity it waits for is idle."""
+        share = self._shares.get(job.share)
+        if share is None or not share.enabled:
+            need = None
+        elif share.config.in_share_preemption:
+            return
+        else:
+            unit, count = job.unit, job.count
+            used = self._used.get(key, 0)
+            if used + count > share.cap_of(unit):
+                # Over its ceiling even with borrowing: only its own releases change that.
+                need = None
+            elif used + count > share.limit(unit):
+                # It would borrow, so it preempts nothing: it waits for idle capacity.
+                need = (count, share.lends)
+            else:
+                return
+        # Blocked, its heap entry is this (it needs borrowing while blocked; see `_unblock`).
+        self._blocked[key] = (True, job.order, key)
+        for unit in self._units_of.get(key, ()):
+            self._open_by_unit[unit].discard(key)
+        if need is not None:
+            self._waiting_of[key] = (job.unit, need)
+            self._waiting.setdefault(job.unit, {}).setdefault(need, set()).add(key)
+
+    def _wake(self, unit: str) -> None:
+        """Capacity of `unit` came back during a dispatch round: the queues waiting for idle
+        capacity that the round left out take their places in it (the round's check at their
+        turn decides; see `_unblock` for the places)."""
+        if self._round is not None:
+            for waiting in list(self._waiting[unit].values()):
+                for key in list(waiting):
+                    self._round.rejoin(key, self._blocked[key], self._units_of)
+
+    def _unblock(self, key: tuple[str, str]) -> None:
+        """A blocked queue may run again."""
+        entry = self._blocked.pop(key)
+        for unit in self._units_of.get(key, ()):
+            self._open_by_unit[unit].add(key)
+        waiting = self._waiting_of.pop(key, None)
+        if waiting is not None:
+            unit, need = waiting
+            buckets = self._waiting[unit]
+            buckets[need].discard(key)
+            if not buckets[need]:
+                del buckets[need]
+                if not buckets:
+                    del self._waiting[unit]
+        if self._round is not None:
+            self._round.rejoin(key, entry, self._units_of)
 
     def _borrows(self, job: _Job) -> bool:
         """Whether the job needs more than what is left of its share's own limit."""
@@ -843,7 +1022,7 @@ class QuotaScheduler:
                 > (share.limit(unit) if share is not None else 0)
                 for unit, count in job.demand
             )
-        own = share.limit(job.unit) if share is not None else 0
+        own = share.limits.get(job.unit, 0) if share is not None else 0
         return self._used.get((job.share, job.unit), 0) + job.count > own
 
     def _fits(self, share: _Share, unit: str, count: int) -> bool:

@@ -1,0 +1,315 @@
+"""`quotactl recommend`: search quota layouts for a workload; write the best as a document.
+
+Reads a quota document and a workload CSV (the simulator's format; `quotactl workload export`
+writes it from history), runs the search of `quota_local.recommend` and prints the best few
+layouts against the current one with per-share figures and why each share changed. With
+`-o FILE` it writes the chosen document, which `quotactl plan -f FILE` previews. It only ever
+writes that file: nothing reaches the config table or AWS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from quotactl import render
+from quotactl.documents import load_and_validate
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(sub: Any) -> None:
+    """The `recommend` command's options."""
+    from quota_local.recommend import DEFAULT_BUDGET, DEFAULT_OBJECTIVE, KEEP_SYNTAX, OBJECTIVES
+
+    p = sub.add_parser(
+        "recommend",
+        help="search quota layouts for a workload with the simulator; write the best one",
+    )
+    p.add_argument("-f", "--file", required=True, metavar="FILE", help="the current document")
+    p.add_argument("--workload", required=True, metavar="CSV", help="jobs to replay")
+    p.add_argument(
+        "--objective",
+        default=DEFAULT_OBJECTIVE,
+        metavar="NAME",
+        help="what to minimise: "
+        + "; ".join(f"{k} ({v})" for k, v in OBJECTIVES.items())
+        + f" (default {DEFAULT_OBJECTIVE})",
+    )
+    p.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help=f"keep part of the layout (repeatable): {KEEP_SYNTAX}",
+    )
+    p.add_argument("-o", "--out", metavar="FILE", help="write the chosen document here (YAML)")
+    p.add_argument("--seed", type=_whole(0, 2**31 - 1), default=0, help="search seed (0)")
+    p.add_argument(
+        "--budget",
+        type=_whole(1, 10_000),
+        default=DEFAULT_BUDGET,
+        metavar="N",
+        help=f"candidate layouts to simulate (default {DEFAULT_BUDGET})",
+    )
+    p.add_argument("--format", choices=["table", "json", "yaml"], default="table")
+
+
+def _whole(low: int, high: int) -> Any:
+    def parse(value: str) -> int:
+        if not value.isdigit() or not low <= int(value) <= high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number {low}-{high}")
+        return int(value)
+
+    return parse
+
+
+def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
+    """Recommend; 0 on success, 1 for input a recommendation cannot be made for."""
+    from quota_local.recommend import RecommendError, parse_keep, recommend
+
+    loaded = load_and_validate(args.file)
+    document = loaded.report.document
+    if document is None:
+        print(f"{args.file}: invalid quota document:", file=sys.stderr)
+        for problem, line, column in loaded.located:
+            where = f"{args.file}:{line}:{column}" if line else args.file
+            print(f"  {where}: {problem.severity}: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    jobs = _read_workload(args.workload)
+    if jobs is None:
+        return EXIT_INVALID
+    started = time.perf_counter()
+    try:
+        keeps = [parse_keep(text) for text in args.keep]
+        result = recommend(
+            document,
+            jobs,
+            objective=args.objective,
+            keeps=keeps,
+            seed=args.seed,
+            budget=args.budget,
+            progress=_progress(args.budget + 1) if sys.stderr.isatty() else None,
+        )
+    except RecommendError as exc:
+        print(f"quotactl recommend: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    seconds = time.perf_counter() - started
+    if sys.stderr.isatty():
+        print(file=sys.stderr)  # ends the progress line
+    written = _write(args.out, document, result, args) if args.out else None
+    if args.out and written is None:
+        return EXIT_INVALID
+    if args.format != "table":
+        render.data(_data(result, args, jobs, seconds), args.format, out)
+        return EXIT_OK
+    _print(result, args, jobs, seconds, out)
+    return EXIT_OK
+
+
+def _progress(most: int) -> Any:
+    def show(done: int, _evaluation: Any) -> None:
+        print(f"\rsimulated {done} of at most {most} layouts", end="", file=sys.stderr)
+
+    return show
+
+
+def _read_workload(path: str) -> list[Any] | None:
+    from quota_local.simulate import WorkloadError, read_workload
+
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+        return read_workload(text, path)
+    except OSError as exc:
+        print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+    except UnicodeDecodeError as exc:
+        print(f"{path}: cannot read: is not UTF-8 text (byte {exc.start})", file=sys.stderr)
+    except WorkloadError as exc:
+        print(f"invalid workload:\n{exc}", file=sys.stderr)
+    return None
+
+
+def _write(path: str, document: Any, result: Any, args: argparse.Namespace) -> str | None:
+    """Write the chosen document, checked by the validator once more as the text written."""
+    from quota_controller.config import validate_document
+    from quota_controller.config.source import parse_text
+    from quota_local.recommend import document_data
+
+    text = _header(result, args) + yaml.safe_dump(
+        document_data(document, result.best.layout), sort_keys=False, default_flow_style=False
+    )
+    report = validate_document(parse_text(text).data)
+    if not report.ok:  # a bug of the search: say so rather than write it
+        problems = "; ".join(str(p) for p in report.errors)
+        print(f"quotactl recommend: the chosen layout is invalid: {problems}", file=sys.stderr)
+        return None
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"quotactl recommend: -o {path}: cannot write: {exc.strerror}", file=sys.stderr)
+        return None
+    return path
+
+
+def _header(result: Any, args: argparse.Namespace) -> str:
+    best = result.best
+    return (
+        f"# Written by quotactl recommend from {args.file} and workload {args.workload}\n"
+        f"# (objective {result.objective}, seed {args.seed}, {result.evaluations} layouts "
+        "simulated).\n"
+        f"# Simulated p95 wait {_dur(best.wait_p95_s)} (now {_dur(result.current.wait_p95_s)}), "
+        f"preempted {best.preempted_instance_hours:.1f} instance-hours "
+        f"(now {result.current.preempted_instance_hours:.1f}).\n"
+        f"# Preview it against the live queue: quotactl plan -f {args.out}\n"
+    )
+
+
+def _dur(seconds: float | None) -> str:
+    from quota_local.recommend import duration
+
+    return duration(seconds)
+
+
+def _summary_row(label: str, evaluation: Any, current: Any) -> dict[str, Any]:
+    from quota_local.recommend import distance
+
+    return {
+        "layout": label,
+        "p95_wait": _dur(evaluation.wait_p95_s),
+        "mean_wait": _dur(evaluation.wait_mean_s),
+        "preempted_ih": f"{evaluation.preempted_instance_hours:.1f}",
+        "stuck": evaluation.stuck,
+        "changes": distance(current.layout, evaluation.layout),
+    }
+
+
+def _share_rows(current: Any, chosen: Any) -> list[dict[str, Any]]:
+    rows = []
+    before = {s.name: s for s in current.layout}
+    for share in chosen.layout:
+        old = before[share.name]
+        was, now = current.shares[share.name], chosen.shares[share.name]
+        quota = ", ".join(
+            f"{unit} {old.limit(unit)}" + (f" -> {n}" if n != old.limit(unit) else "")
+            for unit, n in share.limits
+        )
+        rows.append(
+            {
+                "share": share.name,
+                "quota": quota,
+                "strategy": _arrow(_strategy(old), _strategy(share)),
+                "p95_wait": _arrow(_dur(was.wait_p95_s), _dur(now.wait_p95_s)),
+                "preempted_ih": _arrow(
+                    f"{was.preempted_instance_hours:.1f}", f"{now.preempted_instance_hours:.1f}"
+                ),
+                "borrowed_ih": _arrow(
+                    f"{was.borrowed_instance_hours:.1f}", f"{now.borrowed_instance_hours:.1f}"
+                ),
+                "lent_ih": _arrow(
+                    f"{was.lent_instance_hours:.1f}", f"{now.lent_instance_hours:.1f}"
+                ),
+                "stuck": _arrow(str(was.stuck), str(now.stuck)),
+            }
+        )
+    return rows
+
+
+def _strategy(share: Any) -> str:
+    if share.strategy != "LEND_AND_BORROW":
+        return str(share.strategy)
+    limit = share.borrow_limit
+    return "LEND_AND_BORROW " + ("unlimited" if limit in (None, -1) else f"{limit}%")
+
+
+def _arrow(a: str, b: str) -> str:
+    return a if a == b else f"{a} -> {b}"
+
+
+def _print(
+    result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float, out: TextIO
+) -> None:
+    from quota_local.recommend import OBJECTIVES, explain
+
+    shares = len({j.share for j in jobs})
+    print(
+        f"{args.workload}: {len(jobs)} jobs of {shares} share{'s' if shares != 1 else ''}; "
+        f"objective {result.objective} ({OBJECTIVES[result.objective]}); "
+        f"{result.evaluations} layouts simulated in {seconds:.1f} s (seed {args.seed})",
+        file=out,
+    )
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=out)
+    print(file=out)
+    rows = [_summary_row("current", result.current, result.current)]
+    rows += [
+        _summary_row(
+            f"#{n}" + (" (current)" if e.layout == result.current.layout else ""), e, result.current
+        )
+        for n, e in enumerate(result.ranked, start=1)
+    ]
+    render.table(rows, list(rows[0]), out)
+    print(file=out)
+    best = result.best
+    if best.layout == result.current.layout:
+        print("no layout scored better than the current one: keep it", file=out)
+    else:
+        print(f"#1 against the current layout, per share ({args.file}):", file=out)
+        share_rows = _share_rows(result.current, best)
+        render.table(share_rows, list(share_rows[0]), out)
+        print(file=out)
+        print("why:", file=out)
+        for name, reasons in explain(result.current, best).items():
+            for reason in reasons:
+                print(f"  {name}: {reason}", file=out)
+    if args.out:
+        print(f"\nwrote {args.out}: preview it with  quotactl plan -f {args.out}", file=out)
+    else:
+        print("\n(write the chosen document with -o FILE)", file=out)
+
+
+def _data(result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float) -> dict[str, Any]:
+    from quota_local.recommend import distance, explain
+
+    def layout(evaluation: Any) -> dict[str, Any]:
+        return {
+            "score": list(evaluation.score),
+            "wait_p95_s": evaluation.wait_p95_s,
+            "wait_mean_s": evaluation.wait_mean_s,
+            "preempted_instance_hours": round(evaluation.preempted_instance_hours, 3),
+            "stuck": evaluation.stuck,
+            "changes": distance(result.current.layout, evaluation.layout),
+            "shares": [
+                {
+                    "share": s.name,
+                    "capacityLimits": [{"capacityUnit": u, "maxCapacity": n} for u, n in s.limits],
+                    "strategy": s.strategy,
+                    "borrowLimit": s.borrow_limit,
+                    **{
+                        k: v
+                        for k, v in vars(evaluation.shares[s.name]).items()
+                        if k != "demand_instances"
+                    },
+                }
+                for s in evaluation.layout
+            ],
+        }
+
+    return {
+        "file": args.file,
+        "workload": args.workload,
+        "jobs": len(jobs),
+        "objective": result.objective,
+        "seed": args.seed,
+        "evaluations": result.evaluations,
+        "seconds": round(seconds, 2),
+        "warnings": result.warnings,
+        "current": layout(result.current),
+        "ranked": [layout(e) for e in result.ranked],
+        "why": explain(result.current, result.best),
+        "written": args.out,
+    }

@@ -1,0 +1,123 @@
+"""Instance-time per quota share, used, borrowed and lent, kept in O(1) per change of usage.
+
+The simulator reports, per share, the instance-seconds it held, held beyond its own limit
+(borrowed) and lent to others. Lent capacity: Batch does not say from which lender a
+borrower's instances come, so each lending share is credited with the borrowed instance-time in
+proportion to the idle own capacity it had at that moment:
+
+    lent_s = integral of  idle_s(t) * borrowed(t) / idle(t)  dt      (per instance type)
+
+where `borrowed` and `idle` are the totals over all shares. Summing every share at every change
+costs O(shares) per transition; instead, per instance type, the ledger keeps the running integral
+`C(t)` of `borrowed / idle`, and settles one share's account only when its own usage changes:
+its idle capacity is constant in between, so its lent time there is `idle_s * (C(t1) - C(t0))`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass
+class ShareTime:
+    """Instance-seconds of one share."""
+
+    used: float = 0.0
+    borrowed: float = 0.0
+    lent: float = 0.0
+
+
+class _Account:
+    """One share and instance type: what it holds and since when its time is settled."""
+
+    __slots__ = ("held", "integral_at", "lends", "own", "since", "time")
+
+    def __init__(self, time: ShareTime, own: int, lends: bool) -> None:
+        self.time = time
+        self.own = own
+        self.lends = lends
+        self.held = 0
+        self.since = 0.0
+        self.integral_at = 0.0
+
+
+class _Unit:
+    """One instance type: totals over its shares and the running integral of borrowed / idle."""
+
+    __slots__ = ("borrowed", "idle", "integral", "since")
+
+    def __init__(self) -> None:
+        self.borrowed = 0
+        self.idle = 0
+        self.integral = 0.0
+        self.since = 0.0
+
+
+class UsageLedger:
+    """Instance-time per share on the simulator's clock; `change` whenever usage changes."""
+
+    def __init__(
+        self,
+        limits: Mapping[str, Mapping[str, int]],
+        lenders: Iterable[str],
+        units: Iterable[str],
+    ) -> None:
+        """`limits`: each share's own limit per instance type; `lenders`: the shares that lend
+        (LEND, LEND_AND_BORROW); `units`: the instance types the environment has."""
+        lending = set(lenders)
+        self.shares = {name: ShareTime() for name in limits}
+        self._units = {unit: _Unit() for unit in units}
+        self._accounts: dict[tuple[str, str], _Account] = {}
+        for name, own in limits.items():
+            for unit, state in self._units.items():
+                account = _Account(self.shares[name], own.get(unit, 0), name in lending)
+                self._accounts[(name, unit)] = account
+                if account.lends:
+                    state.idle += account.own
+
+    def change(self, share: str, unit: str, delta: int, at: float) -> None:
+        """`share` holds `delta` more (or fewer) instances of `unit` from `at` on."""
+        account = self._accounts.get((share, unit))
+        if account is None:
+            return
+        state = self._units[unit]
+        self._advance(state, at)
+        self._settle(account, state, at)
+        before = account.held
+        after = before + delta
+        account.held = after
+        own = account.own
+        state.borrowed += max(0, after - own) - max(0, before - own)
+        if account.lends:
+            state.idle += max(0, own - after) - max(0, own - before)
+
+    def close(self, at: float) -> dict[str, ShareTime]:
+        """Settle every account up to `at`; the instance-seconds per share."""
+        for (_, unit), account in self._accounts.items():
+            state = self._units[unit]
+            self._advance(state, at)
+            self._settle(account, state, at)
+        return self.shares
+
+    @staticmethod
+    def _advance(state: _Unit, at: float) -> None:
+        if at > state.since:
+            if state.borrowed and state.idle:
+                state.integral += state.borrowed * (at - state.since) / state.idle
+            state.since = at
+
+    @staticmethod
+    def _settle(account: _Account, state: _Unit, at: float) -> None:
+        dt = at - account.since
+        if dt > 0:
+            held, own, time = account.held, account.own, account.time
+            time.used += held * dt
+            if held > own:
+                time.borrowed += (held - own) * dt
+            account.since = at
+        if account.lends and account.own > account.held:
+            account.time.lent += (account.own - account.held) * (
+                state.integral - account.integral_at
+            )
+        account.integral_at = state.integral

@@ -1,0 +1,132 @@
+"""quotactl recommend end to end: a workload in, a document out that `quotactl plan` previews
+against the live (local) queue; nothing else is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import DocBuilder
+
+from quota_controller.config import validate_document
+from quota_local.simulate import WorkloadJob, write_workload
+from quota_local.stack import LocalStack
+from quotactl.main import main
+
+QUEUE = "ml-training"
+G5 = "ml.g5.xlarge"
+
+
+def layout() -> dict[str, Any]:
+    # team-a holds half of the environment; team-b does most of the work on one instance.
+    return (
+        DocBuilder(QUEUE)
+        .env(**{G5: 4})
+        .share("team-a", **{G5: 2})
+        .share("team-b", **{G5: 1})
+        .share("team-c", **{G5: 1})
+        .build()
+    )
+
+
+def workload() -> list[WorkloadJob]:
+    jobs = [WorkloadJob(300.0 * k, "team-b", G5, 1, 1800.0) for k in range(48)]
+    jobs += [WorkloadJob(7200.0 * k, "team-a", G5, 1, 900.0) for k in range(2)]
+    jobs += [WorkloadJob(3600.0 * k, "team-c", G5, 1, 1200.0) for k in range(4)]
+    return jobs
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    current = tmp_path / "current.yaml"
+    current.write_text(yaml.safe_dump(layout(), sort_keys=False), encoding="utf-8")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(write_workload(workload()), encoding="utf-8")
+    return {"current": str(current), "jobs": str(jobs), "out": str(tmp_path / "out.yaml")}
+
+
+@pytest.fixture
+def stack() -> Iterator[LocalStack]:
+    with LocalStack() as local:
+        yield local
+
+
+def test_the_recommendation_is_a_file_that_plan_previews_with_the_jobs_at_risk(
+    stack: LocalStack, files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["apply", "-f", files["current"], "--table", stack.table_name]) == 0
+    stack.advance(120)
+    for n in range(2):
+        job = stack.submit_job(QUEUE, "team-a", G5, 1, name=f"train-{n}")
+        stack.emulator.set_job_status(job, "RUNNING")
+    capsys.readouterr()
+    table_before = stack.table.scan(ConsistentRead=True)["Items"]
+    calls_before = stack.batch_calls()
+
+    argv = ["recommend", "-f", files["current"], "--workload", files["jobs"]]
+    argv += ["--keep", "*.strategy", "-o", files["out"], "--seed", "3", "--budget", "8"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "team-b" in out
+    assert f"{G5} 1 -> " in out
+    assert "why:" in out
+    assert f"wrote {files['out']}" in out
+    # recommend only wrote its file: the table and Batch saw nothing.
+    assert stack.table.scan(ConsistentRead=True)["Items"] == table_before
+    assert stack.batch_calls() == calls_before
+
+    written = yaml.safe_load(Path(files["out"]).read_text(encoding="utf-8"))
+    report = validate_document(written)
+    assert report.ok
+    assert report.document is not None
+    limits = {s.quotaShareName: s.limit_for(G5) for s in report.document.quotaShares}
+    assert limits["team-b"] > 1
+    assert sum(limits.values()) <= 4
+    assert limits["team-a"] < 2
+
+    assert main(["plan", "-f", files["out"], "--table", stack.table_name]) == 0
+    plan = capsys.readouterr().out
+    assert "UpdateQuotaShare" in plan
+    assert "share team-a: ml.g5.xlarge 2 -> 1" in plan
+    assert "at risk: train-" in plan
+
+
+def test_the_same_seed_writes_the_same_document(
+    files: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["recommend", "-f", files["current"], "--workload", files["jobs"], "--budget", "6"]
+    again = str(tmp_path / "again.yaml")
+    assert main([*argv, "-o", files["out"]]) == 0
+    assert main([*argv, "-o", again]) == 0
+    first = Path(files["out"]).read_text(encoding="utf-8")
+    assert first == Path(again).read_text(encoding="utf-8").replace("again.yaml", "out.yaml")
+
+
+@pytest.mark.parametrize(
+    ("rows", "extra", "message"),
+    [
+        ("0,team-x,ml.g5.xlarge,1,0,60,,\n", [], "shares that are not in the layout: 'team-x'"),
+        ("", [], "no jobs"),
+        ("0,team-a,ml.g5.xlarge,1,0,60,,\n", ["--objective", "fastest"], "unknown objective"),
+        ("0,team-a,ml.g5.xlarge,1,0,60,,\n", ["--keep", "team-a.colour"], "unknown field"),
+        ("0,team-a,ml.g5.xlarge,1,0,60,,\n", ["--keep", "team-z"], "'team-z' is not in"),
+    ],
+)
+def test_bad_input_is_named_and_nothing_is_written(
+    files: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    rows: str,
+    extra: list[str],
+    message: str,
+) -> None:
+    header = "submit_time,share,instance_type,count,priority,run_time,name,retries\n"
+    Path(files["jobs"]).write_text(header + rows, encoding="utf-8")
+    argv = ["recommend", "-f", files["current"], "--workload", files["jobs"], "-o", files["out"]]
+    assert main([*argv, *extra]) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert not Path(files["out"]).exists()

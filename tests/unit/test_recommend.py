@@ -1,0 +1,190 @@
+"""Layout recommendations: the search, its objective, --keep and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+from builders import DocBuilder
+
+from quota_controller.config import QuotaDocument, validate_document
+from quota_local.recommend import (
+    Keep,
+    RecommendError,
+    document_data,
+    explain,
+    layout_of,
+    parse_keep,
+    recommend,
+    weighted_percentile,
+)
+from quota_local.simulate import WorkloadJob
+
+G5 = "ml.g5.xlarge"
+
+
+def doc(builder: DocBuilder) -> QuotaDocument:
+    document = validate_document(builder.build()).document
+    assert document is not None
+    return document
+
+
+def lopsided() -> QuotaDocument:
+    # team-a has most of the quota and little work; team-b has the work and one instance.
+    return doc(DocBuilder().env(**{G5: 4}).share("team-a", **{G5: 3}).share("team-b", **{G5: 1}))
+
+
+def busy_b(n: int = 40) -> list[WorkloadJob]:
+    jobs = [WorkloadJob(600.0 * k, "team-b", G5, 1, 1800.0) for k in range(n)]
+    jobs += [WorkloadJob(3600.0 * k, "team-a", G5, 1, 600.0) for k in range(n // 6)]
+    return jobs
+
+
+def test_quota_moves_to_the_share_whose_jobs_wait() -> None:
+    current = lopsided()
+    result = recommend(current, busy_b(), seed=1, budget=12)
+
+    assert result.current.wait_p95_s
+    assert result.current.wait_p95_s > 3600
+    best = result.best
+    assert best.score < result.current.score
+    assert best.wait_p95_s is not None
+    assert best.wait_p95_s < result.current.wait_p95_s
+    by_name = {s.name: s for s in best.layout}
+    # A layout that lets team-b run: more own quota or borrowing of team-a's idle quota.
+    assert by_name["team-b"].limit(G5) > 1 or by_name["team-b"].strategy == "LEND_AND_BORROW"
+    # Within the environment: the own quotas add up to at most its 4 instances.
+    assert sum(s.limit(G5) for s in best.layout) <= 4
+    # Every changed share says why, with its figures.
+    reasons = explain(result.current, best)
+    assert reasons.get("team-b")
+
+
+def test_the_chosen_layout_is_a_valid_document_of_the_same_queue() -> None:
+    current = lopsided()
+    best = recommend(current, busy_b(), seed=1, budget=6).best
+    report = validate_document(document_data(current, best.layout))
+    assert report.ok
+    assert report.document is not None
+    assert report.document.queue_name == current.queue_name
+    assert layout_of(report.document) == best.layout
+
+
+def test_the_same_seed_gives_the_same_recommendation() -> None:
+    current = lopsided()
+    first = recommend(current, busy_b(), seed=7, budget=8)
+    again = recommend(current, busy_b(), seed=7, budget=8)
+    assert [e.layout for e in first.ranked] == [e.layout for e in again.ranked]
+    assert [e.score for e in first.ranked] == [e.score for e in again.ranked]
+
+
+def test_the_current_layout_stays_when_nothing_scores_better() -> None:
+    current = lopsided()
+    idle = [WorkloadJob(0.0, "team-a", G5, 1, 60.0)]
+    result = recommend(current, idle, seed=0, budget=4)
+    assert result.best.layout == layout_of(current)
+
+
+def test_keep_pins_a_strategy_and_a_minimum_quota() -> None:
+    current = lopsided()
+    keeps = [parse_keep("team-b.strategy"), parse_keep(f"team-a.{G5}>=2")]
+    result = recommend(current, busy_b(), keeps=keeps, seed=3, budget=10)
+    for evaluation in result.ranked:
+        by_name = {s.name: s for s in evaluation.layout}
+        assert by_name["team-b"].strategy == "RESERVE"
+        assert by_name["team-a"].limit(G5) >= 2
+
+
+def test_keep_a_whole_share() -> None:
+    current = lopsided()
+    result = recommend(current, busy_b(), keeps=[parse_keep("team-a")], seed=3, budget=6)
+    kept = next(s for s in layout_of(current) if s.name == "team-a")
+    assert all(kept in e.layout for e in result.ranked)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("team-a", Keep("team-a", "share", text="team-a")),
+        ("team-a.strategy", Keep("team-a", "strategy", text="team-a.strategy")),
+        (
+            "*.strategy=LEND",
+            Keep("*", "strategy", op="=", value="LEND", text="*.strategy=LEND"),
+        ),
+        (
+            "team-a.borrowLimit=100",
+            Keep("team-a", "borrowLimit", op="=", value=100, text="team-a.borrowLimit=100"),
+        ),
+        (
+            f"team-a.{G5}>=2",
+            Keep("team-a", "limit", unit=G5, op=">=", value=2, text=f"team-a.{G5}>=2"),
+        ),
+    ],
+)
+def test_keep_expressions(text: str, expected: Keep) -> None:
+    assert parse_keep(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("team a", "not a keep expression"),
+        ("team-a.colour", "unknown field 'colour'"),
+        ("team-a.strategy=BORROW", "unknown strategy 'BORROW'"),
+        ("team-a.strategy>=LEND", "kept with '='"),
+        (f"team-a.{G5}>=two", "'two' is not a whole number"),
+        (f"team-a.{G5}=0", "a quota is at least 1"),
+        ("team-a.borrowLimit=-2", "-1 (unlimited) or more"),
+    ],
+)
+def test_bad_keep_expressions_name_the_problem(text: str, message: str) -> None:
+    with pytest.raises(RecommendError, match="--keep") as error:
+        parse_keep(text)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("keep", "message"),
+    [
+        ("team-z.strategy", "share 'team-z' is not in the layout"),
+        ("team-a.ml.p4d.24xlarge>=1", "has no limit for ml.p4d.24xlarge"),
+        (f"team-a.{G5}>=3", "add up to 5, more than the service environment's 4"),
+        ("team-a.borrowLimit", "has no borrowLimit"),
+    ],
+)
+def test_keeps_that_do_not_fit_the_layout_are_refused(keep: str, message: str) -> None:
+    keeps = (
+        [parse_keep(keep), parse_keep(f"team-b.{G5}>=2")]
+        if "add up" in message
+        else [parse_keep(keep)]
+    )
+    with pytest.raises(RecommendError) as error:
+        recommend(lopsided(), busy_b(), keeps=keeps, budget=2)
+    assert message in str(error.value)
+
+
+def test_a_workload_of_shares_not_in_the_layout_is_refused_by_name() -> None:
+    jobs = [*busy_b(6), WorkloadJob(0.0, "team-x", G5, 1, 60.0)]
+    with pytest.raises(RecommendError) as error:
+        recommend(lopsided(), jobs, budget=2)
+    assert "'team-x' (1 job)" in str(error.value)
+    assert "team-a, team-b" in str(error.value)
+
+
+def test_an_empty_workload_and_an_unknown_objective_are_refused() -> None:
+    with pytest.raises(RecommendError, match="no jobs"):
+        recommend(lopsided(), [], budget=2)
+    with pytest.raises(RecommendError, match="--objective 'fastest': unknown objective"):
+        recommend(lopsided(), busy_b(), objective="fastest", budget=2)
+
+
+def test_weighted_percentile_weighs_by_instance_time() -> None:
+    # One big job waited an hour; nine small ones waited nothing.
+    pairs = [(3600.0, 90.0), *[(0.0, 1.0)] * 9]
+    assert weighted_percentile(pairs, 0.95) == 3600.0
+    assert weighted_percentile([(0.0, 1.0)] * 9 + [(3600.0, 1.0)], 0.5) == 0.0
+    assert weighted_percentile([], 0.95) is None
+
+
+def test_jobs_of_a_type_the_environment_lacks_are_a_warning() -> None:
+    jobs = [*busy_b(6), WorkloadJob(0.0, "team-a", "ml.p4d.24xlarge", 1, 60.0)]
+    result = recommend(lopsided(), jobs, budget=2)
+    assert any("'ml.p4d.24xlarge'" in w and "never run" in w for w in result.warnings)
