@@ -45,19 +45,37 @@ def duration(value: str) -> int:
 def add_parsers(sub: Any) -> None:
     """`report`, `workload export` and the hidden `history-backfill` (`history backfill`)."""
     p = sub.add_parser("report", help="per-share usage, waits, preemptions and cost from history")
-    p.add_argument("queue", metavar="QUEUE")
-    p.add_argument("--since", type=duration, default=duration("30d"), metavar="DURATION")
+    p.add_argument("queue", metavar="QUEUE", help="the job queue to report on")
+    p.add_argument(
+        "--since",
+        type=duration,
+        default=duration("30d"),
+        metavar="DURATION",
+        help="the window: jobs that ran this long ago or later (default 30d)",
+    )
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
     p.add_argument("--prices", metavar="FILE", help="YAML/JSON: instance type -> hourly price")
-    p.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format (default table)",
+    )
     _common(p)
 
     p = sub.add_parser("workload", help="export job history as a `quotactl simulate` workload")
     action = p.add_subparsers(dest="workload_command", metavar="ACTION")
     action.required = True
     e = action.add_parser("export", help="jobs submitted in the window, as workload CSV")
-    e.add_argument("queue", metavar="QUEUE")
-    e.add_argument("--since", type=duration, default=duration("30d"), metavar="DURATION")
+    e.add_argument("queue", metavar="QUEUE", help="the job queue whose history to export")
+    e.add_argument(
+        "--since",
+        type=duration,
+        default=duration("30d"),
+        metavar="DURATION",
+        help="jobs submitted this long ago or later (default 30d)",
+    )
     _common(e)
 
     p = sub.add_parser(
@@ -65,7 +83,7 @@ def add_parsers(sub: Any) -> None:
         prog="quotactl history backfill",
         help="(as `history backfill QUEUE`) record jobs Batch still lists into the job history",
     )
-    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("queue", metavar="QUEUE", help="the job queue to backfill")
     p.add_argument(
         "--since",
         type=duration,

@@ -57,7 +57,12 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help=f"candidate layouts to simulate (default {DEFAULT_BUDGET})",
     )
-    p.add_argument("--format", choices=["table", "json", "yaml"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format (default table; -o names the output file here)",
+    )
 
 
 def _whole(low: int, high: int) -> Any:
