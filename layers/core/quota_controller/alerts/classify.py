@@ -485,11 +485,12 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         # A lender that lent less reclaims what other shares borrowed: its change is the
         # cause of a borrower's preemption it named, or of one in a unit it lent less of
         # while the victim's share was borrowing.
-        # An attempt that started after the change was admitted under the new lending: the
-        # change cannot have reclaimed it.
-        started_after = (
-            obs.attempt_started_at is not None and obs.attempt_started_at - at > EVENT_TIME_SLACK
-        )
+        # Only an attempt known to have started before the change can have been reclaimed by
+        # it: one started after was admitted under the new lending, and with no start known
+        # (DescribeServiceJob failed) Batch's own reason, a reclaim, is the truthful cause.
+        # An attempt cannot start before its job was created: the later of the two bounds it.
+        known = [t for t in (obs.attempt_started_at, obs.created_at) if t is not None]
+        started_after = not known or max(known) - at > EVENT_TIME_SLACK
         lent_less = (
             share not in (None, obs.share)
             and not started_after
