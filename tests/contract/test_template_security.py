@@ -72,6 +72,7 @@ FUNCTION_NEEDS = {
     "Resync": {"REQUEUE_QUEUE_URL"},
     "Alert": {"IDEMPOTENCY_TABLE"},
     "SlackNotify": {"SLACK_WEBHOOK_SECRET_ARN"},
+    "RecordHistory": {"HISTORY_TABLE", "HISTORY_RETENTION_DAYS"},
 }
 SECRET_LOOKING = re.compile(
     r"hooks\.slack\.com|xox[abpr]-|AKIA[0-9A-Z]{16}|-----BEGIN|[A-Za-z0-9+/]{40,}"
@@ -241,13 +242,24 @@ def test_the_service_linked_role_only_for_batch_on_sagemaker() -> None:
 
 # service -> what its actions may name: (logical ids or parameters, attributes)
 SCOPES: dict[str, tuple[set[str], set[str]]] = {
-    "dynamodb": ({"ConfigTable", "IdempotencyTable"}, {"Arn", "StreamArn"}),
+    "dynamodb": ({"ConfigTable", "IdempotencyTable", "HistoryTable"}, {"Arn", "StreamArn"}),
     "sqs": (
-        {"RequeueQueue", "StreamDLQ", "ResyncDLQ", "AlertBuffer", "AlertBufferDLQ", "SlackDLQ"},
+        {
+            "RequeueQueue",
+            "StreamDLQ",
+            "ResyncDLQ",
+            "AlertBuffer",
+            "AlertBufferDLQ",
+            "SlackDLQ",
+            "HistoryBuffer",
+        },
         {"Arn"},
     ),
     "sns": ({"AlertsTopic"}, {"Ref"}),
-    "logs": ({"ReconcileLogs", "ResyncLogs", "AlertLogs", "SlackNotifyLogs"}, {"Arn"}),
+    "logs": (
+        {"ReconcileLogs", "ResyncLogs", "AlertLogs", "SlackNotifyLogs", "RecordHistoryLogs"},
+        {"Arn"},
+    ),
     "kms": ({"KmsKeyArn"}, {"Ref"}),
     "secretsmanager": ({"SlackWebhookSecretArn"}, {"Ref"}),
     "lambda": ({"Resync"}, {"Arn"}),
@@ -317,7 +329,8 @@ def test_the_alerts_topic_denies_publish_and_subscribe_to_everyone_else() -> Non
     publish = denies["sns:Publish"]
     assert publish["Principal"] == "*"
     assert publish["Resource"] == {"Ref": "AlertsTopic"}
-    exempt = publish["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    # Fn::If [HasPublisherPrincipals, the roles and the named operators, the roles alone].
+    _, _, exempt = publish["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]["Fn::If"]
     assert sorted(referenced(r) or ("?", "?") for r in exempt) == [
         ("AlertRole", "Arn"),
         ("ReconcileRole", "Arn"),
@@ -352,7 +365,7 @@ def test_trust_policies_are_single_service_assume_role() -> None:
 
 def test_tables_are_encrypted_with_kms() -> None:
     tables = resources(transformed(), "AWS::DynamoDB::Table")
-    assert set(tables) == {"ConfigTable", "IdempotencyTable"}
+    assert set(tables) == {"ConfigTable", "IdempotencyTable", "HistoryTable"}
     for name, table in tables.items():
         sse = table["Properties"]["SSESpecification"]
         assert sse["SSEEnabled"] is True, name
@@ -498,7 +511,14 @@ def test_no_sqs_source_sends_more_batches_than_its_function_may_run() -> None:
 def test_every_dead_letter_queue_has_an_alarm() -> None:
     template = transformed()
     dlqs = dead_letter_queues(template)
-    assert dlqs == {"StreamDLQ", "RequeueDLQ", "ResyncDLQ", "AlertBufferDLQ", "SlackDLQ"}
+    assert dlqs == {
+        "StreamDLQ",
+        "RequeueDLQ",
+        "ResyncDLQ",
+        "AlertBufferDLQ",
+        "SlackDLQ",
+        "HistoryBufferDLQ",
+    }
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     for dlq in dlqs:
         watching = [
