@@ -22,7 +22,7 @@ HOST_STAMP := $(HOST_NATIVE)/.installed
 BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: demo test lint typecheck unit bench venv clean instance-types template-check build sam-venv \
-	package-check soak browser
+	package-check soak browser variants
 
 demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
@@ -65,6 +65,18 @@ SOAK_MOVES ?=
 soak: $(STAMP)
 	QUOTA_SOAK_EXAMPLES=$(SOAK_EXAMPLES) QUOTA_SOAK_SEED=$(SOAK_SEED) QUOTA_SOAK_MOVES='$(SOAK_MOVES)' \
 	  QUOTA_SOAK_SHRINK=300 $(PY) -m pytest -q tests/property/test_sequences.py -k random_edit
+
+# The end-to-end suites whole under the pessimistic profile (every behaviour AWS leaves open at
+# its hardest for a client); `make test` runs the scenarios tests/variant_matrix.py picks.
+E2E := tests/faults tests/integration/test_reconcile_flow.py tests/integration/test_reconcile_safety.py \
+	tests/integration/test_alerts_flow.py tests/integration/test_alert_safety.py \
+	tests/integration/test_alerts_true.py tests/integration/test_guard_coverage.py \
+	tests/integration/test_ownership.py tests/integration/test_demo.py \
+	tests/integration/test_quotactl_operate.py tests/integration/test_quotactl_local.py \
+	tests/integration/test_reconcile_variants.py tests/integration/test_history_flow.py
+variants: $(STAMP)
+	QUOTA_LOCAL_VARIANTS=$(or $(PROFILE),pessimistic) QUOTA_TEST_MATRIX=0 \
+	  $(PY) -m pytest -q -n auto --dist loadfile $(E2E)
 
 bench: $(STAMP) build
 	$(PY) -m bench

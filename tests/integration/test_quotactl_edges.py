@@ -76,7 +76,8 @@ def test_hints_printed_in_local_mode_run_as_printed(
     lowered = write_doc(tmp_path, team_b_at(1, reductionPolicy="block"), "lowered.yaml")
 
     assert main(["plan", "-f", lowered, "--local"]) == 0
-    assert approve_line(capsys.readouterr().out)[-1] == "--local"
+    # Not held yet: plan points at status for the id, in local mode too.
+    assert hinted(capsys.readouterr().out, "status") == ["status", QUEUE, "--local"]
     assert main(["apply", "-f", lowered, "--local"]) == 0
     capsys.readouterr()
     served.advance(60)
