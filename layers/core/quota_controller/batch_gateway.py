@@ -36,6 +36,7 @@ from quota_controller.observed import (
 )
 from quota_controller.planner import Action, Scope
 from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
+from quota_controller.training_request import requested_capacity
 
 _log = logging.getLogger(__name__)
 
@@ -142,17 +143,21 @@ class BotoBatchGateway:
 
     def _active_job(self, summary: dict[str, Any], share: str | None) -> ActiveJob:
         detail: dict[str, Any] = {}
-        if summary.get("status") in ACTIVE_STATUSES:
-            # The summary has no priority; the victim heuristic weighs it, so ask for it.
+        # The summary has no priority (the victim heuristic weighs it); a queued job may come
+        # without capacityUsage (not documented either way: variant queued_capacity_usage),
+        # and what it will use is in its training request. Both need DescribeServiceJob.
+        if summary.get("status") in ACTIVE_STATUSES or not summary.get("capacityUsage"):
             try:
                 detail = self._call("describe_service_job", jobId=summary["jobId"])
-            except ClientError:  # finished and gone since the list: no priority to weigh
+            except ClientError:  # finished and gone since the list: nothing more to read
                 detail = {}
         usage: dict[str, int] = {}
         for entry in summary.get("capacityUsage") or detail.get("capacityUsage") or []:
             unit = entry.get("capacityUnit")
             if unit:
                 usage[unit] = usage.get(unit, 0) + int(entry.get("quantity", 0))
+        if not usage:
+            usage = requested_capacity(detail.get("serviceRequestPayload"))
         return ActiveJob(
             jobId=summary["jobId"],
             jobName=summary.get("jobName", ""),

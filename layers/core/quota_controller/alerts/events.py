@@ -14,7 +14,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from quota_controller.training_request import requested_capacity
 
 STATE_CHANGE = "Batch Service Job State Change"
 PREEMPTION_STARTED = "Batch Service Job Preemption Started"
@@ -110,6 +112,23 @@ class JobDetail(_Inbound):
     stoppedAt: int | None = None
 
     _ms = field_validator("createdAt", "startedAt", "stoppedAt", mode="before")(epoch_ms)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _usage_from_request(cls, data: Any) -> Any:
+        """A job not yet scheduled may come without capacityUsage (variant
+        `queued_capacity_usage`): what it will use is read from its training request. The
+        payload itself is dropped here, never kept (it holds the job's environment)."""
+        if not isinstance(data, dict) or "serviceRequestPayload" not in data:
+            return data
+        data = dict(data)
+        payload = data.pop("serviceRequestPayload")
+        if not data.get("capacityUsage"):
+            wanted = requested_capacity(payload if isinstance(payload, str) else None)
+            data["capacityUsage"] = [
+                {"capacityUnit": unit, "quantity": count} for unit, count in wanted.items()
+            ]
+        return data
 
 
 class PreemptionDetail(_Inbound):
