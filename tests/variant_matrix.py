@@ -26,7 +26,7 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
     # A conflict alerted once and warned by apply; a stuck job naming the type it lacks.
     "integration/test_quotactl_edges.py": {
         "one_conflict_said_everywhere": (PESSIMISTIC,),
-        "environment_lacks_is_alerted": (PESSIMISTIC,),
+        "environment_lacks_is_alerted": (PESSIMISTIC, "queued_capacity_usage=absent"),
     },
     # One alert per preemption with the right cause; the stuck-job alert.
     "integration/test_alerts_flow.py": {
@@ -56,7 +56,11 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
     },
     # Issue 14 items 1-5: every job a change can hurt is named first (environment renames
     # under both environment_reduction_preempts values: pessimistic has yes).
-    "integration/test_guard_coverage.py": {"*": (PESSIMISTIC,)},
+    "integration/test_guard_coverage.py": {
+        "*": (PESSIMISTIC,),
+        # A queued job's usage read from its training request when Batch lists none.
+        "queued_job_to_a_terminate_rule": ("queued_capacity_usage=absent",),
+    },
     # Ownership, isolation and tags (issue 14): what touches Batch.
     "integration/test_ownership.py": {
         "unmanaged_environment_is_left_alone_unless_adopted": (PESSIMISTIC,),

@@ -185,6 +185,8 @@ class Probe:
                         "preempted_attempts_order",
                         "snapshot_lag_seconds",
                         "stuck_reason_delivery",
+                        "queued_capacity_usage",
+                        "disabled_share_dispatch",
                     ):
                         self.report.not_probed[name] = "needs --with-jobs"
                 else:
@@ -459,6 +461,7 @@ class Probe:
     # -- probes with jobs --------------------------------------------------------------------
 
     def _job_probes(self, request: Mapping[str, Any], count: int) -> None:
+        self._probe_queued_usage(request, count)
         self._probe_stuck_delivery(request, count)
         self._probe_attempt_order_and_snapshot(request)
 
@@ -479,6 +482,30 @@ class Probe:
 
     def _job(self, job_id: str) -> dict[str, Any]:
         return self._call("DescribeServiceJob", jobId=job_id).response or {}
+
+    def _probe_queued_usage(self, request: Mapping[str, Any], count: int) -> None:
+        """A job too big for the environment waits RUNNABLE for good (and costs nothing): do
+        ListServiceJobs and DescribeServiceJob give its capacityUsage before it is scheduled?"""
+        too_big = copy.deepcopy(dict(request))
+        too_big["ResourceConfig"]["InstanceCount"] = count + 2
+        job_id = self._submit("queued-usage", "a", too_big, 0)
+        self._until(
+            "the oversized job to be RUNNABLE",
+            lambda: self._job(job_id).get("status") == "RUNNABLE",
+        )
+        detail = self._job(job_id)
+        listed = self._call("ListServiceJobs", jobQueue=self.queue_arn, jobStatus="RUNNABLE")
+        summaries = [
+            s for s in (listed.response or {}).get("jobSummaryList", []) if s.get("jobId") == job_id
+        ]
+        shown = bool(detail.get("capacityUsage")) or any(s.get("capacityUsage") for s in summaries)
+        evidence = {
+            "status": detail.get("status"),
+            "describeCapacityUsage": detail.get("capacityUsage"),
+            "listCapacityUsage": [s.get("capacityUsage") for s in summaries],
+        }
+        self._call("TerminateServiceJob", jobId=job_id, reason="quotactl conformance: done")
+        self.report.set("queued_capacity_usage", "listed" if shown else "absent", evidence)
 
     def _probe_stuck_delivery(self, request: Mapping[str, Any], count: int) -> None:
         if self.events is None or self.sqs is None:

@@ -31,6 +31,7 @@ JOB_VARIANTS = {
     "preempted_attempts_order",
     "snapshot_lag_seconds",
     "disabled_share_dispatch",
+    "queued_capacity_usage",
 }
 
 

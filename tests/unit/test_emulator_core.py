@@ -499,3 +499,39 @@ def test_terminate_batch_reports_blank_ids_as_errors(emu: BatchQuotaEmulator) ->
         "successful": ["unknown"],
         "errors": [{"job": " ", "code": "ValidationException", "message": "Job ID is empty"}],
     }
+
+
+@pytest.mark.parametrize("value", ["listed", "absent"])
+def test_a_queued_jobs_capacity_usage_follows_the_variant(value: str, clock: FakeClock) -> None:
+    # API_ServiceJobSummary: capacityUsage is the capacity "being used"; whether a job not yet
+    # scheduled has it is not documented (variant queued_capacity_usage).
+    emu = BatchQuotaEmulator(
+        "111122223333",
+        "eu-west-1",
+        clock=clock,
+        settle_seconds=0.0,
+        variants={"queued_capacity_usage": value},
+    )
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    job_id = stack.job(count=2)
+    usage = [{"capacityUnit": INSTANCE, "quantity": 2.0}]
+
+    def listed(status: str) -> dict[str, Any]:
+        found = emu.list_service_jobs({"jobQueue": "queue", "jobStatus": status})
+        summary: dict[str, Any] = found["jobSummaryList"][0]
+        return summary
+
+    for status in ("SUBMITTED", "RUNNABLE"):
+        emu.set_job_status(job_id, status)
+        detail = emu.describe_service_job({"jobId": job_id})
+        if value == "listed":
+            assert listed(status)["capacityUsage"] == detail["capacityUsage"] == usage
+        else:
+            assert "capacityUsage" not in listed(status)
+            assert "capacityUsage" not in detail
+        # What the job will use stays readable from its training request either way.
+        assert json.loads(detail["serviceRequestPayload"])["ResourceConfig"]["InstanceCount"] == 2
+    emu.set_job_status(job_id, "SCHEDULED")
+    assert listed("SCHEDULED")["capacityUsage"] == usage
+    assert emu.describe_service_job({"jobId": job_id})["capacityUsage"] == usage

@@ -80,6 +80,8 @@ JOB_STATUSES = (
 )
 # Jobs in these statuses hold capacity (GetJobQueueSnapshot utilization, preemption victims).
 ACTIVE_JOB_STATUSES = frozenset({"SCHEDULED", "STARTING", "RUNNING"})
+# Not yet scheduled: variant queued_capacity_usage decides whether these list capacityUsage.
+_QUEUED = frozenset({"SUBMITTED", "PENDING", "RUNNABLE"})
 FINAL_JOB_STATUSES = frozenset({"SUCCEEDED", "FAILED"})
 LIST_JOBS_FILTERS = frozenset(
     {"JOB_NAME", "BEFORE_CREATED_AT", "AFTER_CREATED_AT", "SHARE_IDENTIFIER", "QUOTA_SHARE_NAME"}
@@ -1885,8 +1887,9 @@ class BatchQuotaEmulator:
             "serviceJobType": job.service_job_type,
             "status": job.status,
             "createdAt": job.created_at,
-            "capacityUsage": [dict(u) for u in job.capacity_usage],
         }
+        if job.status not in _QUEUED or self.variant("queued_capacity_usage") == "listed":
+            summary["capacityUsage"] = [dict(u) for u in job.capacity_usage]
         if job.is_terminated:
             # API_ServiceJobSummary.html: isTerminated "is only present when the value is true".
             summary["isTerminated"] = True

@@ -158,6 +158,16 @@ _ALL = (
         "of a resource still CREATING or UPDATING: refused, or taken",
     ),
     Variant(
+        "queued_capacity_usage",
+        "listed",
+        "absent",
+        ("listed", "absent"),
+        _API + 'API_ServiceJobSummary.html (capacityUsage: the capacity "being used"; whether '
+        "a job not yet scheduled carries it is " + NOT_DOCUMENTED + ")",
+        "capacityUsage of a SUBMITTED, PENDING or RUNNABLE job in ListServiceJobs and "
+        "DescribeServiceJob: listed (what it will use), or absent until it is scheduled",
+    ),
+    Variant(
         "environment_reduction_preempts",
         "no",
         "yes",
