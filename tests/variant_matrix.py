@@ -46,6 +46,11 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
         "ended_by_something_else": (PESSIMISTIC,),
         "retries_are_used_up": (PESSIMISTIC,),
     },
+    # History from events that carry only the documented fields (RecordHistory describes).
+    "integration/test_history_flow.py": {
+        "events_become_one_record_per_job": ("event_detail_fields=documented_example",),
+        "report_json_and_html": ("event_detail_fields=documented_example",),
+    },
     # The demo's story end to end.
     "integration/test_demo.py": {"demo_json_is_the_same_as_data": (PESSIMISTIC,)},
     # Approvals once, environment safety.

@@ -18,7 +18,12 @@ metrics = Metrics()
 @composition.traced
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (SQS batch from the history buffer)."""
-    response, outcome = handle_history_batch(event, composition.history_store(), log=logger.info)
+    response, outcome = handle_history_batch(
+        event,
+        composition.history_store(),
+        log=logger.info,
+        describe=lambda job_id: composition.batch_reader().describe_job(job_id),
+    )
     metrics.add_metric("HistoryEvents", MetricUnit.Count, len(event.get("Records") or []))
     metrics.add_metric("HistoryJobsWritten", MetricUnit.Count, outcome.written)
     metrics.add_metric("HistoryEventsMalformed", MetricUnit.Count, len(outcome.malformed))

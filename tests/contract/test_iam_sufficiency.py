@@ -574,7 +574,12 @@ def recorded(request: pytest.FixtureRequest) -> tuple[list[Call], str, str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Slack)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with LocalStack(prefix=PREFIX, batch_max_attempts=2) as stack:
+        # Events with only the documented fields: RecordHistory describes the jobs too.
+        with LocalStack(
+            prefix=PREFIX,
+            batch_max_attempts=2,
+            variants={"event_detail_fields": "documented_example"},
+        ) as stack:
             stream_arn = stack.stream_arn
             _reconcile_and_resync(stack, mp)
         with LocalStack(prefix=PREFIX, run_jobs=False, batch_max_attempts=2) as stack:
@@ -649,7 +654,11 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         "Alert"
     ]
     assert seen["SlackNotify"] == {"secretsmanager:GetSecretValue"}
-    assert {"dynamodb:GetItem", "dynamodb:PutItem"} <= seen["RecordHistory"]
+    assert {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "batch:DescribeServiceJob",
+    } <= seen["RecordHistory"]
 
 
 @pytest.mark.slow

@@ -117,3 +117,67 @@ def test_a_malformed_record_fails_alone() -> None:
     response, outcome = handle_history_batch(batch, store)
     assert response == {"batchItemFailures": [{"itemIdentifier": "bad"}]}
     assert outcome.written == 1
+
+
+def _documented(events: list[dict]) -> list[dict]:
+    """The events with only the fields the user guide's examples show (variant
+    event_detail_fields=documented_example)."""
+    from quota_local.emulator.scheduler import DOCUMENTED_EVENT_FIELDS
+
+    return [
+        dict(e, detail={k: v for k, v in e["detail"].items() if k in DOCUMENTED_EVENT_FIELDS})
+        for e in events
+    ]
+
+
+def test_events_without_share_or_usage_are_completed_by_one_describe_per_job() -> None:
+    full = lifecycle("job-a", count=2)
+    described: list[str] = []
+    answer = full[-1]["detail"]  # DescribeServiceJob once the job ended: the whole job
+
+    def describe(job_id: str) -> dict:
+        described.append(job_id)
+        return answer
+
+    store = _MemoryStore()
+    response, _ = handle_history_batch(sqs(*_documented(full)), store, describe=describe)
+
+    assert response == {"batchItemFailures": []}
+    assert described == ["job-a"]
+    job = store.jobs[("ml-training", "job-a")]
+    expected = _fold(_observations(full))
+    assert (job.share, job.instanceType, job.count) == ("team-a", "ml.g5.xlarge", 2)
+    # The preempted attempt is known from the answer's preemptionSummary.
+    assert [a.cause for a in job.ordered_attempts()] == ["CAPACITY_RECLAIM", None]
+    assert job.attempts == expected.attempts
+    assert (job.status, job.preemptedAttempts) == (expected.status, expected.preemptedAttempts)
+
+
+def test_full_events_need_no_describe_and_a_refused_one_still_records() -> None:
+    def never(job_id: str) -> dict:
+        raise AssertionError(f"described {job_id}")
+
+    store = _MemoryStore()
+    handle_history_batch(sqs(*lifecycle("job-a")), store, describe=never)
+    assert store.jobs[("ml-training", "job-a")].share == "team-a"
+
+    # The job is gone (Batch refuses the read): recorded with what the events say.
+    _, outcome = handle_history_batch(
+        sqs(*_documented(lifecycle("job-b"))), store, describe=lambda _: None
+    )
+    assert outcome.written == 1
+    assert store.jobs[("ml-training", "job-b")].share is None
+
+
+def test_a_describe_that_is_throttled_retries_the_jobs_events() -> None:
+    from quota_controller.ports import RetryableError
+
+    def throttled(job_id: str) -> dict:
+        raise RetryableError("Rate exceeded")
+
+    store = _MemoryStore()
+    events = _documented(lifecycle("job-a"))
+    response, outcome = handle_history_batch(sqs(*events), store, describe=throttled)
+    assert outcome.failed == ["job-a"]
+    assert len(response["batchItemFailures"]) == len(events)
+    assert store.jobs == {}

@@ -146,6 +146,13 @@ def history_store() -> DynamoHistoryStore:
     return DynamoHistoryStore(table, s.HISTORY_RETENTION_DAYS)
 
 
+def batch_reader() -> Any:
+    """Batch's reads (DescribeServiceJob and the rest), errors translated."""
+    from quota_controller.batch_reader import BotoAlertReader
+
+    return BotoAlertReader(batch_client())
+
+
 def reset() -> None:
     """Forget cached settings and clients (tests that change the environment call this)."""
     for cached in (settings, _session, batch_client, config_table, history_store):

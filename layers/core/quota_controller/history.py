@@ -193,6 +193,54 @@ def observe(
     )
 
 
+def lacks_identity(record: JobRecord) -> bool:
+    """Whether the record misses what the reports group by (share, instance type, count):
+    State Change and Queue Blocked details may not carry them (the user guide's examples show
+    no quotaShareName or capacityUsage; emulator variant `event_detail_fields`)."""
+    return record.share is None or record.instanceType is None or record.count is None
+
+
+def enrich(record: JobRecord, detail: HistoryDetail) -> JobRecord:
+    """The record with the fields Batch never changes for a job (name, share, instance type and
+    count, retries, submit time; the priority when none is known) filled from a
+    DescribeServiceJob answer. Only gaps are filled, so the merge's join stays a join: the
+    answer's status, read later than the events, is not taken as an observation here. Its
+    preempted attempts are facts that only grow, so they are merged in too."""
+    usage = detail.capacityUsage[0] if detail.capacityUsage else None
+    config = detail.preemptionConfiguration
+    retries = config.preemptionRetriesBeforeTermination if config else None
+    attempts = dict(record.attempts)
+    summary = detail.preemptionSummary
+    for attempt in summary.recentPreemptedAttempts if summary else []:
+        key = _attempt_key(attempt)
+        attempts[key] = _merge_attempt(
+            attempts.get(key),
+            AttemptRecord(
+                startedAt=attempt.startedAt,
+                stoppedAt=attempt.stoppedAt,
+                reason=attempt.statusReason,
+                preempted=True,
+            ),
+        )
+    return record.model_copy(
+        update={
+            "attempts": dict(sorted(attempts.items())),
+            "preemptedAttempts": max(
+                record.preemptedAttempts, summary.preemptedAttemptCount if summary else 0
+            ),
+            "jobName": _first(record.jobName, detail.jobName),
+            "share": _first(record.share, detail.quotaShareName),
+            "instanceType": _first(record.instanceType, usage.capacityUnit if usage else None),
+            "count": _first(record.count, int(usage.quantity) if usage else None),
+            "retries": _first(record.retries, retries if isinstance(retries, int) else None),
+            "submittedAt": _first(record.submittedAt, detail.createdAt),
+            "priority": record.priority
+            if record.priority is not None
+            else detail.schedulingPriority,
+        }
+    )
+
+
 def _min(*values: int | None) -> int | None:
     return min((v for v in values if v is not None), default=None)
 

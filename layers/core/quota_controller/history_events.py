@@ -16,7 +16,14 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from quota_controller.alerts.events import BatchEvent
-from quota_controller.history import HistoryDetail, JobRecord, merge, observe
+from quota_controller.history import (
+    HistoryDetail,
+    JobRecord,
+    enrich,
+    lacks_identity,
+    merge,
+    observe,
+)
 from quota_controller.log_safety import loggable
 from quota_controller.ports import RetryableError
 
@@ -48,9 +55,15 @@ def observation(event: BatchEvent) -> JobRecord | None:
 
 
 def handle_history_batch(
-    event: Mapping[str, Any], store: HistoryStore, log: Callable[..., None] | None = None
+    event: Mapping[str, Any],
+    store: HistoryStore,
+    log: Callable[..., None] | None = None,
+    describe: Callable[[str], Mapping[str, Any] | None] | None = None,
 ) -> tuple[dict[str, Any], HistoryOutcome]:
-    """Process one SQS batch of EventBridge events; returns the partial response and outcome."""
+    """Process one SQS batch of EventBridge events; returns the partial response and outcome.
+
+    `describe` (DescribeServiceJob; None when Batch refuses it) fills a job's share, instance
+    type and count when its events do not carry them: one call per such job and batch."""
     say = log or (lambda *_, **__: None)
     outcome = HistoryOutcome()
     failed: set[str] = set()
@@ -72,6 +85,8 @@ def handle_history_batch(
         by_job[key] = (merge(merged, obs), [*sources, message_id])
     for merged, sources in by_job.values():
         try:
+            if describe is not None and lacks_identity(merged):
+                merged = _described(merged, describe, say)
             if store.record(merged):
                 outcome.written += 1
             else:
@@ -85,3 +100,18 @@ def handle_history_batch(
             outcome.failed.append(merged.jobId)
             failed.update(sources)
     return {"batchItemFailures": [{"itemIdentifier": m} for m in sorted(failed)]}, outcome
+
+
+def _described(
+    record: JobRecord, describe: Callable[[str], Mapping[str, Any] | None], say: Callable[..., None]
+) -> JobRecord:
+    """The record filled from DescribeServiceJob; as it was when Batch refuses the read (the
+    job is gone) or answers with something unreadable (logged). RetryableError propagates."""
+    answer = describe(record.jobId)
+    if not answer:
+        return record
+    try:
+        return enrich(record, HistoryDetail.model_validate(answer))
+    except ValidationError as exc:
+        say("unreadable DescribeServiceJob answer", job_id=record.jobId, error=loggable(exc))
+        return record

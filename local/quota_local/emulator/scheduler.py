@@ -50,6 +50,25 @@ STATE_CHANGE = "Batch Service Job State Change"
 PREEMPTION_STARTED = "Batch Service Job Preemption Started"
 PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
 QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
+# The fields of the user guide's State Change and Queue Blocked examples
+# (batch-service-job-events.html, batch-service-job-queue-blocked-events.html).
+DOCUMENTED_EVENT_FIELDS = frozenset(
+    {
+        "attempts",
+        "createdAt",
+        "jobArn",
+        "jobId",
+        "jobName",
+        "jobQueue",
+        "latestAttempt",
+        "serviceJobType",
+        "startedAt",
+        "status",
+        "statusReason",
+        "stoppedAt",
+        "timeoutConfig",
+    }
+)
 # A payload SageMaker could not run (no instance type and count to read): Batch passes the
 # payload through unvalidated, so the job fails when it is handed to SageMaker. The wording is
 # the emulator's; AWS prefixes SageMaker's answers with "Received status from SageMaker: ".
@@ -148,6 +167,7 @@ class Scheduler:
             emulator.variant("disabled_share_dispatch") == "submitted_continue"
         )
         self._environment_preempts = emulator.variant("environment_reduction_preempts") == "yes"
+        self._documented_detail = emulator.variant("event_detail_fields") == "documented_example"
         self._saved_dispatch_order = emulator.dispatch_order
         self._saved_dispatch_key = emulator.dispatch_key
         now = emulator.clock()
@@ -462,10 +482,7 @@ class Scheduler:
                 return  # no longer stuck: the reason goes, silently
         elif move.kind is Kind.BLOCKED:
             job.status_reason = move.reason
-            detail = self.emulator.job_detail(job)
-            detail.pop("tags", None)
-            detail.pop("serviceRequestPayload", None)
-            self._emit(QUEUE_BLOCKED, job, detail)
+            self._emit(QUEUE_BLOCKED, job, self._event_detail(job))
             return
         elif move.kind is Kind.DISPATCH:
             job.status_reason = None
@@ -504,10 +521,17 @@ class Scheduler:
     # ----- events -----------------------------------------------------------------------------
 
     def _emit_state_change(self, job: ServiceJob) -> None:
+        self._emit(STATE_CHANGE, job, self._event_detail(job))
+
+    def _event_detail(self, job: ServiceJob) -> dict[str, Any]:
+        """A State Change or Queue Blocked detail: DescribeServiceJob's answer without tags and
+        payload, or (variant event_detail_fields) only the fields the guide's examples show."""
         detail = self.emulator.job_detail(job)
         detail.pop("tags", None)
         detail.pop("serviceRequestPayload", None)
-        self._emit(STATE_CHANGE, job, detail)
+        if self._documented_detail:
+            detail = {k: v for k, v in detail.items() if k in DOCUMENTED_EVENT_FIELDS}
+        return detail
 
     def _emit(self, detail_type: str, job: ServiceJob, detail: dict[str, Any]) -> None:
         emulator = self.emulator

@@ -168,6 +168,17 @@ _ALL = (
         "DescribeServiceJob: listed (what it will use), or absent until it is scheduled",
     ),
     Variant(
+        "event_detail_fields",
+        "describe_like",
+        "documented_example",
+        ("describe_like", "documented_example"),
+        _GUIDE + "batch-service-job-events.html, " + _GUIDE + "batch-service-job-queue-blocked-"
+        "events.html (the examples show no quotaShareName, capacityUsage, schedulingPriority or "
+        "preemptionSummary; whether real events carry them is " + NOT_DOCUMENTED + ")",
+        "the detail of State Change and Queue Blocked events: DescribeServiceJob's answer (no "
+        "tags, no payload), or only the fields the user guide's examples show",
+    ),
+    Variant(
         "environment_reduction_preempts",
         "no",
         "yes",
