@@ -142,8 +142,8 @@ def _stored(item: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class StoreWrite:
-    """One write the store was asked for: `write_status` (puts and deletes), `record_changes`
-    (puts), `acquire_lease` / `release_lease` (the lease item, when it changed)."""
+    """One write the store was asked for: `write_status` (puts and deletes) or
+    `record_changes` (puts). The lease is not journaled: its item is in `partitions`."""
 
     operation: str
     queue: str
