@@ -24,6 +24,7 @@ satisfies its Protocol.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -411,17 +412,17 @@ class FakeBatch:
         queue: str,
         share: str,
         job_id: str,
+        usage: Mapping[str, int],
         status: str = "RUNNING",
         *,
         priority: int | None = None,
         started_at: int | None = None,
         name: str | None = None,
-        **usage: int,
     ) -> FakeJob:
-        """A service job of `share` using `usage` ({instance type: count}); usage keys may be
-        written with underscores for dots (ml_g5_xlarge)."""
-        units = {k.replace("_", "."): v for k, v in usage.items()}
-        job = FakeJob(job_id, queue, share, status, units, name or job_id, priority, started_at)
+        """A service job of `share` using `usage` ({instance type: count})."""
+        job = FakeJob(
+            job_id, queue, share, status, dict(usage), name or job_id, priority, started_at
+        )
         self.jobs[job_id] = job
         return job
 
@@ -614,7 +615,9 @@ class FakeBatch:
         refusal = self._refusal(action)
         if refusal is not None:
             if refusal.made:
-                self._apply(action.operation, params)
+                # Batch made it (a request it would refuse itself stays unmade).
+                with contextlib.suppress(_Refused):
+                    self._apply(action.operation, params)
             self.requests.append(
                 Request(action.operation, action.resource, params, f"refused ({refusal.kind})")
             )
