@@ -1,0 +1,334 @@
+"""Golden reconcile scenarios: today's observable results of `reconcile(queue, deps)`, pinned.
+
+Each scenario arranges the config table and Batch on the port fakes (`tests/fakes.py`), runs
+one or more reconciles as the Lambda handler does (the `reconcile` function with its `Deps`),
+moving Batch and the clock between runs, and compares everything a user or a later run can
+notice with `tests/golden/expected/<scenario>.json`: per run the outcome, the requeue delay and
+chain, the Batch reads and requests in order (operation, resource, params), the status items
+written, the change records, the alerts published and any error raised; at the end the queue's
+status items and the Batch account (see `golden/harness.py`). Timestamps come from the fake
+clock, so the files are stable.
+
+A change of behaviour fails the scenario with a diff of the file. When the change is meant,
+rewrite the files and read the diff before committing it:
+
+    QUOTA_UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q -n 0 tests/golden
+
+Each scenario's docstring says what docs/reconciler.md promises for it; `notes` marks an
+expectation the file pins although the product should do otherwise (none today: an empty
+`notes` means the file was read and is what the product should do).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from builders import DocBuilder, ShareBuilder, g5, guide_layout
+from golden.harness import QUEUE, Harness, Scenario
+
+EXPECTED = Path(__file__).parent / "expected"
+UPDATE = os.environ.get("QUOTA_UPDATE_GOLDEN") == "1"
+G5 = "ml.g5.xlarge"
+# Reads that no longer see a write after this long (reconcile.SETTLE_SECONDS).
+SETTLE = 300
+RESYNC = 300
+
+SCENARIOS: dict[str, tuple[Scenario, str]] = {}
+
+
+def scenario(notes: str = "") -> Callable[[Scenario], Scenario]:
+    """Register a scenario under its function's name (without `scenario_`)."""
+
+    def register(fn: Scenario) -> Scenario:
+        SCENARIOS[fn.__name__.removeprefix("scenario_")] = (fn, notes)
+        return fn
+
+    return register
+
+
+# -- documents ---------------------------------------------------------------------------------
+
+
+def reserve_layout(env: int = 4, a: int = 2, b: int = 2) -> DocBuilder:
+    """An environment of `env` x ml.g5.xlarge and two RESERVE shares (no borrowing)."""
+    return (
+        DocBuilder(QUEUE)
+        .env(**g5(env))
+        .add(ShareBuilder("team-a", g5(a)))
+        .add(ShareBuilder("team-b", g5(b)))
+    )
+
+
+def share_of(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in raw["quotaShares"] if s["quotaShareName"] == name)
+    return found
+
+
+def with_limit(doc: DocBuilder, share: str, n: int) -> dict[str, Any]:
+    raw = doc.build()
+    share_of(raw, share)["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": n}]
+    return raw
+
+
+def without_share(doc: DocBuilder, share: str) -> dict[str, Any]:
+    raw = doc.build()
+    raw["quotaShares"] = [s for s in raw["quotaShares"] if s["quotaShareName"] != share]
+    return raw
+
+
+def running(h: Harness, share: str, job: str, n: int = 1, started: int = 0) -> None:
+    """A RUNNING job of `share` on `n` x ml.g5.xlarge, started `started` s after the epoch."""
+    h.batch.add_job(QUEUE, share, job, g5(n), "RUNNING", priority=1, started_at=started)
+
+
+def queued(h: Harness, share: str, job: str, n: int = 1) -> None:
+    h.batch.add_job(QUEUE, share, job, g5(n), "RUNNABLE")
+
+
+def finish(h: Harness, *jobs: str) -> None:
+    for job in jobs:
+        del h.batch.jobs[job]
+
+
+def until_converged(h: Harness, label: str, max_runs: int = 10) -> None:
+    """Recorded runs, Batch settling between them, until one converges."""
+    for n in range(1, max_runs + 1):
+        result = h.run(f"{label} {n}")
+        if result is not None and result.outcome == "converged":
+            return
+        h.settle()
+    raise AssertionError(f"not converged after {max_runs} runs")
+
+
+def held_id(h: Harness) -> str:
+    status = h.store.status(QUEUE)["STATUS#QUEUE"]
+    change: str = status["heldChange"]["id"]
+    return change
+
+
+# -- converging and standing still ---------------------------------------------------------------
+
+
+@scenario()
+def scenario_converge_from_empty(h: Harness) -> None:
+    """An empty account and the AWS guide's layout: policy and environment first, the queue
+    once the environment is VALID, the shares once the queue is VALID, each run requeued after
+    30 s; the last run reads Batch, changes nothing and is converged (no requeue)."""
+    h.apply(guide_layout().build())
+    until_converged(h, "run")
+
+
+@scenario()
+def scenario_noop_second_run(h: Harness) -> None:
+    """A converged queue: a resync's run makes one observe (four reads in AWS), no request, no
+    alert, and asks for no requeue; it writes the queue status once, to drop the recentWrites
+    older than 300 s, and the next resync writes nothing at all."""
+    h.apply(guide_layout().build())
+    h.converge()
+    h.clock.advance(RESYNC)
+    h.run("resync")
+    h.clock.advance(RESYNC)
+    h.run("next resync")
+
+
+@scenario()
+def scenario_one_share_edit_is_one_update(h: Harness) -> None:
+    """Turning on in-share preemption for team-a is one UpdateQuotaShare of team-a (its change
+    record says who made the edit), no job read (nothing is lowered), requeued to confirm; the
+    next run is converged."""
+    h.apply(guide_layout().build())
+    h.converge()
+    raw = guide_layout().build()
+    share_of(raw, "team-a")["preemptionConfiguration"] = {"inSharePreemption": "ENABLED"}
+    h.apply(raw, by="bob@example.com")
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+
+
+@scenario(
+    notes=(
+        "Worth a look: the rejection rewrites STATUS#QUEUE from scratch, so recentWrites, "
+        "unsettled, heldChange, resources, waitingFor and lastAppliedAt are dropped (the "
+        "alert keys are kept, as documented): writes of the last 300 s are no longer guarded "
+        "against lagging reads, and a held change gets a new id "
+        "(held_change_across_rejection)."
+    )
+)
+def scenario_invalid_document_rejected(h: Harness) -> None:
+    """A typo in the queue item (an unknown field) is a queue-wide error: no Batch call at all,
+    status Valid False naming the field, one CONFIG_REJECTED alert; the resync's run stays
+    quiet; fixing the item converges again with Valid True."""
+    h.apply(guide_layout().build())
+    h.converge()
+    h.edit_item("QUEUE", reductionPolcy="block")
+    h.run("stream")
+    h.clock.advance(RESYNC)
+    h.run("resync")
+    h.edit_item("QUEUE", reductionPolcy=None)
+    h.run("fixed")
+
+
+@scenario(
+    notes=(
+        'Pins a defect: team-b\'s Valid condition says "quotaShares[1].state: ..." (the '
+        "share's index in the document the reconcile assembles from the items, a position no "
+        "table user wrote), while the alert and the run's errors say \"item SHARE#team-b: "
+        'state: ..." (reconcile._share_status uses str(problem), not '
+        "AssembledDocument.describe)."
+    )
+)
+def scenario_invalid_share_frozen(h: Harness) -> None:
+    """One share item invalid (state PAUSED): that share is frozen (Applied False, Frozen, left
+    as it is in Batch) with one CONFIG_REJECTED alert naming it, and an edit of another share in
+    the same run is still applied."""
+    h.apply(guide_layout().build())
+    h.converge()
+    raw = guide_layout().build()
+    share_of(raw, "team-a")["preemptionConfiguration"] = {"inSharePreemption": "ENABLED"}
+    h.apply(raw)
+    h.edit_item("SHARE#team-b", state="PAUSED")
+    h.run("stream")
+
+
+# -- shares added and removed --------------------------------------------------------------------
+
+
+@scenario()
+def scenario_share_added(h: Harness) -> None:
+    """A new share item with the environment raised for it: UpdateServiceEnvironment and
+    CreateQuotaShare in one run (neither lowers anything), then a converged run once Batch
+    has them VALID; team-d's status records the tags it was created with."""
+    h.apply(reserve_layout().build())
+    h.converge()
+    h.apply(reserve_layout(env=5).add(ShareBuilder("team-d", g5(1))).build())
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+
+
+@scenario()
+def scenario_share_removed_with_running_job(h: Harness) -> None:
+    """Removing team-c's item while a job of it runs: the share is disabled first, then the
+    deletion waits for the job (WaitingForIdle, heldChange names it, requeued); once the job has
+    finished the share is deleted and its status item goes."""
+    h.apply(guide_layout().build())
+    h.converge()
+    running(h, "team-c", "job-c1")
+    h.apply(without_share(guide_layout(), "team-c"))
+    h.run("stream")
+    h.settle()
+    h.run("waiting")
+    finish(h, "job-c1")
+    h.settle()
+    h.run("idle")
+    h.settle()
+    h.run("deleted")
+
+
+@scenario()
+def scenario_share_removed_with_queued_jobs(h: Harness) -> None:
+    """Removing team-c's item while two of its jobs are queued (RUNNABLE), reductionPolicy
+    warn: the share is disabled, then one PREEMPTION_RISK alert names both jobs (terminated when
+    the share is deleted) and the share is deleted; Batch terminates the jobs."""
+    h.apply(guide_layout().build())
+    h.converge()
+    queued(h, "team-c", "job-c1")
+    queued(h, "team-c", "job-c2")
+    h.apply(without_share(guide_layout(), "team-c"))
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+    h.settle()
+    h.run("deleted")
+
+
+@scenario()
+def scenario_share_removed_queued_jobs_blocked(h: Harness) -> None:
+    """Under reductionPolicy block, a removal whose share has only queued jobs left is held
+    (Blocked) until approvedChange quotes its id; approved, the share is deleted."""
+    doc = guide_layout().set(reductionPolicy="block")
+    h.apply(doc.build())
+    h.converge()
+    queued(h, "team-c", "job-c1")
+    h.apply(without_share(doc, "team-c"))
+    h.run("stream")
+    h.settle()
+    h.run("held")
+    h.edit_item("QUEUE", approvedChange=held_id(h))
+    h.run("approved")
+    h.settle()
+    h.run("deleted")
+
+
+@scenario(
+    notes=(
+        "Pins a defect: the PREEMPTION_RISK's nextSteps say \"Expect these jobs to be "
+        'preempted and requeued ... Revert the change" while its detail says the job is '
+        "terminated when the share is deleted: _alert_risks decides on Action.deletes_share, "
+        "which the planner sets False under force."
+    )
+)
+def scenario_forced_removal(h: Harness) -> None:
+    """force: true on the queue: a removed share with a running job is disabled, then deleted
+    at once after a PREEMPTION_RISK alert naming the job, which Batch terminates."""
+    doc = guide_layout().set(force=True)
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-c", "job-c1")
+    h.apply(without_share(doc, "team-c"))
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+    h.settle()
+    h.run("deleted")
+
+
+# -- the suite -----------------------------------------------------------------------------------
+
+
+def play(name: str) -> dict[str, Any]:
+    fn, notes = SCENARIOS[name]
+    harness = Harness()
+    fn(harness)
+    return harness.record(name, " ".join((fn.__doc__ or "").split()), notes)
+
+
+def dump(record: dict[str, Any]) -> str:
+    return json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_reconcile_matches_its_golden_file(name: str) -> None:
+    path = EXPECTED / f"{name}.json"
+    got = dump(play(name))
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(got)
+        return
+    assert path.exists(), f"{path} is missing: run with QUOTA_UPDATE_GOLDEN=1 to write it"
+    want = path.read_text()
+    if got != want:
+        diff = difflib.unified_diff(
+            want.splitlines(), got.splitlines(), f"expected/{name}.json", "now", lineterm="", n=2
+        )
+        pytest.fail(
+            f"reconcile behaves differently in scenario {name}:\n" + "\n".join(list(diff)[:200])
+        )
+
+
+def test_every_golden_file_has_its_scenario() -> None:
+    files = {p.stem for p in EXPECTED.glob("*.json")}
+    assert files - set(SCENARIOS) == set(), "golden files without a scenario"
+
+
+def test_a_scenario_gives_the_same_record_every_time() -> None:
+    # Nothing in a record may depend on dict order, ids or the wall clock.
+    for name in ("converge_from_empty", "share_removed_with_running_job"):
+        assert dump(play(name)) == dump(play(name))
