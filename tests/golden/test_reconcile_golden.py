@@ -21,6 +21,7 @@ expectation the file pins although the product should do otherwise (none today: 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import os
@@ -288,6 +289,199 @@ def scenario_forced_removal(h: Harness) -> None:
     h.run("requeue")
     h.settle()
     h.run("deleted")
+
+
+# -- reductions ----------------------------------------------------------------------------------
+
+
+@scenario()
+def scenario_reduction_warn(h: Harness) -> None:
+    """reductionPolicy warn (the default): lowering team-a from 2 to 1 while two of its jobs
+    run publishes one PREEMPTION_RISK naming the predicted victim (the most recently started)
+    before the UpdateQuotaShare is made; the change record lists it under atRisk."""
+    h.apply(reserve_layout().build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    h.apply(with_limit(reserve_layout(), "team-a", 1))
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+
+
+@scenario()
+def scenario_reduction_blocked_until_approved(h: Harness) -> None:
+    """reductionPolicy block: the reduction is held (outcome blocked, no requeue: nothing moves
+    until someone approves), status heldChange gives its id, one PREEMPTION_RISK says how to
+    approve; the resync's run keeps the same id and stays quiet. approvedChange with that id
+    applies it once (lastApprovedChange); a later reduction gets a new id, which the old
+    approval still on the queue item does not approve."""
+    doc = reserve_layout().set(reductionPolicy="block")
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    running(h, "team-b", "job-b1", started=1000)
+    running(h, "team-b", "job-b2", started=2000)
+    lowered = with_limit(doc, "team-a", 1)
+    h.apply(lowered)
+    h.run("stream")
+    h.clock.advance(RESYNC)
+    h.run("resync")
+    first = held_id(h)
+    h.edit_item("QUEUE", approvedChange=first)
+    h.run("approved")
+    h.settle()
+    h.run("requeue")
+    again = copy.deepcopy(lowered)
+    share_of(again, "team-b")["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 1}]
+    again["approvedChange"] = first
+    h.apply(again)
+    h.run("second reduction")
+
+
+@scenario(
+    notes=(
+        "Pins a defect: docs/reconciler.md says the id stays the same while the hold lasts, "
+        "but the rejection in between drops heldChange from the queue status, so the hold is "
+        "dated anew and the same held requests get a new id: an approval of the first id "
+        "approves nothing."
+    )
+)
+def scenario_held_change_across_rejection(h: Harness) -> None:
+    """A reduction held under block, then a typo in the queue item (rejected) and its fix a
+    minute later: the same requests are still held, under the same id, so an approval written
+    for the first id still applies."""
+    doc = reserve_layout().set(reductionPolicy="block")
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    h.apply(with_limit(doc, "team-a", 1))
+    h.run("stream")
+    first = held_id(h)
+    h.clock.advance(60)
+    h.edit_item("QUEUE", reductionPolcy="block")
+    h.run("typo")
+    h.clock.advance(60)
+    h.edit_item("QUEUE", reductionPolcy=None, approvedChange=first)
+    h.run("fixed and approved")
+
+
+@scenario()
+def scenario_reduction_drain(h: Harness) -> None:
+    """reductionPolicy drain: the reduction is held (Draining) while usage is over the new
+    limit, requeued; once a job finishes and usage fits it is applied without an alert of its
+    own beyond the first PREEMPTION_RISK."""
+    doc = reserve_layout().set(reductionPolicy="drain")
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    h.apply(with_limit(doc, "team-a", 1))
+    h.run("stream")
+    h.settle()
+    h.run("draining")
+    finish(h, "job-a2")
+    h.settle()
+    h.run("fits")
+
+
+@scenario()
+def scenario_tightening_before_loosening(h: Harness) -> None:
+    """One edit lowers team-a (a job at risk, warn) and raises team-b and the environment: the
+    first run applies only the reduction and lists the raises as waits ("once this run's
+    reductions are applied"); the requeued run makes the raises."""
+    h.apply(reserve_layout().build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    raw = with_limit(reserve_layout(env=5), "team-a", 1)
+    share_of(raw, "team-b")["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 4}]
+    h.apply(raw)
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+    h.settle()
+    h.run("confirm")
+
+
+@scenario()
+def scenario_lending_reduction(h: Harness) -> None:
+    """The guide's layout, team-a running two jobs (one on capacity borrowed from the lenders)
+    and team-b one: switching the lender team-c to RESERVE takes back lent capacity, so the
+    PREEMPTION_RISK names team-a's newest job (a borrower), and the change record lists
+    ml.g5.xlarge under lendingReduced."""
+    h.apply(guide_layout().build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    running(h, "team-b", "job-b1", started=1500)
+    raw = guide_layout().build()
+    share_of(raw, "team-c")["resourceSharingConfiguration"] = {"strategy": "RESERVE"}
+    h.apply(raw)
+    h.run("stream")
+
+
+@scenario(
+    notes=(
+        "Pins a defect: while the environment change is held, the queue's Applied condition "
+        'is status False with reason "Applied" and no message (reconcile._write_status picks '
+        'the reason from failure and waits only); a share\'s held change says "Pending" with '
+        "the hold's reason."
+    )
+)
+def scenario_environment_reduction(h: Harness) -> None:
+    """reductionPolicy block: lowering the environment from 4 to 3 while four jobs run holds
+    the UpdateServiceEnvironment (queue status Blocked, the alert is about the service
+    environment, no share's); approving the id applies it."""
+    doc = reserve_layout().set(reductionPolicy="block")
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    running(h, "team-b", "job-b1", started=1500)
+    running(h, "team-b", "job-b2", started=2500)
+    lowered = reserve_layout(env=3).set(reductionPolicy="block").build()
+    h.apply(lowered)
+    h.run("stream")
+    h.edit_item("QUEUE", approvedChange=held_id(h))
+    h.run("approved")
+
+
+@scenario()
+def scenario_time_limit_rule_queued_job(h: Harness) -> None:
+    """A queue with a RUNNABLE/TERMINATE rule for QUOTA_MANAGEMENT_LIMIT_EXCEEDED: lowering
+    team-a below what its queued job needs would get that job terminated, so the guard names it
+    ("terminated by the queue's jobStateTimeLimitActions rule ...") in the PREEMPTION_RISK,
+    and under warn the change is applied."""
+    rule = {
+        "reason": "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+        "state": "RUNNABLE",
+        "maxTimeSeconds": 600,
+        "action": "TERMINATE",
+    }
+    doc = reserve_layout().queue(jobStateTimeLimitActions=[rule])
+    h.apply(doc.build())
+    h.converge()
+    queued(h, "team-a", "job-a1", n=2)
+    h.apply(with_limit(doc, "team-a", 1))
+    h.run("stream")
+
+
+@scenario()
+def scenario_alert_not_published_holds_reduction(h: Harness) -> None:
+    """SNS refuses the PREEMPTION_RISK alert: the reduction it announces is not applied (status
+    Applied False says why), status is still written, and the run raises RetryableError so the
+    record is retried; the retry publishes the alert and applies the reduction."""
+    h.apply(reserve_layout().build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    h.apply(with_limit(reserve_layout(), "team-a", 1))
+    h.notifier.failures = 1
+    h.run("stream")
+    h.run("retry")
 
 
 # -- the suite -----------------------------------------------------------------------------------
