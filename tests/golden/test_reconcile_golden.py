@@ -32,6 +32,9 @@ from typing import Any
 import pytest
 from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from golden.harness import QUEUE, Harness, Scenario
+from planner_builders import observed
+
+from quota_controller.config.model import OWNER_TAG
 
 EXPECTED = Path(__file__).parent / "expected"
 UPDATE = os.environ.get("QUOTA_UPDATE_GOLDEN") == "1"
@@ -482,6 +485,209 @@ def scenario_alert_not_published_holds_reduction(h: Harness) -> None:
     h.notifier.failures = 1
     h.run("stream")
     h.run("retry")
+
+
+# -- conflicts, locks and refusals ---------------------------------------------------------------
+
+
+@scenario()
+def scenario_conflict_owned_by_another_queue(h: Harness) -> None:
+    """The environment the document names carries another queue's owner tag: nothing is
+    applied (no request at all), outcome failed with no requeue, one RECONCILE_FAILED naming
+    the owning queue and the field to rename; the resync's run does not alert again."""
+    h.load(observed().env(owned="other-queue").edit_env(limits=g5(3)).build())
+    h.apply(guide_layout().build())
+    h.run("stream")
+    h.clock.advance(RESYNC)
+    h.run("resync")
+
+
+@scenario()
+def scenario_conflict_unmanaged_then_adopt(h: Harness) -> None:
+    """A policy, environment and queue of the document's names exist without the owner tag: a
+    conflict per resource (set adopt: true), nothing applied. With adopt: true on each they get
+    the owner tag (TagResource) and the shares are created."""
+    unmanaged = observed().policy(owned=False).env(owned=False).edit_env(limits=g5(3))
+    h.load(unmanaged.queue(owned=False).build())
+    h.apply(guide_layout().build())
+    h.run("stream")
+    raw = guide_layout().build()
+    raw["schedulingPolicy"] = {"adopt": True}
+    raw["serviceEnvironment"]["adopt"] = True
+    raw["jobQueue"]["adopt"] = True
+    h.apply(raw)
+    h.clock.advance(60)
+    h.run("adopted")
+    h.settle()
+    h.run("requeue")
+
+
+@scenario()
+def scenario_lease_held_elsewhere(h: Harness) -> None:
+    """Another owner keeps taking the reconcile lease: each run is locked (requeued, nothing
+    read or written); once the queue has been locked for longer than a reconcile can hold it
+    (lease 120 s + 60 s), one RECONCILE_FAILED and status Applied False (Locked). When the
+    lease is free again the run goes through and Applied is True again."""
+    h.apply(guide_layout().build())
+    h.converge()
+    since = h.clock.now().timestamp()
+    for step, wait in (("locked", 0), ("still locked", 200)):
+        h.clock.advance(wait)
+        expires = int(h.clock.now().timestamp()) + 100
+        h.store.put({"queue": QUEUE, "item": "LOCK#RECONCILE", "owner": "x", "expiresAt": expires})
+        h.run(step, locked_since=since if wait else None)
+    h.store.delete(QUEUE, "LOCK#RECONCILE")
+    h.clock.advance(30)
+    h.run("free", locked_since=since)
+
+
+@scenario(
+    notes=(
+        "Pins a gap: team-d never gets appliedTags in its status (its create was refused, the "
+        "next run has nothing to apply), so the resync never compares its tags and drift on "
+        "it is never repaired, although the controller created and tagged it "
+        "(docs/reconciler.md: only adopted shares go unchecked)."
+    )
+)
+def scenario_refused_create_unsettled_then_settled(h: Harness) -> None:
+    """CreateQuotaShare is refused although Batch made the share (its answer lost) and reads
+    lag: the run waits instead of failing (waitingFor, status unsettled since when); once reads
+    show the share the next run makes no request and converges, unsettled cleared."""
+    h.apply(reserve_layout(env=5).build())
+    h.converge()
+    h.batch.lagging = True
+    h.batch.refuse("CreateQuotaShare", "unsettled", "ClientException", made=True)
+    h.apply(reserve_layout(env=5).add(ShareBuilder("team-d", g5(1))).build())
+    h.run("stream")
+    h.clock.advance(30)
+    h.batch.settle()
+    h.run("requeue")
+
+
+@scenario()
+def scenario_refused_create_stands(h: Harness) -> None:
+    """CreateQuotaShare refused and no read ever shows the share: the runs wait while the
+    refusal is younger than SETTLE_SECONDS (300 s, `unsettled` keeps its first time); after
+    that the refusal counts: outcome failed, one RECONCILE_FAILED, no requeue."""
+    h.apply(reserve_layout(env=5).build())
+    h.converge()
+    h.batch.refuse("CreateQuotaShare", "unsettled", "ClientException", times=3)
+    h.apply(reserve_layout(env=5).add(ShareBuilder("team-d", g5(1))).build())
+    h.run("stream")
+    h.clock.advance(120)
+    h.run("requeue")
+    h.clock.advance(SETTLE)
+    h.run("settled")
+
+
+@scenario()
+def scenario_recent_writes_wait(h: Harness) -> None:
+    """Reads lag behind a reduction the controller made: the next run within SETTLE_SECONDS
+    plans the same UpdateQuotaShare, and waits for it ("reads do not show it yet",
+    recentWrites) instead of making and announcing it again; once reads show it the queue
+    converges, and recentWrites is dropped once older than 300 s."""
+    h.apply(reserve_layout().build())
+    h.converge()
+    h.batch.lagging = True
+    h.apply(with_limit(reserve_layout(), "team-a", 1))
+    h.run("stream")
+    h.clock.advance(30)
+    h.run("lagging read")
+    h.settle()
+    h.run("caught up")
+    h.clock.advance(SETTLE)
+    h.run("later")
+
+
+@scenario()
+def scenario_retryable_error_mid_plan(h: Harness) -> None:
+    """An edit of all three shares; the second UpdateQuotaShare is throttled past botocore's
+    retries: the run raises RetryableError (the record is retried), the first update's change
+    record is written, status is not; the retry makes the two requests left."""
+    h.apply(guide_layout().build())
+    h.converge()
+    raw = guide_layout().build()
+    for share in raw["quotaShares"]:
+        share["preemptionConfiguration"] = {"inSharePreemption": "ENABLED"}
+    h.apply(raw)
+    h.batch.refuse(
+        "UpdateQuotaShare", "retryable", "TooManyRequestsException", resource="quota share team-b"
+    )
+    h.run("stream")
+    h.run("retry")
+
+
+@scenario(
+    notes=(
+        "Pins a defect: team-a's update was made (change record, lastAppliedAt) but its "
+        "status says Applied False, reason Pending, no message; a stopped run marks every "
+        "share not applied (reconcile._share_status: failed when self.stopped). "
+        "docs/reconciler.md says a refusal is recorded as Applied False, reason Failed; the "
+        "shares' reason is Pending. The same marking shows in refused_create_stands and "
+        "alert_not_published_holds_reduction for shares with nothing to do."
+    )
+)
+def scenario_action_failed_stops_plan(h: Harness) -> None:
+    """Batch refuses team-b's UpdateQuotaShare (a ClientException): the run stops there (team-c's
+    update is not made, later requests may depend on it), outcome failed with no requeue, one
+    RECONCILE_FAILED, team-a Applied True and the others not; the resync's run applies the rest
+    and converges."""
+    h.apply(guide_layout().build())
+    h.converge()
+    raw = guide_layout().build()
+    for share in raw["quotaShares"]:
+        share["preemptionConfiguration"] = {"inSharePreemption": "ENABLED"}
+    h.apply(raw)
+    h.batch.refuse("UpdateQuotaShare", "failed", "ClientException", resource="quota share team-b")
+    h.run("stream")
+    h.settle(RESYNC)
+    h.run("resync")
+
+
+@scenario()
+def scenario_tag_refusal_does_not_stop_plan(h: Harness) -> None:
+    """Batch refuses the TagResource of team-a (a tag policy) while team-b's update is planned
+    after it: a tag refusal stops nothing, team-b is updated, the run fails with one
+    RECONCILE_FAILED and only team-a's status says Applied False."""
+    h.apply(guide_layout().build())
+    h.converge()
+    raw = guide_layout().build()
+    share_of(raw, "team-a")["tags"] = {"cost-center": "cc-1"}
+    share_of(raw, "team-b")["preemptionConfiguration"] = {"inSharePreemption": "ENABLED"}
+    h.apply(raw)
+    h.batch.refuse("TagResource", "failed", "TagPolicyViolationException")
+    h.run("stream")
+
+
+@scenario()
+def scenario_tag_drift_repair(h: Harness) -> None:
+    """Someone edits team-a's tags in the console (a value changed, a key added): the resync
+    names the share in readShareTags, the run reads its tags, removes the added key and sets the
+    document's value back (UntagResource, then TagResource) and records appliedTags; the next
+    such run reads matching tags and makes no request."""
+    doc = guide_layout().env(**g5(4)).add(ShareBuilder("team-d", g5(1)).set(tags={"team": "d"}))
+    h.apply(doc.build())
+    h.converge()
+    h.batch.set_share_tags(QUEUE, "team-d", {"team": "x", "extra": "1", OWNER_TAG: QUEUE})
+    h.clock.advance(RESYNC)
+    h.run("resync", read_share_tags=["team-d"])
+    h.settle(RESYNC)
+    h.run("next resync", read_share_tags=["team-d"])
+
+
+@scenario()
+def scenario_invalid_resource_reported(h: Harness) -> None:
+    """Batch reports team-b INVALID: one critical RECONCILE_FAILED and share status Healthy
+    False, not repeated by the resync; once Batch reports it VALID again Healthy is True."""
+    h.apply(guide_layout().build())
+    h.converge()
+    h.batch.shares[QUEUE]["team-b"]["status"] = "INVALID"
+    h.run("resync")
+    h.clock.advance(RESYNC)
+    h.run("resync again")
+    h.batch.shares[QUEUE]["team-b"]["status"] = "VALID"
+    h.clock.advance(RESYNC)
+    h.run("valid again")
 
 
 # -- the suite -----------------------------------------------------------------------------------
