@@ -690,6 +690,62 @@ def scenario_invalid_resource_reported(h: Harness) -> None:
     h.run("valid again")
 
 
+# -- renames, teardown and the requeue chain -----------------------------------------------------
+
+
+@scenario()
+def scenario_environment_renamed(h: Harness) -> None:
+    """serviceEnvironmentName changed: the new environment is created, the queue switched to it
+    once VALID, then the old one (the controller's) disabled and deleted; status `managed` keeps
+    the old name under retiringEnvironments until it is gone."""
+    h.apply(guide_layout().build())
+    h.converge()
+    raw = guide_layout().build()
+    raw["serviceEnvironment"]["serviceEnvironmentName"] = "ml-training-env-2"
+    h.apply(raw)
+    until_converged(h, "run")
+
+
+@scenario()
+def scenario_queue_deleted(h: Harness) -> None:
+    """Every config item deleted: the queue is torn down in reverse order (shares disabled then
+    deleted, the queue disabled then deleted, the policy deleted, the environment disabled then
+    deleted); once nothing of it is left every status item is deleted."""
+    h.apply(guide_layout().build())
+    h.converge()
+    for key in list(h.store.partitions[QUEUE]):
+        if key == "QUEUE" or key.startswith("SHARE#"):
+            h.store.delete(QUEUE, key)
+    for n in range(1, 12):
+        result = h.run(f"run {n}")
+        if result is not None and result.outcome == "absent":
+            return
+        h.settle()
+    raise AssertionError("the queue was not torn down")
+
+
+@scenario()
+def scenario_requeue_chain(h: Harness) -> None:
+    """A run that waits starts a requeue chain (status requeueChain); a stream run meanwhile
+    starts a new one; the older chain's message then does nothing (superseded, no Batch call),
+    the current one's runs; `quotactl reconcile` (requeues False) keeps the chain status has."""
+    h.apply(reserve_layout(env=5).build())
+    h.converge()
+    h.apply(reserve_layout(env=5).add(ShareBuilder("team-d", g5(1))).build())
+    first = h.run("stream")
+    assert first is not None
+    assert first.chain is not None
+    h.clock.advance(5)
+    second = h.run("another stream record")
+    assert second is not None
+    assert second.chain is not None
+    h.clock.advance(25)
+    h.run("first chain's requeue", chain=first.chain)
+    h.run("second chain's requeue", chain=second.chain)
+    h.settle()
+    h.run("quotactl reconcile", requeues=False)
+
+
 # -- the suite -----------------------------------------------------------------------------------
 
 
