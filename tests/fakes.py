@@ -4,10 +4,11 @@ FakeNotifier (Notifier) and FakeClock (Clock).
 
 Each keeps the semantics of the adapter it stands for, so a service behaves on them as on AWS:
 
-- FakeStore stores items as DynamoDB does (numbers come back as Decimal, floats are refused
-  unless converted, as `config_store` converts them), leaves change records out of
-  `load_partition`, reads change records by sort-key range and takes the lease on the same
-  condition as `DynamoConfigStore.acquire_lease`.
+- FakeStore stores items as DynamoDB does through `config_store` (floats converted to
+  Decimal, numbers read back as Decimal, a value DynamoDB cannot store refused with
+  TypeError), leaves change records out of `load_partition`, reads change records by
+  sort-key range and takes the lease on the same condition as
+  `DynamoConfigStore.acquire_lease`.
 - FakeBatch is one account's AWS Batch: scheduling policies, service environments, job queues,
   quota shares with their statuses and tags, and service jobs. `observe` reads what
   `BotoBatchGateway.observe` reads (the queue by name, the policies and environments named or
