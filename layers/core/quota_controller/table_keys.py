@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
-
-from boto3.dynamodb.types import Binary
+from typing import Any, SupportsBytes
 
 PARTITION_KEY = "queue"
 SORT_KEY = "item"
@@ -67,11 +65,14 @@ def is_controller_key(sort_key: object) -> bool:
 
 def plain(value: Any) -> Any:
     """DynamoDB values as plain Python: Decimal -> int (or float), Binary -> bytes, sets ->
-    sorted lists (binary sets by their bytes: boto3's Binary has no order)."""
+    sorted lists (binary sets by their bytes: boto3's Binary has no order).
+
+    boto3's Binary is recognised by `bytes()` (it has `__bytes__`), not by its class: the core
+    imports no boto3 (docs/ARCHITECTURE.md, the import contract)."""
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, Binary):
-        return bytes(value.value)
+    if isinstance(value, SupportsBytes) and not isinstance(value, str):
+        return bytes(value)
     if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
