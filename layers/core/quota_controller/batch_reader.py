@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.ports import RetryableError
+from quota_controller.ports import ReadRefused, RetryableError
 
 _RETRYABLE_CODES = frozenset(
     {
@@ -155,16 +155,20 @@ class BotoAlertReader:
             raise
 
     def share_tags(self, share_arn: str) -> dict[str, str] | None:
-        """ListTagsForResource of a quota share; None when the share no longer exists."""
+        """ListTagsForResource of a quota share; None when the share no longer exists.
+        Raises RetryableError (throttled) or ReadRefused (refused while the share exists)."""
         try:
             result = call(self._client, "list_tags_for_resource", resourceArn=share_arn)
-        except ClientError:
+        except ClientError as err:
             # A share's ARN is <job queue ARN>/quota-share/<name> (API_CreateQuotaShare).
             queue_arn = share_arn.split("/quota-share/", 1)[0]
-            shares = self.quota_shares(queue_arn)
+            try:
+                shares = self.quota_shares(queue_arn)
+            except ClientError as refused:
+                raise ReadRefused(f"ListQuotaShares: {error_message(refused)}") from refused
             if shares is None or share_arn not in {s.get("quotaShareArn") for s in shares}:
                 return None
-            raise
+            raise ReadRefused(f"ListTagsForResource: {error_message(err)}") from err
         return {str(k): str(v) for k, v in (result.get("tags") or {}).items()}
 
     def snapshot(self, queue: str) -> dict[str, Any] | None:

@@ -19,6 +19,11 @@ class RetryableError(Exception):
     """Throttling, 5xx or a timeout that outlived botocore's retries: retry the record later."""
 
 
+class ReadRefused(Exception):
+    """Batch refused a read for a reason retrying will not fix (a ClientException, AccessDenied)
+    while the resource exists: the adapters raise it so no caller sees botocore's errors."""
+
+
 class ActionFailed(Exception):
     """Batch refused a request for a reason retrying will not fix (a ClientException)."""
 

@@ -15,9 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from botocore.exceptions import ClientError
-
-from quota_controller.ports import RetryableError
+from quota_controller.ports import ReadRefused, RetryableError
 
 if TYPE_CHECKING:
     from quota_controller.config_store import AppliedShareTags
@@ -57,8 +55,8 @@ def find_tag_drift(
     adding to `report` when one is given.
 
     `read_tags(arn)` returns None for a share that no longer exists: the queue's reconcile
-    recreates it anyway. A read that fails is reported and the others go on; the next resync
-    reads it again.
+    recreates it anyway. A read that fails (RetryableError, ReadRefused: the reader's port
+    errors, never botocore's) is reported and the others go on; the next resync reads it again.
     """
     report = report if report is not None else TagDriftReport()
     for record in applied:
@@ -66,7 +64,7 @@ def find_tag_drift(
             continue
         try:
             tags = read_tags(record.arn)
-        except (RetryableError, ClientError) as err:  # throttled or denied: the rest goes on
+        except (RetryableError, ReadRefused) as err:  # throttled or denied: the rest goes on
             report.failed.append(f"{record.queue}/{record.share}: {err}")
             continue
         if tags is None:
