@@ -30,7 +30,8 @@ from quota_controller.config.items import (
 )
 from quota_controller.config_apply import ConfigWrite, plan_config_write
 from quota_controller.config_store import ConfigChanged, DynamoConfigStore
-from quota_controller.desired import desired_state, guard_plan, names_to_observe
+from quota_controller.desired import desired_state, names_to_observe
+from quota_controller.guard import guard_plan
 from quota_controller.impact import ActiveJob, GuardedAction, Risk
 from quota_controller.planner import Plan, plan
 from quota_controller.ports import Clock

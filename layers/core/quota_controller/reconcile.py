@@ -30,7 +30,8 @@ from quota_controller.config.items import (
 )
 from quota_controller.config.model import OWNER_TAG
 from quota_controller.config.validation import ValidationReport
-from quota_controller.desired import desired_state, guard_plan, names_to_observe
+from quota_controller.desired import desired_state, names_to_observe
+from quota_controller.guard import guard_plan
 from quota_controller.impact import (
     ActiveJob,
     GuardedAction,
