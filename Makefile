@@ -119,8 +119,8 @@ $(SAM_STAMP): scripts/find-python313
 
 # Regenerates the SageMaker Training instance-type list from the installed botocore model.
 instance-types: $(STAMP)
-	$(PY) scripts/gen_instance_types.py > layers/core/quota_controller/instance_types.py
-	$(VENV)/bin/ruff format layers/core/quota_controller/instance_types.py
+	$(PY) scripts/gen_instance_types.py > layers/core/quota_controller/domain/instance_types.py
+	$(VENV)/bin/ruff format layers/core/quota_controller/domain/instance_types.py
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam

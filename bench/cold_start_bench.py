@@ -60,13 +60,13 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
     "alert": (
         "Alert",
         "alert/preemption-completed.json",
-        "from quota_controller.alerts.events import BatchEvent\n"
+        "from quota_controller.domain.alerts.events import BatchEvent\n"
         "assert BatchEvent.model_validate(event).job_id()\n",
     ),
     "slack_notify": (
         "SlackNotify",
         "",  # no sample folder: an SNS event around an alert (below)
-        "from quota_controller.alerts.model import Alert\n"
+        "from quota_controller.domain.alerts.model import Alert\n"
         "assert [Alert.model_validate_json(r['Sns']['Message']) for r in event['Records']]\n",
     ),
 }

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_controller.planner import Scope
+from quota_controller.domain.planner import Scope
 from quota_controller.ports import ActionFailed, RetryableError
 
 TABLE_ENV = "QUOTACTL_TABLE"
@@ -306,7 +306,7 @@ def set_approved_change(target: Target, queue: str, change_id: str, by: str, at:
     from boto3.dynamodb.conditions import Attr
     from botocore.exceptions import ClientError
 
-    from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
+    from quota_controller.domain.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
 
     with failure(f"set approvedChange on item QUEUE of job queue {queue} ({target.where()})"):
         try:

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from quota_controller.config.items import SORT_KEY, is_controller_key, validate_items
-from quota_controller.config.model import QuotaDocument
 from quota_controller.config_store import DynamoConfigStore
-from quota_controller.history import JobRecord
+from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
+from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.history import JobRecord
 from quotactl import aws, render
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -335,7 +335,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
     """Every job Batch lists for the queue created since --since, described and merged into the
     history (as the events would have: a job recorded already only gains what it lacked)."""
-    from quota_controller.history import HistoryDetail, observe
+    from quota_controller.domain.history import HistoryDetail, observe
 
     until = _now_ms(args)
     since = until - args.since * 1000

@@ -341,7 +341,7 @@ def run_alerts(fmt: str, out: TextIO) -> int:
     if not alerts:
         print("no new alerts", file=out)
         return 0
-    from quota_controller.alerts.render import one_line
+    from quota_controller.domain.alerts.render import one_line
     from quotactl import render
 
     rows = [{c: one_line(str(a.get(c) or "-"), limit=None) for c in ALERT_COLUMNS} for a in alerts]

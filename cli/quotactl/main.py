@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
-from quota_controller.capacity import share_capacities
-from quota_controller.config import Problem
+from quota_controller.domain.capacity import share_capacities
+from quota_controller.domain.config import Problem
 from quotactl import aws, render
 from quotactl.documents import FileResult, load_and_validate
 from quotactl.render import TerminalSafe

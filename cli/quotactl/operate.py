@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from quota_controller.alerts.model import Alert
-from quota_controller.config.items import (
+from quota_controller.config_store import ConfigChanged, DynamoConfigStore
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
     SHARE_PREFIX,
@@ -28,17 +29,16 @@ from quota_controller.config.items import (
     plain,
     validate_items,
 )
-from quota_controller.config_apply import ConfigWrite, plan_config_write
-from quota_controller.config_store import ConfigChanged, DynamoConfigStore
-from quota_controller.desired import desired_state, names_to_observe
+from quota_controller.domain.config_apply import ConfigWrite, plan_config_write
+from quota_controller.domain.desired import desired_state, names_to_observe
+from quota_controller.domain.impact import ActiveJob, GuardedAction, Risk
+from quota_controller.domain.planner import Plan, plan
+from quota_controller.domain.principals import display_name
+from quota_controller.domain.status import CONDITION_TYPES, QUEUE_STATUS, STATUS_PREFIX
+from quota_controller.domain.status_view import status_view
 from quota_controller.guard import guard_plan
-from quota_controller.impact import ActiveJob, GuardedAction, Risk
-from quota_controller.planner import Plan, plan
 from quota_controller.ports import Clock
-from quota_controller.principals import display_name
 from quota_controller.reconcile import Deps, ReconcileResult, reconcile
-from quota_controller.status import CONDITION_TYPES, QUEUE_STATUS, STATUS_PREFIX
-from quota_controller.status_view import status_view
 from quotactl import aws, render
 from quotactl.documents import load_and_validate
 

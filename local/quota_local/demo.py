@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TextIO
 
-from quota_controller.alerts.model import Alert
-from quota_controller.alerts.render import text_body
-from quota_controller.config.source import parse_text
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.render import text_body
+from quota_controller.domain.config.source import parse_text
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"

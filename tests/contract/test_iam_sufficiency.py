@@ -543,7 +543,7 @@ def _slack(stack: LocalStack, secret_arn: str, port: int) -> None:
 
 
 def _sample_alert() -> Any:
-    from quota_controller.alerts.model import Alert
+    from quota_controller.domain.alerts.model import Alert
 
     return Alert(
         kind="PREEMPTION",

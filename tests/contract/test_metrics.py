@@ -22,7 +22,7 @@ from typing import Any, get_args
 import pytest
 
 from quota_controller import usage_metrics
-from quota_controller.alerts.model import AlertCause
+from quota_controller.domain.alerts.model import AlertCause
 from quota_controller.reconcile import Outcome
 from quota_local.template import load_template
 
@@ -54,7 +54,7 @@ AWS_METRICS = {
 
 def _verdict_kinds_without_cause() -> set[str]:
     """Kinds the alert function publishes without a cause (`Verdict(kind, None, ...)`)."""
-    path = ROOT / "layers/core/quota_controller/alerts/classify.py"
+    path = ROOT / "layers/core/quota_controller/domain/alerts/classify.py"
     kinds = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Verdict":

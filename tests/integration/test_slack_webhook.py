@@ -21,9 +21,9 @@ from aws_lambda_powertools.utilities import parameters
 from moto import mock_aws
 
 from quota_controller import composition
-from quota_controller.alerts.model import Alert, AlertJob
-from quota_controller.alerts.render import sns_message
-from quota_controller.alerts.slack import slack_message
+from quota_controller.domain.alerts.model import Alert, AlertJob
+from quota_controller.domain.alerts.render import sns_message
+from quota_controller.domain.alerts.slack import slack_message
 from quota_controller.ports import RetryableError
 from quota_controller.slack_webhook import (
     SlackWebhook,

@@ -48,8 +48,8 @@ from quota_controller.alert_events import (
     IdempotencyClaims,
     handle_alert_batch,
 )
-from quota_controller.alerts.model import Alert
-from quota_controller.config.items import document_to_items
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.config.items import document_to_items
 from quota_controller.ports import RetryableError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from quota_controller.alerts.classify import (
+from quota_controller.domain.alerts.classify import (
     ATTRIBUTION_WINDOW,
     Context,
     Observation,
@@ -30,9 +30,9 @@ from quota_controller.alerts.classify import (
     merge,
     observe,
 )
-from quota_controller.alerts.events import BatchEvent, JobDetail
-from quota_controller.alerts.model import Alert
-from quota_controller.config.items import (
+from quota_controller.domain.alerts.events import BatchEvent, JobDetail
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SORT_KEY,
     is_controller_key,

@@ -26,15 +26,15 @@ from quota_controller.batch_reader import (
     is_retryable,
     pages,
 )
-from quota_controller.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
-from quota_controller.observed import (
+from quota_controller.domain.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
+from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
     ObservedQueue,
     ObservedShare,
     ObservedState,
 )
-from quota_controller.planner import Action, Scope
+from quota_controller.domain.planner import Action, Scope
 from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
 
 _log = logging.getLogger(__name__)

@@ -99,7 +99,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
     """Everything reconcile needs, bound to AWS."""
     from quota_controller.batch_gateway import BotoBatchGateway
     from quota_controller.config_store import DynamoConfigStore
-    from quota_controller.planner import Scope
+    from quota_controller.domain.planner import Scope
     from quota_controller.reconcile import Deps, ReconcileSettings
     from quota_controller.sns_notifier import SnsNotifier
 

@@ -25,8 +25,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from quota_controller.ports import RetryableError
-from quota_controller.status import (
+from quota_controller.domain.status import (
     CHANGE_PREFIX,
     LEASE_ITEM,
     QUEUE_STATUS,
@@ -34,13 +33,14 @@ from quota_controller.status import (
     share_status_key,
     well_formed,
 )
-from quota_controller.table_keys import (
+from quota_controller.domain.table_keys import (
     CONFIG_ATTRIBUTES,
     CONTROLLER_PREFIXES,
     PARTITION_KEY,
     SORT_KEY,
     plain,
 )
+from quota_controller.ports import RetryableError
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,15 @@ policy decide (`impact.guard`, pure). Shared by reconcile and `quotactl plan`.""
 
 from __future__ import annotations
 
-from quota_controller.impact import (
+from quota_controller.domain.impact import (
     ActiveJob,
     GuardedAction,
     defer_loosening,
     guard,
     layout_risks,
 )
-from quota_controller.observed import ObservedState
-from quota_controller.planner import Desired, Plan
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.planner import Desired, Plan
 from quota_controller.ports import BatchGateway
 
 

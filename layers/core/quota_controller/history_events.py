@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from quota_controller.alerts.events import BatchEvent
-from quota_controller.history import HistoryDetail, JobRecord, merge, observe
+from quota_controller.domain.alerts.events import BatchEvent
+from quota_controller.domain.history import HistoryDetail, JobRecord, merge, observe
 from quota_controller.log_safety import loggable
 from quota_controller.ports import RetryableError
 

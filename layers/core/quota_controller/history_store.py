@@ -15,7 +15,7 @@ from typing import Any
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.history import JobRecord, from_item, merge, to_item
+from quota_controller.domain.history import JobRecord, from_item, merge, to_item
 from quota_controller.ports import RetryableError
 
 BY_END_INDEX = "byEnd"

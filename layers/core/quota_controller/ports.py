@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 # Annotations only: what needs just the errors (Slack, alert) loads no planner or models.
 if TYPE_CHECKING:
-    from quota_controller.alerts.model import Alert
-    from quota_controller.impact import ActiveJob
-    from quota_controller.observed import ObservedState
-    from quota_controller.planner import Action, Scope
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.impact import ActiveJob
+    from quota_controller.domain.observed import ObservedState
+    from quota_controller.domain.planner import Action, Scope
 
 
 class RetryableError(Exception):

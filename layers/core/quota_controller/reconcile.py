@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
-from quota_controller.alerts.render import detail_lines
-from quota_controller.config.items import (
+from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.domain.alerts.render import detail_lines
+from quota_controller.domain.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
     SHARE_PREFIX,
@@ -28,30 +28,20 @@ from quota_controller.config.items import (
     share_key,
     validate_items,
 )
-from quota_controller.config.model import OWNER_TAG
-from quota_controller.config.validation import ValidationReport
-from quota_controller.desired import desired_state, names_to_observe
-from quota_controller.guard import guard_plan
-from quota_controller.impact import (
+from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.desired import desired_state, names_to_observe
+from quota_controller.domain.impact import (
     ActiveJob,
     GuardedAction,
     change_id,
     hold_since,
     risky_actions,
 )
-from quota_controller.observed import ObservedEnvironment, ObservedPolicy, ObservedState
-from quota_controller.planner import Action, Desired, Plan, plan
-from quota_controller.ports import (
-    ActionFailed,
-    ActionUnsettled,
-    BatchGateway,
-    Clock,
-    ConfigStore,
-    Notifier,
-    RetryableError,
-)
-from quota_controller.service_limits import cut, fit_item
-from quota_controller.status import (
+from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
+from quota_controller.domain.planner import Action, Desired, Plan, plan
+from quota_controller.domain.service_limits import cut, fit_item
+from quota_controller.domain.status import (
     CHANGE_PREFIX,
     CONDITION_TYPES,
     LEASE_ITEM,
@@ -64,6 +54,16 @@ from quota_controller.status import (
     lease_bound,
     share_status_key,
     well_formed,
+)
+from quota_controller.guard import guard_plan
+from quota_controller.ports import (
+    ActionFailed,
+    ActionUnsettled,
+    BatchGateway,
+    Clock,
+    ConfigStore,
+    Notifier,
+    RetryableError,
 )
 
 # Requests no later request of a plan depends on: a refusal does not stop the run.

@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from quota_controller.config.items import PARTITION_KEY, SORT_KEY, is_config_key
+from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
 from quota_controller.reconcile import Deps, ReconcileResult, reconcile
 from quota_controller.requeue import Requeuer
 

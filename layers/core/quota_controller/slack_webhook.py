@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from quota_controller.alerts.model import Alert
-from quota_controller.alerts.slack import slack_message
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.slack import slack_message
 from quota_controller.log_safety import hide_bodies
 from quota_controller.ports import RetryableError
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.alerts.model import Alert
-from quota_controller.alerts.render import sns_message
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.render import sns_message
 from quota_controller.ports import RetryableError
 
 

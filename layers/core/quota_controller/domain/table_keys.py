@@ -2,7 +2,7 @@
 
 Key schema: partition key `queue` (the job queue name), sort key `item`: `QUEUE` for the queue
 item, `SHARE#<quotaShareName>` for a share; sort keys starting with a controller prefix
-(`STATUS#`, `CHANGE#`, `LOCK#`) belong to the controller. `quota_controller.config.items`
+(`STATUS#`, `CHANGE#`, `LOCK#`) belong to the controller. `quota_controller.domain.config.items`
 builds documents from these items; modules that only read or write items (the table adapter,
 status) import this one, so the functions that never validate a document (resync) do not load
 the document model (see `make bench`, cold_start).

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from quota_controller.table_keys import (
+from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     PARTITION_KEY,
     SORT_KEY,

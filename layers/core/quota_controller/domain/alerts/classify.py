@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from quota_controller.alerts.events import (
+from quota_controller.domain.alerts.events import (
     PREEMPTION_COMPLETED,
     PREEMPTION_STARTED,
     BatchEvent,
@@ -31,7 +31,7 @@ from quota_controller.alerts.events import (
     epoch_ms,
     queue_name,
 )
-from quota_controller.alerts.model import (
+from quota_controller.domain.alerts.model import (
     Alert,
     AlertCause,
     AlertJob,
@@ -40,10 +40,14 @@ from quota_controller.alerts.model import (
     ChangeRef,
     Severity,
 )
-from quota_controller.alerts.render import one_line
-from quota_controller.capacity import share_capacities
-from quota_controller.config.model import JobStateTimeLimitAction, QuotaDocument, QuotaShareSpec
-from quota_controller.principals import display_name
+from quota_controller.domain.alerts.render import one_line
+from quota_controller.domain.capacity import share_capacities
+from quota_controller.domain.config.model import (
+    JobStateTimeLimitAction,
+    QuotaDocument,
+    QuotaShareSpec,
+)
+from quota_controller.domain.principals import display_name
 
 STUCK_PREFIXES = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from quota_controller.config.items import SHARE_PREFIX, AssembledDocument
-from quota_controller.config.validation import ValidationReport
-from quota_controller.planner import Desired
-from quota_controller.status import STATUS_PREFIX
+from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.planner import Desired
+from quota_controller.domain.status import STATUS_PREFIX
 
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from quota_controller.config.model import (
+from quota_controller.domain.config.model import (
     MAX_QUOTA_SHARES,
     NAME_MAX,
     TOP_LEVEL_FIELDS,
@@ -26,7 +26,7 @@ from quota_controller.config.model import (
     QuotaShareSpec,
     ServiceEnvironmentSpec,
 )
-from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
 PathPart = str | int
 Path = tuple[PathPart, ...]

@@ -13,15 +13,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_controller.config.model import TOP_LEVEL_FIELDS
-from quota_controller.config.validation import (
+from quota_controller.domain.config.model import TOP_LEVEL_FIELDS
+from quota_controller.domain.config.validation import (
     Path,
     Problem,
     ValidationReport,
     format_path,
     validate_document,
 )
-from quota_controller.table_keys import (
+from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     CONTROLLER_PREFIXES,
     PARTITION_KEY,

@@ -3,7 +3,7 @@
 Field names follow the AWS Batch API (camelCase) so that each maps one to one onto a request
 field. User-written config forbids unknown fields: a typo must never silently drop a setting.
 Rules that need the whole document (share units inside the environment, unique names, totals)
-live in `quota_controller.config.validation`, which is the one entry point everything uses.
+live in `quota_controller.domain.config.validation`, which is the one entry point everything uses.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
-from quota_controller.table_keys import TOP_LEVEL_FIELDS as TOP_LEVEL_FIELDS
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.domain.table_keys import TOP_LEVEL_FIELDS as TOP_LEVEL_FIELDS
 
 # A change id the reconciler gives a held change (`approvedChange` names one).
 CHANGE_ID = re.compile(r"^[0-9a-f]{12}$")

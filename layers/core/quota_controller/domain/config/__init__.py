@@ -1,12 +1,12 @@
 """The quota configuration document: model, validation, sources (YAML/JSON text, table items)."""
 
-from quota_controller.config.model import (
+from quota_controller.domain.config.model import (
     CapacityLimit,
     QueueSettings,
     QuotaDocument,
     QuotaShareSpec,
 )
-from quota_controller.config.validation import (
+from quota_controller.domain.config.validation import (
     Problem,
     ValidationReport,
     format_path,

@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-from quota_controller.alerts.model import Alert, AlertJob
-from quota_controller.service_limits import SNS_BUDGET, cut, shrink, summary
+from quota_controller.domain.alerts.model import Alert, AlertJob
+from quota_controller.domain.service_limits import SNS_BUDGET, cut, shrink, summary
 
 _ICON = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
 # The text lists this many jobs; the JSON bodies list them all (cut only to fit SNS's 256 KB).

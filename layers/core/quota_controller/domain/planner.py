@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 # OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
-from quota_controller.config.model import (
+from quota_controller.domain.config.model import (
     MAX_QUOTA_SHARES,
     OWNER_TAG,
     CapacityLimit,
     QueueSettings,
     QuotaShareSpec,
 )
-from quota_controller.observed import (
+from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedShare,
     ObservedState,

@@ -11,16 +11,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_controller.config.items import (
+from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
     document_to_items,
     is_config_key,
 )
-from quota_controller.config.model import CHANGE_ID
-from quota_controller.config.validation import ValidationReport, validate_document
-from quota_controller.status import generation
+from quota_controller.domain.config.model import CHANGE_ID
+from quota_controller.domain.config.validation import ValidationReport, validate_document
+from quota_controller.domain.status import generation
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quota_controller.config.model import QuotaDocument, QuotaShareSpec
+from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
 
 LENDING_STRATEGIES = ("LEND", "LEND_AND_BORROW")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from quota_controller.alerts.model import Alert, AlertJob
-from quota_controller.alerts.render import mrkdwn_escape, one_line
+from quota_controller.domain.alerts.model import Alert, AlertJob
+from quota_controller.domain.alerts.render import mrkdwn_escape, one_line
 
 # Slack's limits: header text, section text, one section field, the fallback we choose to send.
 HEADER_MAX = 150
