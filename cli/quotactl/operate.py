@@ -36,9 +36,9 @@ from quota_controller.domain.planner import Plan, plan
 from quota_controller.domain.principals import display_name
 from quota_controller.domain.status import CONDITION_TYPES, QUEUE_STATUS, STATUS_PREFIX
 from quota_controller.domain.status_view import status_view
-from quota_controller.guard import guard_plan
 from quota_controller.ports import Clock
-from quota_controller.reconcile import Deps, ReconcileResult, reconcile
+from quota_controller.services.guard import guard_plan
+from quota_controller.services.reconcile import Deps, ReconcileResult, reconcile
 from quotactl import aws, render
 from quotactl.documents import load_and_validate
 

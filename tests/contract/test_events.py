@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent, SQ
 from builders import guide_layout
 from moto.events.models import EventPattern
 
-from quota_controller.reconcile_events import (
+from quota_controller.services.reconcile_events import (
     MalformedRecord,
     parse_requeue,
     queue_of_stream_record,

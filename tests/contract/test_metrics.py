@@ -21,9 +21,9 @@ from typing import Any, get_args
 
 import pytest
 
-from quota_controller import usage_metrics
 from quota_controller.domain.alerts.model import AlertCause
-from quota_controller.reconcile import Outcome
+from quota_controller.services import usage_metrics
+from quota_controller.services.reconcile import Outcome
 from quota_local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]

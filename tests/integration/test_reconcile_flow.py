@@ -455,7 +455,7 @@ def test_writing_status_or_change_records_sets_off_no_reconcile(converged: Local
 
 def test_a_reconcile_finding_the_lease_taken_comes_back_later(converged: LocalStack) -> None:
     from quota_controller import composition
-    from quota_controller.reconcile import reconcile
+    from quota_controller.services.reconcile import reconcile
 
     store = composition.config_store()
     assert store.acquire_lease(QUEUE, "someone-else", converged.clock.now(), 120)

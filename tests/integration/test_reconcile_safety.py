@@ -465,7 +465,7 @@ def test_a_chain_message_that_finds_the_queue_locked_stays_in_its_chain(
     stack: LocalStack,
 ) -> None:
     from quota_controller import composition
-    from quota_controller.reconcile import reconcile
+    from quota_controller.services.reconcile import reconcile
 
     stack.apply(guide_layout().build())
     stack.advance(120)

@@ -13,8 +13,8 @@ from botocore.exceptions import ClientError
 from quota_controller.batch_reader import BotoAlertReader
 from quota_controller.config_store import AppliedShareTags
 from quota_controller.ports import ReadRefused, RetryableError
-from quota_controller.reconcile_events import MalformedRecord, parse_requeue
-from quota_controller.tag_drift import find_tag_drift
+from quota_controller.services.reconcile_events import MalformedRecord, parse_requeue
+from quota_controller.services.tag_drift import find_tag_drift
 
 OWNER = {"batch-quota-controller:queue": "ml-training"}
 

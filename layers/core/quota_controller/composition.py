@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     from quota_controller.config_store import AppliedShareTags, DynamoConfigStore, ResyncView
     from quota_controller.history_store import DynamoHistoryStore
     from quota_controller.ports import Clock
-    from quota_controller.reconcile import Deps
+    from quota_controller.services.reconcile import Deps
+    from quota_controller.services.tag_drift import TagDriftReport
+    from quota_controller.services.usage_metrics import UsageReport
     from quota_controller.settings import Settings
-    from quota_controller.tag_drift import TagDriftReport
-    from quota_controller.usage_metrics import UsageReport
 
 
 class UtcClock:
@@ -62,7 +62,7 @@ def settings() -> Settings:
 def _session() -> Any:
     import boto3
 
-    from quota_controller.log_safety import hide_bodies
+    from quota_controller.services.log_safety import hide_bodies
 
     hide_bodies()  # before the first client: at DEBUG botocore logs bodies (payloads, secrets)
     return boto3.session.Session()
@@ -100,7 +100,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
     from quota_controller.batch_gateway import BotoBatchGateway
     from quota_controller.config_store import DynamoConfigStore
     from quota_controller.domain.planner import Scope
-    from quota_controller.reconcile import Deps, ReconcileSettings
+    from quota_controller.services.reconcile import Deps, ReconcileSettings
     from quota_controller.sns_notifier import SnsNotifier
 
     s = settings()
@@ -160,8 +160,8 @@ def alert_deps(context: Any) -> Any:
         IdempotencyConfig,
     )
 
-    from quota_controller.alert_events import AlertDeps, IdempotencyClaims
     from quota_controller.batch_reader import BotoAlertReader
+    from quota_controller.services.alert_events import AlertDeps, IdempotencyClaims
     from quota_controller.sns_notifier import SnsNotifier
 
     s = settings()
@@ -183,7 +183,7 @@ def alert_deps(context: Any) -> Any:
 def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]:
     """Checks one queue's shares: their tags in Batch against those status says were applied."""
     from quota_controller.batch_reader import BotoAlertReader
-    from quota_controller.tag_drift import find_tag_drift
+    from quota_controller.services.tag_drift import find_tag_drift
 
     reader = BotoAlertReader(batch_client())
     by_queue: dict[str, list[AppliedShareTags]] = {}
@@ -204,7 +204,7 @@ def publish_share_usage(
     on stdout. Nothing is read when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-    from quota_controller.usage_metrics import UsageReport, publish_share_usage
+    from quota_controller.services.usage_metrics import UsageReport, publish_share_usage
 
     if is_metrics_disabled():
         return UsageReport(disabled=True)

@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.slack import slack_message
-from quota_controller.log_safety import hide_bodies
 from quota_controller.ports import RetryableError
+from quota_controller.services.log_safety import hide_bodies
 
 SLACK_ORIGINS = ("https://hooks.slack.com",)
 WEBHOOK_PATH = "/services/"

@@ -2,7 +2,7 @@
 
 Shared by reconcile (on the table's items) and `quotactl plan` (on a file), so a preview shows
 exactly what the reconciler would do. The guard step on a plan, which reads jobs, is
-`quota_controller.guard`.
+`quota_controller.services.guard`.
 """
 
 from __future__ import annotations

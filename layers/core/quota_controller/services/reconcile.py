@@ -55,7 +55,6 @@ from quota_controller.domain.status import (
     share_status_key,
     well_formed,
 )
-from quota_controller.guard import guard_plan
 from quota_controller.ports import (
     ActionFailed,
     ActionUnsettled,
@@ -65,6 +64,7 @@ from quota_controller.ports import (
     Notifier,
     RetryableError,
 )
+from quota_controller.services.guard import guard_plan
 
 # Requests no later request of a plan depends on: a refusal does not stop the run.
 _INDEPENDENT = frozenset({"TagResource", "UntagResource"})

@@ -38,8 +38,8 @@ from quota_controller.domain.config.items import (
     is_controller_key,
     validate_items,
 )
-from quota_controller.log_safety import loggable
 from quota_controller.ports import ConfigStore, Notifier, RetryableError
+from quota_controller.services.log_safety import loggable
 
 
 class AlertReader(Protocol):

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from quota_controller.domain.alerts.events import BatchEvent
 from quota_controller.domain.history import HistoryDetail, JobRecord, merge, observe
-from quota_controller.log_safety import loggable
 from quota_controller.ports import RetryableError
+from quota_controller.services.log_safety import loggable
 
 
 class HistoryStore(Protocol):

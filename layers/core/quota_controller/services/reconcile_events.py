@@ -26,8 +26,8 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
-from quota_controller.reconcile import Deps, ReconcileResult, reconcile
 from quota_controller.requeue import Requeuer
+from quota_controller.services.reconcile import Deps, ReconcileResult, reconcile
 
 
 class MalformedRecord(ValueError):
