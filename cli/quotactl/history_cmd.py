@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from quota_controller.config_store import DynamoConfigStore
+from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
 from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.history import JobRecord
@@ -154,7 +154,7 @@ def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:
 
 
 def _store(args: argparse.Namespace, target: aws.Target) -> Any:
-    from quota_controller.history_store import DynamoHistoryStore
+    from quota_controller.adapters.history_store import DynamoHistoryStore
 
     name = history_table_name(args, target)
     with aws.failure(f"open history table {name}"):

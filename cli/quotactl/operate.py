@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from quota_controller.config_store import ConfigChanged, DynamoConfigStore
+from quota_controller.adapters.config_store import ConfigChanged, DynamoConfigStore
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.items import (
     PARTITION_KEY,
@@ -210,7 +210,7 @@ def _plan_against_batch(
 ) -> tuple[Any, Any, Plan, Any]:
     """The reconciler's plan for the config `report` validated, against what AWS Batch has:
     (desired, observed, plan, gateway). Status items supply the names last managed."""
-    from quota_controller.batch_gateway import BotoBatchGateway
+    from quota_controller.adapters.batch_gateway import BotoBatchGateway
 
     status = {
         str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
@@ -793,9 +793,9 @@ class StderrNotifier:
 
 def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
     """Run one reconcile of the queue in this process, with the caller's credentials."""
-    from quota_controller.batch_gateway import BotoBatchGateway
+    from quota_controller.adapters.batch_gateway import BotoBatchGateway
+    from quota_controller.adapters.sns_notifier import SnsNotifier
     from quota_controller.ports import Notifier
-    from quota_controller.sns_notifier import SnsNotifier
 
     target = aws.connect(args)
     notifier: Notifier = (

@@ -304,7 +304,7 @@ def test_the_handlers_emit_what_the_enumeration_says(capsys: pytest.CaptureFixtu
     from alert_builders import CROSS, preemption_events
     from builders import guide_layout
 
-    from quota_controller.slack_webhook import use_webhook
+    from quota_controller.adapters.slack_webhook import use_webhook
     from quota_local.emulator import Fault
     from quota_local.event_sources import FakeContext
     from quota_local.stack import LocalStack

@@ -742,7 +742,7 @@ def stream_record(stack: LocalStack, item: Mapping[str, Any], seq: int) -> dict[
     """The stream record of a MODIFY of `item`, as Lambda gets it (saved for a re-delivery)."""
     from boto3.dynamodb.types import TypeSerializer
 
-    from quota_controller.config_store import _dynamo
+    from quota_controller.adapters.config_store import _dynamo
 
     wire = TypeSerializer().serialize(_dynamo(dict(item)))["M"]
     return {

@@ -13,7 +13,7 @@ import yaml
 from boto3.dynamodb.types import Binary
 from builders import DocBuilder, g5, guide_layout
 
-from quota_controller.config_store import DynamoConfigStore
+from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import plain
 from quota_local.stack import LocalStack
 from quotactl.main import main

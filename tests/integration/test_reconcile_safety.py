@@ -410,7 +410,7 @@ def test_a_chain_run_cut_short_after_its_status_write_keeps_the_queue_requeued(
 def test_a_converged_queue_is_not_rewritten_by_every_resync(
     stack: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.adapters.config_store import DynamoConfigStore
 
     stack.apply(guide_layout().build())
     stack.advance(2 * stack.shape.resync_seconds)

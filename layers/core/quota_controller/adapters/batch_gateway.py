@@ -19,7 +19,7 @@ from typing import Any
 from botocore import xform_name
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.batch_reader import (
+from quota_controller.adapters.batch_reader import (
     call,
     describe_existing,
     error_message,
