@@ -42,15 +42,11 @@ from alert_builders import (
 from builders import DocBuilder, g5, guide_layout
 from moto import mock_aws
 
+from quota_controller.adapters.idempotency_claims import IdempotencyClaims
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.items import document_to_items
 from quota_controller.ports import RetryableError
-from quota_controller.services.alert_events import (
-    AlertDeps,
-    AlertOutcome,
-    IdempotencyClaims,
-    handle_alert_batch,
-)
+from quota_controller.services.alert_events import AlertDeps, AlertOutcome, handle_alert_batch
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
 

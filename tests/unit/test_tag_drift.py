@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
 from quota_controller.adapters.batch_reader import BotoAlertReader
-from quota_controller.adapters.config_store import AppliedShareTags
+from quota_controller.domain.status import AppliedShareTags
 from quota_controller.ports import ReadRefused, RetryableError
 from quota_controller.services.reconcile_events import MalformedRecord, parse_requeue
 from quota_controller.services.tag_drift import find_tag_drift

@@ -19,13 +19,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quota_controller.adapters.config_store import (
-        AppliedShareTags,
-        DynamoConfigStore,
-        ResyncView,
-    )
+    from quota_controller.adapters.config_store import DynamoConfigStore
     from quota_controller.adapters.history_store import DynamoHistoryStore
     from quota_controller.adapters.settings import Settings
+    from quota_controller.domain.status import AppliedShareTags, ResyncView
     from quota_controller.ports import Clock
     from quota_controller.services.reconcile import Deps
     from quota_controller.services.tag_drift import TagDriftReport
@@ -165,8 +162,9 @@ def alert_deps(context: Any) -> Any:
     )
 
     from quota_controller.adapters.batch_reader import BotoAlertReader
+    from quota_controller.adapters.idempotency_claims import IdempotencyClaims
     from quota_controller.adapters.sns_notifier import SnsNotifier
-    from quota_controller.services.alert_events import AlertDeps, IdempotencyClaims
+    from quota_controller.services.alert_events import AlertDeps
 
     s = settings()
     persistence = DynamoDBPersistenceLayer(

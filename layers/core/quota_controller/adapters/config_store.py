@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -29,6 +28,8 @@ from quota_controller.domain.status import (
     CHANGE_PREFIX,
     LEASE_ITEM,
     QUEUE_STATUS,
+    AppliedShareTags,
+    ResyncView,
     lease_bound,
     share_status_key,
     well_formed,
@@ -41,25 +42,6 @@ from quota_controller.domain.table_keys import (
     plain,
 )
 from quota_controller.ports import RetryableError
-
-
-@dataclass(frozen=True)
-class AppliedShareTags:
-    """A share's status: the tags the controller last applied to it, and its ARN."""
-
-    queue: str
-    share: str
-    arn: str
-    tags: dict[str, str]
-
-
-@dataclass
-class ResyncView:
-    """The queues to reconcile and the applied tags of their shares (`resync_view`)."""
-
-    queues: list[str] = field(default_factory=list)
-    applied_share_tags: list[AppliedShareTags] = field(default_factory=list)
-
 
 _RETRYABLE = frozenset(
     {

@@ -1,4 +1,5 @@
-"""The requeue queue: asks for a later reconcile of a queue by sending its name to SQS.
+"""The requeue queue: asks for a later reconcile of a queue by sending its name to SQS (the
+`ports.Requeuer` adapter).
 
 Its own module so the resync function, which only sends, loads neither the reconcile core nor
 Powertools' batch utilities (see `make bench`, cold_start).
@@ -8,28 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from quota_controller.ports import Clock
-
-
-class Requeuer(Protocol):
-    """Asks for a later reconcile of a queue (the requeue SQS queue with a delay)."""
-
-    def requeue(
-        self,
-        queue: str,
-        delay_seconds: int,
-        reason: str,
-        read_share_tags: Sequence[str] = (),
-        chain: str | None = None,
-        locked_since: float | None = None,
-    ) -> None:
-        """Send the queue's name back, visible after the delay (with the shares whose tags the
-        reconcile should read from Batch, the requeue chain it continues, and since when the
-        queue has been found locked)."""
-        ...
 
 
 class SqsRequeuer:

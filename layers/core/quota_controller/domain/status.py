@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quota_controller.domain.table_keys import (
@@ -167,3 +167,21 @@ def condition(status_item: Mapping[str, Any] | None, kind: ConditionType) -> dic
         if cond.get("type") == kind:
             return dict(cond)
     return {}
+
+
+@dataclass(frozen=True)
+class AppliedShareTags:
+    """A share's status: the tags the controller last applied to it, and its ARN."""
+
+    queue: str
+    share: str
+    arn: str
+    tags: dict[str, str]
+
+
+@dataclass
+class ResyncView:
+    """The queues to reconcile and the applied tags of their shares (`resync_view`)."""
+
+    queues: list[str] = field(default_factory=list)
+    applied_share_tags: list[AppliedShareTags] = field(default_factory=list)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -38,36 +38,8 @@ from quota_controller.domain.config.items import (
     is_controller_key,
     validate_items,
 )
-from quota_controller.ports import ConfigStore, Notifier, RetryableError
+from quota_controller.ports import AlertReader, Claims, ConfigStore, Notifier, RetryableError
 from quota_controller.services.log_safety import loggable
-
-
-class AlertReader(Protocol):
-    """Batch reads of the alert pipeline."""
-
-    def describe_job(self, job_id: str) -> dict[str, Any] | None:
-        """DescribeServiceJob, None if the job is gone."""
-        ...
-
-    def snapshot(self, queue: str) -> dict[str, Any] | None:
-        """GetJobQueueSnapshot, None if the queue is gone."""
-        ...
-
-
-class Claims(Protocol):
-    """Exactly-once bookkeeping per job-preemption key."""
-
-    def claim(self, key: str) -> bool:
-        """True if the key was free and is now ours (in progress)."""
-        ...
-
-    def confirm(self, key: str) -> None:
-        """The alert for the key went out."""
-        ...
-
-    def release(self, key: str) -> None:
-        """The alert did not go out: free the key for a retry."""
-        ...
 
 
 @dataclass
@@ -262,32 +234,3 @@ def _confirm(claims: Claims, claim: str, say: Callable[..., None]) -> None:
         except Exception as exc:  # whatever the store raised, the alert is out
             if attempt == 2:
                 say("confirm failed after the alert was published", key=claim, error=loggable(exc))
-
-
-class IdempotencyClaims:
-    """Claims on Powertools Idempotency's DynamoDB persistence layer (records expire by TTL)."""
-
-    def __init__(self, persistence: Any, remaining_ms: Callable[[], int] | None = None):
-        self._persistence = persistence
-        self._remaining = remaining_ms
-
-    def claim(self, key: str) -> bool:
-        """Save the key in progress; False when it exists (in progress or done)."""
-        from aws_lambda_powertools.utilities.idempotency.exceptions import (
-            IdempotencyItemAlreadyExistsError,
-        )
-
-        remaining = self._remaining() if self._remaining else None
-        try:
-            self._persistence.save_inprogress(data={"key": key}, remaining_time_in_millis=remaining)
-        except IdempotencyItemAlreadyExistsError:
-            return False
-        return True
-
-    def confirm(self, key: str) -> None:
-        """Mark done."""
-        self._persistence.save_success(data={"key": key}, result={"alerted": True})
-
-    def release(self, key: str) -> None:
-        """Delete the in-progress record so a retry can alert."""
-        self._persistence.delete_record(data={"key": key}, exception=RuntimeError("publish failed"))

@@ -11,22 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from quota_controller.domain.alerts.events import BatchEvent
 from quota_controller.domain.history import HistoryDetail, JobRecord, merge, observe
-from quota_controller.ports import RetryableError
+from quota_controller.ports import HistoryStore, RetryableError
 from quota_controller.services.log_safety import loggable
-
-
-class HistoryStore(Protocol):
-    """Where the history is kept."""
-
-    def record(self, observation: JobRecord) -> bool:
-        """Merge an observation into its job's record; True when it changed."""
-        ...
 
 
 @dataclass

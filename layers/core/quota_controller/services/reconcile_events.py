@@ -25,8 +25,8 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from quota_controller.adapters.sqs_requeuer import Requeuer
 from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
+from quota_controller.ports import Requeuer
 from quota_controller.services.reconcile import Deps, ReconcileResult, reconcile
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from quota_controller.ports import ReadRefused, RetryableError
 
 if TYPE_CHECKING:
-    from quota_controller.adapters.config_store import AppliedShareTags
+    from quota_controller.domain.status import AppliedShareTags
 
 
 @dataclass

@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from quota_controller.ports import Clock
+from quota_controller.ports import Clock, UsageReader
 
 DIMENSIONS: tuple[str, ...] = ("JobQueue", "QuotaShare", "InstanceType")
 USAGE = "ShareUsage"
@@ -117,18 +117,6 @@ def share_usage_metrics(
         for unit, quantity in sorted((usage or {})[name].items()):
             add(name, unit, {USAGE: quantity})
     return out
-
-
-class UsageReader(Protocol):
-    """GetJobQueueSnapshot and ListQuotaShares."""
-
-    def snapshot(self, queue: str) -> dict[str, Any] | None:
-        """The queue's snapshot, None when the queue does not exist."""
-        ...
-
-    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
-        """The queue's quota shares as Batch lists them, None when the queue does not exist."""
-        ...
 
 
 @dataclass
