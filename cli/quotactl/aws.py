@@ -298,31 +298,6 @@ def stack_outputs(target: Target, stack_name: str) -> dict[str, str]:
     return {str(o["OutputKey"]): str(o["OutputValue"]) for o in outputs}
 
 
-def set_approved_change(target: Target, queue: str, change_id: str, by: str, at: str) -> bool:
-    """Set `approvedChange` on the queue's QUEUE item; False when there is no QUEUE item.
-
-    One conditional UpdateItem, so a concurrent edit of other attributes is not overwritten.
-    """
-    from boto3.dynamodb.conditions import Attr
-    from botocore.exceptions import ClientError
-
-    from quota_controller.domain.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
-
-    with failure(f"set approvedChange on item QUEUE of job queue {queue} ({target.where()})"):
-        try:
-            target.table.update_item(
-                Key={PARTITION_KEY: queue, SORT_KEY: QUEUE_ITEM},
-                UpdateExpression="SET approvedChange = :c, updatedBy = :b, updatedAt = :a",
-                ConditionExpression=Attr(SORT_KEY).exists(),
-                ExpressionAttributeValues={":c": change_id, ":b": by, ":a": at},
-            )
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-    return True
-
-
 @contextmanager
 def failure(what: str) -> Iterator[None]:
     """Turn whatever boto3 raises inside into one AwsError line naming `what` failed."""

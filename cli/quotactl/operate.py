@@ -961,7 +961,10 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     if not already:
         by = _who(args, target)
         at = _stamp(_clock())
-        if not aws.set_approved_change(target, queue, change, by, at):
+        what = f"set approvedChange on item QUEUE of job queue {queue} ({target.where()})"
+        with aws.failure(what):
+            written = store.set_approved_change(queue, change, by, at)
+        if not written:
             print(
                 f"quotactl approve: job queue {queue} has no QUEUE item in {target.where()}",
                 file=sys.stderr,

@@ -38,6 +38,7 @@ from quota_controller.domain.table_keys import (
     CONFIG_ATTRIBUTES,
     CONTROLLER_PREFIXES,
     PARTITION_KEY,
+    QUEUE_ITEM,
     SORT_KEY,
     plain,
 )
@@ -312,7 +313,28 @@ class DynamoConfigStore:
             self._guard("list queues", err)
             raise
 
-    # -- writing config (quotactl apply) ---------------------------------------------------------
+    # -- writing config (quotactl apply, delete and approve) -------------------------------------
+
+    def set_approved_change(self, queue: str, change_id: str, by: str, at: str) -> bool:
+        """Set `approvedChange` (with `updatedBy`, `updatedAt`) on the queue's QUEUE item;
+        False when the queue has no QUEUE item. One conditional UpdateItem, so a concurrent
+        edit of the item's other attributes is not overwritten."""
+        try:
+            self._table.update_item(
+                Key={PARTITION_KEY: queue, SORT_KEY: QUEUE_ITEM},
+                UpdateExpression="SET approvedChange = :c, updatedBy = :b, updatedAt = :a",
+                ConditionExpression=Attr(SORT_KEY).exists(),
+                ExpressionAttributeValues={":c": change_id, ":b": by, ":a": at},
+            )
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            self._guard("approve a change", err)
+            raise
+        except BotoCoreError as err:
+            self._guard("approve a change", err)
+            raise
+        return True
 
     def put_config(
         self,
