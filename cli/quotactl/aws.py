@@ -258,7 +258,7 @@ def local_target(args: argparse.Namespace) -> Target:
 def _local_target(args: argparse.Namespace) -> Target:
     import boto3
 
-    from quotactl.local_cmd import read_state, state_path
+    from quotactl.local_state import read_state, state_path
 
     state = read_state()
     if state is None:

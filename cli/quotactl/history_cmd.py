@@ -145,7 +145,7 @@ def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:
     if os.environ.get(HISTORY_ENV):
         return os.environ[HISTORY_ENV]
     if getattr(args, "local", False):
-        from quotactl.local_cmd import read_state
+        from quotactl.local_state import read_state
 
         local = (read_state() or {}).get("historyTable")
         if local:
@@ -176,7 +176,7 @@ def _now_ms(args: argparse.Namespace) -> int:
             when = when.replace(tzinfo=UTC)
         return int(when.timestamp() * 1000)
     if getattr(args, "local", False):
-        from quotactl.local_cmd import read_state
+        from quotactl.local_state import read_state
 
         clock = (read_state() or {}).get("clock")
         if isinstance(clock, dict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import grimp
 import pytest
 
-PACKAGES = ("quota_controller", "quota_local")
+PACKAGES = ("quota_controller", "quotactl", "quota_local")
 
 
 def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
