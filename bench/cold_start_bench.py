@@ -80,6 +80,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.services.log_safety",
         "quota_controller.adapters.settings",
         "quota_controller.adapters.sns_notifier",
+        "quota_controller.adapters.sqs_requeuer",
     ),
     "resync": (
         "botocore.config",
@@ -97,6 +98,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "aws_lambda_powertools.utilities.idempotency",
         "quota_controller.services.alert_events",
         "quota_controller.adapters.batch_reader",
+        "quota_controller.adapters.idempotency_claims",
         "quota_controller.adapters.config_store",
         "quota_controller.services.log_safety",
         "quota_controller.adapters.settings",
