@@ -35,31 +35,31 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from quota_controller.alerts.model import Alert
-from quota_controller.config.items import document_to_items
-from quota_controller.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
-from quota_controller.observed import (
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.config.items import document_to_items
+from quota_controller.domain.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
+from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
     ObservedQueue,
     ObservedShare,
     ObservedState,
 )
-from quota_controller.planner import Action, Scope
-from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
-from quota_controller.status import (
+from quota_controller.domain.planner import Action, Scope
+from quota_controller.domain.status import (
     CHANGE_PREFIX,
     LEASE_ITEM,
     QUEUE_STATUS,
     STATUS_PREFIX,
     lease_bound,
 )
-from quota_controller.table_keys import (
+from quota_controller.domain.table_keys import (
     CONTROLLER_PREFIXES,
     PARTITION_KEY,
     SORT_KEY,
     plain,
 )
+from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
 
 if TYPE_CHECKING:
     from quota_controller.ports import BatchGateway, Clock, ConfigStore, Notifier

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TextIO
 
-from quota_controller.alerts.model import Alert
-from quota_controller.alerts.render import text_body
-from quota_controller.config.source import parse_text
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.render import text_body
+from quota_controller.domain.config.source import parse_text
 from quota_local.demo_learning import Learning, learn, learning_data, share_changes
 from quota_local.recommend import duration, explain
 from quota_local.stack import LocalStack

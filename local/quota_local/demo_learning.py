@@ -27,17 +27,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from quota_controller.batch_gateway import BotoBatchGateway
-from quota_controller.config import validate_document
-from quota_controller.config.items import SORT_KEY, is_controller_key, plain, validate_items
-from quota_controller.config.model import QuotaDocument
-from quota_controller.config_apply import ConfigWrite, plan_config_write
-from quota_controller.config_store import DynamoConfigStore
-from quota_controller.desired import desired_state, guard_plan, names_to_observe
-from quota_controller.history_store import DynamoHistoryStore
-from quota_controller.impact import GuardedAction
-from quota_controller.planner import Scope, plan
-from quota_controller.status import STATUS_PREFIX
+from quota_controller.adapters.batch_gateway import BotoBatchGateway
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.adapters.history_store import DynamoHistoryStore
+from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
+from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.config_apply import ConfigWrite, plan_config_write
+from quota_controller.domain.desired import desired_state, names_to_observe
+from quota_controller.domain.impact import GuardedAction
+from quota_controller.domain.planner import Scope, plan
+from quota_controller.domain.status import STATUS_PREFIX
+from quota_controller.services.guard import guard_plan
 from quota_local.recommend import (
     DEFAULT_BUDGET,
     Recommendation,

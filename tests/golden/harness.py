@@ -17,9 +17,9 @@ from typing import Any
 
 from fakes import FakeBatch, FakeClock, FakeNotifier, FakeStore
 
-from quota_controller.observed import ObservedState
+from quota_controller.domain.observed import ObservedState
 from quota_controller.ports import RetryableError
-from quota_controller.reconcile import Deps, ReconcileResult, ReconcileSettings, reconcile
+from quota_controller.services.reconcile import Deps, ReconcileResult, ReconcileSettings, reconcile
 
 QUEUE = "ml-training"
 OWNER = "reconcile-golden"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from quota_controller.config import validate_document
+from quota_controller.domain.config import validate_document
 
 QUOTACTL = Path(sys.executable).with_name("quotactl")
 

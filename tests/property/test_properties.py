@@ -44,12 +44,12 @@ from strategies import (
     worlds,
 )
 
-from quota_controller.alert_events import AlertDeps, handle_alert_batch
-from quota_controller.config import validate_document
-from quota_controller.config.items import document_to_items
-from quota_controller.observed import ObservedState
-from quota_controller.planner import OWNER_TAG, Action, Desired, Plan, plan
-from quota_controller.reconcile import Deps, reconcile
+from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.items import document_to_items
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.planner import OWNER_TAG, Action, Desired, Plan, plan
+from quota_controller.services.alert_events import AlertDeps, handle_alert_batch
+from quota_controller.services.reconcile import Deps, reconcile
 
 PROPERTY = settings(
     max_examples=60,

@@ -43,14 +43,14 @@ from builders import g5, guide_layout
 from fakes import FakeNotifier, FakeStore
 from moto import mock_aws
 
-from quota_controller.alert_events import (
+from quota_controller.adapters.idempotency_claims import IdempotencyClaims
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.ports import RetryableError
+from quota_controller.services.alert_events import (
     AlertDeps,
     AlertOutcome,
-    IdempotencyClaims,
     handle_alert_batch,
 )
-from quota_controller.alerts.model import Alert
-from quota_controller.ports import RetryableError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
 
@@ -576,7 +576,7 @@ def test_an_event_time_without_a_zone_is_a_malformed_event_not_a_failed_batch() 
 
 
 def test_a_record_that_breaks_the_pipeline_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    import quota_controller.alert_events as alert_events
+    import quota_controller.services.alert_events as alert_events
 
     real = alert_events.observe
 
