@@ -156,15 +156,7 @@ def scenario_one_share_edit_is_one_update(h: Harness) -> None:
     h.run("requeue")
 
 
-@scenario(
-    notes=(
-        "Worth a look: the rejection rewrites STATUS#QUEUE from scratch, so recentWrites, "
-        "unsettled, heldChange, resources, waitingFor and lastAppliedAt are dropped (the "
-        "alert keys are kept, as documented): writes of the last 300 s are no longer guarded "
-        "against lagging reads, and a held change gets a new id "
-        "(held_change_across_rejection)."
-    )
-)
+@scenario()
 def scenario_invalid_document_rejected(h: Harness) -> None:
     """A typo in the queue item (an unknown field) is a queue-wide error: no Batch call at all,
     status Valid False naming the field, one CONFIG_REJECTED alert; the resync's run stays
@@ -343,14 +335,7 @@ def scenario_reduction_blocked_until_approved(h: Harness) -> None:
     h.run("second reduction")
 
 
-@scenario(
-    notes=(
-        "Pins a defect: docs/reconciler.md says the id stays the same while the hold lasts, "
-        "but the rejection in between drops heldChange from the queue status, so the hold is "
-        "dated anew and the same held requests get a new id: an approval of the first id "
-        "approves nothing."
-    )
-)
+@scenario()
 def scenario_held_change_across_rejection(h: Harness) -> None:
     """A reduction held under block, then a typo in the queue item (rejected) and its fix a
     minute later: the same requests are still held, under the same id, so an approval written

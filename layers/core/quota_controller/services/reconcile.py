@@ -66,6 +66,16 @@ from quota_controller.ports import (
 )
 from quota_controller.services.guard import guard_plan
 
+# Queue status a queue-wide rejection carries over from the last run (it checks none of it).
+_KEPT_ON_REJECTION = (
+    "heldChange",
+    "unsettled",
+    "recentWrites",
+    "lastAppliedAt",
+    "resources",
+    "waitingFor",
+    "lastError",
+)
 # Requests no later request of a plan depends on: a refusal does not stop the run.
 _INDEPENDENT = frozenset({"TagResource", "UntagResource"})
 
@@ -563,6 +573,11 @@ class _Run:
             ],
         )
         queue_status["errors"] = messages[:50]
+        # Nor does it judge what the last valid run recorded: a held change keeps its id and
+        # date (an approval of it still applies once the config is fixed), writes still wait
+        # for lagging reads, and what was applied stays said.
+        before = self.queue_status or {}
+        queue_status.update({k: before[k] for k in _KEPT_ON_REJECTION if before.get(k) is not None})
         self._write([queue_status], [])
         self.result.outcome = "rejected"
         self.result.errors = messages
