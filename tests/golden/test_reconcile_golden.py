@@ -263,14 +263,7 @@ def scenario_share_removed_queued_jobs_blocked(h: Harness) -> None:
     h.run("deleted")
 
 
-@scenario(
-    notes=(
-        "Pins a defect: the PREEMPTION_RISK's nextSteps say \"Expect these jobs to be "
-        'preempted and requeued ... Revert the change" while its detail says the job is '
-        "terminated when the share is deleted: _alert_risks decides on Action.deletes_share, "
-        "which the planner sets False under force."
-    )
-)
+@scenario()
 def scenario_forced_removal(h: Harness) -> None:
     """force: true on the queue: a removed share with a running job is disabled, then deleted
     at once after a PREEMPTION_RISK alert naming the job, which Batch terminates."""

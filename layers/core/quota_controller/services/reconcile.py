@@ -32,6 +32,7 @@ from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import (
+    QUEUED_STATUSES,
     ActiveJob,
     GuardedAction,
     change_id,
@@ -985,7 +986,14 @@ class _Run:
             changes += [
                 f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk
             ]
-            deletes = any(g.action.deletes_share or g.action.deletes_queue for g in group)
+            # A deletion terminates the jobs (a forced one its running jobs too), it does not
+            # preempt them: `deletes_share` is False under force, the operation is not.
+            deletes = any(
+                g.action.operation in ("DeleteQuotaShare", "DeleteJobQueue") for g in group
+            )
+            running = any(
+                a.job.status not in QUEUED_STATUSES for g in group for a in g.at_risk
+            ) or any(j.status not in QUEUED_STATUSES for j in jobs.values())
             where = (
                 f"quota share {share}"
                 if share
@@ -1000,8 +1008,8 @@ class _Run:
             }.get(decision, decision)
             steps = {
                 "apply-with-warning": [
-                    "Expect these queued jobs to be terminated: resubmit them to another share "
-                    "or queue if they must run",
+                    f"Expect these {'' if running else 'queued '}jobs to be terminated: "
+                    "resubmit them to another share or queue if they must run",
                     "Restore the removed item in the config to keep them",
                 ]
                 if deletes
@@ -1016,7 +1024,7 @@ class _Run:
                     f"{self.result.held_change})",
                     *(
                         ["Or cancel the queued jobs: the removal applies once none is left"]
-                        if deletes
+                        if any(g.action.deletes_share or g.action.deletes_queue for g in group)
                         else []
                     ),
                     "Or revert the change in the config",
