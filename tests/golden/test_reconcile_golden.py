@@ -171,15 +171,7 @@ def scenario_invalid_document_rejected(h: Harness) -> None:
     h.run("fixed")
 
 
-@scenario(
-    notes=(
-        'Pins a defect: team-b\'s Valid condition says "quotaShares[1].state: ..." (the '
-        "share's index in the document the reconcile assembles from the items, a position no "
-        "table user wrote), while the alert and the run's errors say \"item SHARE#team-b: "
-        'state: ..." (reconcile._share_status uses str(problem), not '
-        "AssembledDocument.describe)."
-    )
-)
+@scenario()
 def scenario_invalid_share_frozen(h: Harness) -> None:
     """One share item invalid (state PAUSED): that share is frozen (Applied False, Frozen, left
     as it is in Batch) with one CONFIG_REJECTED alert naming it, and an edit of another share in
@@ -404,14 +396,7 @@ def scenario_lending_reduction(h: Harness) -> None:
     h.run("stream")
 
 
-@scenario(
-    notes=(
-        "Pins a defect: while the environment change is held, the queue's Applied condition "
-        'is status False with reason "Applied" and no message (reconcile._write_status picks '
-        'the reason from failure and waits only); a share\'s held change says "Pending" with '
-        "the hold's reason."
-    )
-)
+@scenario()
 def scenario_environment_reduction(h: Harness) -> None:
     """reductionPolicy block: lowering the environment from 4 to 3 while four jobs run holds
     the UpdateServiceEnvironment (queue status Blocked, the alert is about the service
@@ -595,16 +580,7 @@ def scenario_retryable_error_mid_plan(h: Harness) -> None:
     h.run("retry")
 
 
-@scenario(
-    notes=(
-        "Pins a defect: team-a's update was made (change record, lastAppliedAt) but its "
-        "status says Applied False, reason Pending, no message; a stopped run marks every "
-        "share not applied (reconcile._share_status: failed when self.stopped). "
-        "docs/reconciler.md says a refusal is recorded as Applied False, reason Failed; the "
-        "shares' reason is Pending. The same marking shows in refused_create_stands and "
-        "alert_not_published_holds_reduction for shares with nothing to do."
-    )
-)
+@scenario()
 def scenario_action_failed_stops_plan(h: Harness) -> None:
     """Batch refuses team-b's UpdateQuotaShare (a ClientException): the run stops there (team-c's
     update is not made, later requests may depend on it), outcome failed with no requeue, one

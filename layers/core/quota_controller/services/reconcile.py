@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -29,7 +29,7 @@ from quota_controller.domain.config.items import (
     validate_items,
 )
 from quota_controller.domain.config.model import OWNER_TAG
-from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.config.validation import Problem, ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import (
     QUEUED_STATUSES,
@@ -293,6 +293,11 @@ class _Run:
         # whether a refusal stopped the run (every request after it is left for the retry).
         self.failed_shares: set[str | None] = set()
         self.stopped = False
+        # The request the run stopped at (its share's status says Failed; the rest Pending).
+        self.stopped_at: Action | None = None
+        # How a validation problem is said (by the item a table user wrote, not by its place
+        # in the assembled document).
+        self.describe: Callable[[Problem], str] = str
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -328,6 +333,7 @@ class _Run:
             self.result.outcome = "absent"
             return self.result
         assembled, report = validate_items(self.queue, self.config.values())
+        self.describe = assembled.describe
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
         desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
@@ -410,6 +416,7 @@ class _Run:
                     self.result.errors.append(refused[-1])
                     failure = "; ".join(refused)
                     self.stopped = True
+                    self.stopped_at = action
                     break
                 try:
                     self.deps.batch.execute(action)
@@ -422,6 +429,7 @@ class _Run:
                     else:
                         waits.append(wait)
                     self.stopped = True
+                    self.stopped_at = action
                     break  # later requests may depend on this one
                 except ActionFailed as exc:
                     refused.append(str(exc))
@@ -434,6 +442,7 @@ class _Run:
                         self.failed_shares.add(action.share)
                         continue
                     self.stopped = True
+                    self.stopped_at = action
                     break  # later requests may depend on this one
                 self.result.applied.append(action)
                 if action.operation.startswith(("Create", "Delete")):
@@ -681,8 +690,16 @@ class _Run:
             Condition(
                 "Applied",
                 applied_ok or (not failure and not queue_waits and bool(self.result.applied)),
-                "Failed" if failure else ("Waiting" if queue_waits else "Applied"),
-                failure or "; ".join(queue_waits),
+                "Failed"
+                if failure
+                else "Waiting"
+                if queue_waits
+                else "Pending"
+                if queue_held and not applied_ok
+                else "Applied",
+                failure
+                or "; ".join(queue_waits)
+                or ("; ".join(g.reason for g in queue_held) if not applied_ok else ""),
             ),
             _queue_health(desired, observed),
             Condition(
@@ -787,7 +804,7 @@ class _Run:
                 "Valid",
                 False,
                 "ConfigInvalid",
-                "; ".join(str(p) for p in invalid) or "invalid",
+                "; ".join(self.describe(p) for p in invalid) or "invalid",
             )
         elif config is None:
             valid = Condition("Valid", True, "Removed", "the share item was removed")
@@ -795,27 +812,33 @@ class _Run:
             valid = Condition("Valid", True, "ConfigValid", "")
         applied_now = [a for a in self.result.applied if a.share == name]
         not_applied = [a for a in pending if a not in applied_now]
-        # A refusal concerns this share when it was one of its requests or it stopped the run
-        # (a conflict or a guard failure stops everything); a refused tag of another resource
-        # does not.
-        failed = failure is not None and (
-            self.stopped or name in self.failed_shares or not self.failed_shares
+        # Failed: one of this share's own requests was refused (or the run stopped at it).
+        # Pending: requests of its not made, the run having stopped elsewhere or failed as a
+        # whole (a conflict). A share with nothing left to request is applied whatever else
+        # failed: a refusal of another resource does not undo what this one has.
+        stopped_here = self.stopped_at is not None and self.stopped_at.share == name
+        failed = failure is not None and (name in self.failed_shares or stopped_here)
+        frozen = name in desired.frozen_shares
+        applied = not failed and not not_applied and not waits and not frozen
+        reason = (
+            "Applied"
+            if applied
+            else "Frozen"
+            if frozen
+            else "Failed"
+            if failed
+            else "Waiting"
+            if waits
+            else "Pending"
         )
-        applied = not failed and not not_applied and not waits and name not in desired.frozen_shares
+        why = waits + [g.reason for g in held]
+        if failed and failure:
+            why.append(failure)
+        elif not_applied and failure and not held:
+            why.append(f"not made: the run stopped first ({failure})")
         conds = [
             valid,
-            Condition(
-                "Applied",
-                applied,
-                "Applied"
-                if applied
-                else (
-                    "Frozen"
-                    if name in desired.frozen_shares
-                    else ("Waiting" if waits else "Pending")
-                ),
-                "; ".join(waits + [g.reason for g in held]) if not applied else "",
-            ),
+            Condition("Applied", applied, reason, "; ".join(why) if not applied else ""),
             Condition(
                 "Healthy",
                 current is not None and current.status == "VALID",
