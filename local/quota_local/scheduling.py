@@ -157,9 +157,10 @@ class PoolConfig:
     shares: tuple[ShareConfig, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JobSpec:
-    """A job as the scheduler needs it."""
+    """A job as the scheduler needs it (copied on submit). Not frozen: a simulation builds one
+    per job, and a frozen dataclass costs about eight times as much to build."""
 
     job_id: str
     share: str
@@ -275,6 +276,7 @@ class _Slot:
         "lends",
         "name",
         "own",
+        "parked",
         "reasons",
         "share",
         "type",
@@ -312,6 +314,8 @@ class _Slot:
         self.waiting: tuple[int, bool] | None = None
         # The units it is listed for (its own, and the others of its multi-type jobs).
         self.units: list[_Unit] = []
+        # Found empty by a dispatch pass: out of the units' open sets until a job is queued.
+        self.parked = False
 
     def refresh(self, share: _Share | None) -> None:
         self.share = share
@@ -699,6 +703,7 @@ class QuotaScheduler:
         for slot in self._slots.values():
             slot.blocked = None
             slot.waiting = None
+            slot.parked = False
             slot.refresh(self._shares.get(slot.name))
         for slot in self._held_slots.values():
             if slot.lends:
@@ -873,6 +878,10 @@ class QuotaScheduler:
             head = self._head(slot)
             if head is None or head is job or _queue_key(job) < _queue_key(head):
                 self._unblock(slot)  # a new head, or the head re-prioritized
+        if slot.parked:
+            slot.parked = False
+            for unit in slot.units:
+                unit.open.add(slot)
         heap = slot.heap
         if heap is None:
             heap = slot.heap = []
@@ -1021,6 +1030,11 @@ class QuotaScheduler:
                 head = self._head(slot)
                 if head is not None:
                     heads.append((self._borrows(head), head.order, slot.key, slot))
+                elif slot.blocked is None:
+                    # Empty: nothing to look at until a job is queued here (`_push_queue`).
+                    slot.parked = True
+                    for unit in slot.units:
+                        unit.open.discard(slot)
             # Blocked queues waiting for idle capacity take part when enough of it is idle now.
             for unit in units:
                 if unit.waiting:
