@@ -398,6 +398,7 @@ class _Job:
 
 _PHASE = 0
 _LIMIT = 1
+_BEFORE_ALL = (False, -math.inf)
 Victim = tuple[_Job, str]
 _Eligible = Callable[[_Job], bool]
 _Timer = tuple[float, int, int, _Job, int]
@@ -422,10 +423,11 @@ class _Round:
         self.units = units
         self.dirty = dirty
         self.joined = joined
-        self.high: _Entry | None = None
+        # The highest entry popped so far (below every entry until the first pop).
+        self.high: tuple[object, ...] = _BEFORE_ALL
 
     def rejoin(self, slot: _Slot, entry: _Entry) -> None:
-        if slot in self.joined or (self.high is not None and entry < self.high):
+        if slot in self.joined or entry < self.high:
             return
         if slot in self.dirty or not self.units.isdisjoint(slot.units):
             self.joined.add(slot)
@@ -1013,7 +1015,12 @@ class QuotaScheduler:
     # ----- dispatch ---------------------------------------------------------------------------
 
     def _dispatch_pass(self, now: float) -> None:
+        if not self._dirty_units and all(s.blocked is not None for s in self._dirty_queues):
+            # Only blocked queues changed (a job queued behind a blocked head): nothing to do.
+            self._dirty_queues.clear()
+            return
         rounds = 0
+        jobs = self._jobs
         while self._dirty_queues or self._dirty_units:
             rounds += 1
             if rounds > 1000:
@@ -1027,9 +1034,16 @@ class QuotaScheduler:
             # only while its owner has nothing to run on it. Then first come first served.
             heads: list[_Entry] = []
             for slot in keys:
-                head = self._head(slot)
+                # `_head`, with its common case (the top entry is current) inline.
+                heap = slot.heap
+                head = jobs.get(heap[0][3]) if heap else None
+                if head is None or head.qver != heap[0][2] or not head.queued:  # type: ignore[index]
+                    head = self._head(slot)
                 if head is not None:
-                    heads.append((self._borrows(head), head.order, slot.key, slot))
+                    borrows = (
+                        self._borrows(head) if head.multi else slot.used + head.count > slot.own
+                    )
+                    heads.append((borrows, head.order, slot.key, slot))
                 elif slot.blocked is None:
                     # Empty: nothing to look at until a job is queued here (`_push_queue`).
                     slot.parked = True
@@ -1046,29 +1060,41 @@ class QuotaScheduler:
                 continue
             heapq.heapify(heads)
             self._round = round_ = _Round(heads, units, dirty, keys)
+            pop, push = heapq.heappop, heapq.heappush
             while heads:
-                entry = heapq.heappop(heads)
-                if round_.high is None or entry > round_.high:
+                entry = pop(heads)
+                if entry > round_.high:
                     round_.high = entry
                 borrows, _, _, slot = entry
                 need = slot.waiting
                 if need is not None:
-                    # Refused unless idle capacity is there now (see `_block`).
-                    if not self._idle_for(slot.unit, need) or slot.used + need[0] > slot.cap:
+                    # Refused unless idle capacity is there now (see `_block`): `_idle_for`.
+                    count, lends = need
+                    unit = slot.unit
+                    if (
+                        unit.env_used + count > unit.env
+                        or (lends and unit.pool < count)
+                        or slot.used + count > slot.cap
+                    ):
                         continue
                     self._unblock(slot)
                 job = self._head(slot)
                 if job is None:
                     continue
-                if self._borrows(job) > borrows:
-                    heapq.heappush(heads, (True, job.order, slot.key, slot))
+                if (
+                    self._borrows(job) if job.multi else slot.used + job.count > slot.own
+                ) > borrows:
+                    push(heads, (True, job.order, slot.key, slot))
                     continue
                 if self._place(job, now):
                     following = self._head(slot)
                     if following is not None:
-                        heapq.heappush(
-                            heads, (self._borrows(following), following.order, slot.key, slot)
+                        borrows = (
+                            self._borrows(following)
+                            if following.multi
+                            else slot.used + following.count > slot.own
                         )
+                        push(heads, (borrows, following.order, slot.key, slot))
                 elif not job.multi and self._skip_blocked:
                     self._block(slot, job)
             self._round = None
