@@ -451,8 +451,8 @@ class QuotaScheduler:
         (AWS: "remained at the head of the queue"); off, the reason counts from when the job
         became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
         below its usage preempts jobs until usage fits; off, nothing new dispatches until it
-        does. `skip_blocked=False` re-examines every queue at every pass (blocking changes no
-        outcome, only the work; a test compares the two)."""
+        does. `skip_blocked=False` re-examines every queue at every pass, blocked or empty
+        (setting them aside changes no outcome, only the work; a test compares the two)."""
         self.phases = phases or Phases()
         self.config = config
         self._announce = announce_at_front
@@ -1044,7 +1044,7 @@ class QuotaScheduler:
                         self._borrows(head) if head.multi else slot.used + head.count > slot.own
                     )
                     heads.append((borrows, head.order, slot.key, slot))
-                elif slot.blocked is None:
+                elif slot.blocked is None and self._skip_blocked:
                     # Empty: nothing to look at until a job is queued here (`_push_queue`).
                     slot.parked = True
                     for unit in slot.units:
