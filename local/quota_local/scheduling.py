@@ -616,15 +616,28 @@ class QuotaScheduler:
         if self._front_dirty:
             self._update_fronts(self._now)
         timers = self._timers
-        pop = heapq.heappop
+        out = self._out
+        pop, push, seq = heapq.heappop, heapq.heappush, self._seq
+        starting = self.phases.starting_seconds
         while timers and timers[0][0] <= until:
             due, _, kind, job, version = pop(timers)
             if job.version == version:
                 self._now = due
-                if kind == _PHASE:
-                    self._end_phase(job, due)
-                else:
+                if kind == _LIMIT:
                     self._time_limit(job, due)
+                elif job.status == SCHEDULED:
+                    # A phase ends: SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED (`_complete`).
+                    job.version = version = version + 1
+                    job.status = STARTING
+                    push(timers, (due + starting, next(seq), _PHASE, job, version))
+                    out.append(Transition(job.job_id, Kind.PHASE, due, SCHEDULED, STARTING))
+                elif job.status == STARTING:
+                    job.version = version = version + 1
+                    job.status = RUNNING
+                    push(timers, (due + job.run_seconds, next(seq), _PHASE, job, version))
+                    out.append(Transition(job.job_id, Kind.PHASE, due, STARTING, RUNNING))
+                else:
+                    self._complete(job, due)
             # One dispatch pass per instant, after every timer of that instant.
             if not timers or timers[0][0] > due:
                 if self._dirty_queues or self._dirty_units:
@@ -962,7 +975,7 @@ class QuotaScheduler:
             self._dirty_units.add(unit)
             if slot.blocked is not None and after <= slot.until:
                 self._unblock(slot)
-            if unit.waiting:
+            if unit.waiting and self._round is not None:
                 self._wake(unit)
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
@@ -982,23 +995,12 @@ class QuotaScheduler:
 
     # ----- timers -----------------------------------------------------------------------------
 
-    def _end_phase(self, job: _Job, now: float) -> None:
+    def _complete(self, job: _Job, now: float) -> None:
         previous = job.status
         job.version += 1
-        if previous == SCHEDULED:
-            job.status = STARTING
-            self._timer(job, now + self.phases.starting_seconds)
-            self._out.append(Transition(job.job_id, Kind.PHASE, now, previous, STARTING))
-        elif previous == STARTING:
-            job.status = RUNNING
-            self._timer(job, now + job.run_seconds)
-            self._out.append(Transition(job.job_id, Kind.PHASE, now, previous, RUNNING))
-        else:
-            self._hold(job, -1)
-            job.status = SUCCEEDED
-            self._out.append(
-                Transition(job.job_id, Kind.COMPLETE, now, previous, SUCCEEDED, COMPLETED)
-            )
+        self._hold(job, -1)
+        job.status = SUCCEEDED
+        self._out.append(Transition(job.job_id, Kind.COMPLETE, now, previous, SUCCEEDED, COMPLETED))
 
     def _time_limit(self, job: _Job, now: float) -> None:
         if job.status != RUNNABLE or job.reason is None or job.limit_due is None:
@@ -1078,7 +1080,11 @@ class QuotaScheduler:
                     ):
                         continue
                     self._unblock(slot)
-                job = self._head(slot)
+                # `_head`, with its common case inline (as above).
+                heap = slot.heap
+                job = jobs.get(heap[0][3]) if heap else None
+                if job is None or job.qver != heap[0][2] or not job.queued:  # type: ignore[index]
+                    job = self._head(slot)
                 if job is None:
                     continue
                 if (
@@ -1218,6 +1224,9 @@ class QuotaScheduler:
         return True
 
     def _dispatch(self, job: _Job, now: float) -> None:
+        heap = job.slot.heap
+        if heap and heap[0][3] == job.job_id:
+            heapq.heappop(heap)  # its entry, at the top (it was the head): stale from now on
         self._leave_runnable(job)
         job.version += 1
         self._start_active(job, SCHEDULED, now)
