@@ -1,8 +1,9 @@
 """What-if simulation: replay a workload through the quota scheduler for a quota document.
 
 The same scheduling core as the emulator (`quota_local.scheduling`) runs without the Batch API
-or moto, on a simulated clock, so 10,000 jobs take about a second. Per share it reports waiting
-time, preemptions and their causes, utilisation of its quota, and capacity lent and borrowed.
+or moto, on a simulated clock, so 10,000 jobs take a fraction of a second. Per share it reports
+waiting time, preemptions and their causes, utilisation of its quota, and capacity lent and
+borrowed.
 
 Workload CSV, one job per row (header required; extra columns are refused, missing optional
 ones take their defaults):
