@@ -28,20 +28,6 @@ class ShareTime:
     lent: float = 0.0
 
 
-class _Account:
-    """One share and instance type: what it holds and since when its time is settled."""
-
-    __slots__ = ("held", "integral_at", "lends", "own", "since", "time")
-
-    def __init__(self, time: ShareTime, own: int, lends: bool) -> None:
-        self.time = time
-        self.own = own
-        self.lends = lends
-        self.held = 0
-        self.since = 0.0
-        self.integral_at = 0.0
-
-
 class _Unit:
     """One instance type: totals over its shares and the running integral of borrowed / idle."""
 
@@ -52,6 +38,21 @@ class _Unit:
         self.idle = 0
         self.integral = 0.0
         self.since = 0.0
+
+
+class _Account:
+    """One share and instance type: what it holds and since when its time is settled."""
+
+    __slots__ = ("held", "integral_at", "lends", "own", "since", "time", "unit")
+
+    def __init__(self, time: ShareTime, unit: _Unit, own: int, lends: bool) -> None:
+        self.time = time
+        self.unit = unit
+        self.own = own
+        self.lends = lends
+        self.held = 0
+        self.since = 0.0
+        self.integral_at = 0.0
 
 
 class UsageLedger:
@@ -71,7 +72,7 @@ class UsageLedger:
         self._accounts: dict[tuple[str, str], _Account] = {}
         for name, own in limits.items():
             for unit, state in self._units.items():
-                account = _Account(self.shares[name], own.get(unit, 0), name in lending)
+                account = _Account(self.shares[name], state, own.get(unit, 0), name in lending)
                 self._accounts[(name, unit)] = account
                 if account.lends:
                     state.idle += account.own
@@ -81,34 +82,13 @@ class UsageLedger:
         account = self._accounts.get((share, unit))
         if account is None:
             return
-        state = self._units[unit]
-        self._advance(state, at)
-        self._settle(account, state, at)
-        before = account.held
-        after = before + delta
-        account.held = after
-        own = account.own
-        state.borrowed += max(0, after - own) - max(0, before - own)
-        if account.lends:
-            state.idle += max(0, own - after) - max(0, own - before)
-
-    def close(self, at: float) -> dict[str, ShareTime]:
-        """Settle every account up to `at`; the instance-seconds per share."""
-        for (_, unit), account in self._accounts.items():
-            state = self._units[unit]
-            self._advance(state, at)
-            self._settle(account, state, at)
-        return self.shares
-
-    @staticmethod
-    def _advance(state: _Unit, at: float) -> None:
+        state = account.unit
+        # The type's running integral of borrowed / idle, up to `at`.
         if at > state.since:
             if state.borrowed and state.idle:
                 state.integral += state.borrowed * (at - state.since) / state.idle
             state.since = at
-
-    @staticmethod
-    def _settle(account: _Account, state: _Unit, at: float) -> None:
+        # The account's time up to `at`: its usage and idle capacity were constant since then.
         dt = at - account.since
         if dt > 0:
             held, own, time = account.held, account.own, account.time
@@ -121,3 +101,18 @@ class UsageLedger:
                 state.integral - account.integral_at
             )
         account.integral_at = state.integral
+        if not delta:
+            return
+        before = account.held
+        after = before + delta
+        account.held = after
+        own = account.own
+        state.borrowed += max(0, after - own) - max(0, before - own)
+        if account.lends:
+            state.idle += max(0, own - after) - max(0, own - before)
+
+    def close(self, at: float) -> dict[str, ShareTime]:
+        """Settle every account up to `at`; the instance-seconds per share."""
+        for share, unit in self._accounts:
+            self.change(share, unit, 0, at)
+        return self.shares

@@ -157,9 +157,10 @@ class PoolConfig:
     shares: tuple[ShareConfig, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class JobSpec:
-    """A job as the scheduler needs it."""
+    """A job as the scheduler needs it (copied on submit). Not frozen: a simulation builds one
+    per job, and a frozen dataclass costs about eight times as much to build."""
 
     job_id: str
     share: str
@@ -220,14 +221,123 @@ class _Share:
         return self.cap.get(unit, self.default_cap)
 
 
+# A dispatch round's heap entry: (needs borrowing, first-come-first-served order, queue key,
+# queue). The key orders ties as before; the queue itself is never compared (one per key).
+_Entry = tuple[bool, int, tuple[str, str], "_Slot"]
+
+
+class _Unit:
+    """One instance type: the environment's limit and usage, the lending pool, its queues."""
+
+    __slots__ = (
+        "borrowed",
+        "env",
+        "env_used",
+        "known",
+        "lender_limit",
+        "listed",
+        "name",
+        "open",
+        "pool",
+        "waiting",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.env = 0  # the environment's limit (0 when it lists no such type)
+        self.known = False  # whether the environment lists it
+        self.env_used = 0
+        # Σ own limits of the lending shares; what of it is not held by them (own or borrowed).
+        self.lender_limit = 0
+        self.pool = 0
+        # Instances held beyond their own limit by lending shares.
+        self.borrowed = 0
+        # Queues listed for this type (`_list_queue`), and of those the ones not blocked.
+        self.listed: set[_Slot] = set()
+        self.open: set[_Slot] = set()
+        # Blocked queues waiting for idle capacity of this type: (count, lends) -> queues.
+        self.waiting: dict[tuple[int, bool], set[_Slot]] = {}
+
+
+class _Slot:
+    """One share and instance type: its RUNNABLE queue, what it holds, its limits (refreshed
+    from the configuration) and whether it is blocked. One object instead of a dozen dicts
+    keyed by (share, unit): the hot path reads attributes."""
+
+    __slots__ = (
+        "active",
+        "blocked",
+        "cap",
+        "enabled",
+        "heap",
+        "held",
+        "in_share",
+        "key",
+        "lends",
+        "name",
+        "own",
+        "parked",
+        "reasons",
+        "share",
+        "type",
+        "unit",
+        "units",
+        "until",
+        "used",
+        "waiting",
+    )
+
+    def __init__(self, name: str, unit: _Unit) -> None:
+        self.name = name
+        self.type = unit.name
+        self.unit = unit
+        self.key = (name, unit.name)
+        self.share: _Share | None = None
+        self.own = 0
+        self.cap: float = 0
+        self.lends = False
+        self.enabled = False
+        self.in_share = False
+        # Stuck reason per job count, under the current configuration.
+        self.reasons: dict[int, str | None] = {}
+        # RUNNABLE heap: (-priority, order, qver, job_id); None until a job is queued here.
+        self.heap: list[tuple[int, int, int, str]] | None = None
+        self.used = 0
+        self.active: dict[str, _Job] = {}
+        # Instances held per priority, to bound in-share preemption quickly.
+        self.held: dict[int, int] = {}
+        # Blocked (`_block`): its heap entry; `until`: a release of its own share unblocks it
+        # once `used` is at most this; `waiting`: the (count, lends) of idle capacity it waits
+        # for, if any.
+        self.blocked: _Entry | None = None
+        self.until: float = math.inf
+        self.waiting: tuple[int, bool] | None = None
+        # The units it is listed for (its own, and the others of its multi-type jobs).
+        self.units: list[_Unit] = []
+        # Found empty by a dispatch pass: out of the units' open sets until a job is queued.
+        self.parked = False
+
+    def refresh(self, share: _Share | None) -> None:
+        self.share = share
+        self.reasons = {}
+        if share is None:
+            self.own, self.cap, self.lends, self.enabled, self.in_share = 0, 0, False, False, False
+            return
+        self.own = share.limit(self.type)
+        self.cap = share.cap_of(self.type)
+        self.lends = share.lends
+        self.enabled = share.enabled
+        self.in_share = share.config.in_share_preemption
+
+
 class _Job:
     __slots__ = (
         "announced",
         "count",
-        "demand",
         "dispatched_at",
         "front",
         "front_since",
+        "holds",
         "job_id",
         "limit_due",
         "multi",
@@ -242,12 +352,15 @@ class _Job:
         "run_seconds",
         "runnable_since",
         "share",
+        "slot",
         "status",
         "unit",
         "version",
     )
 
-    def __init__(self, spec: JobSpec, order: int) -> None:
+    def __init__(
+        self, spec: JobSpec, order: int, slot: _Slot, holds: tuple[tuple[_Slot, int], ...]
+    ) -> None:
         self.job_id = spec.job_id
         self.share = spec.share
         self.unit = spec.unit
@@ -265,11 +378,12 @@ class _Job:
         self.dispatched_at: float | None = None
         self.preemptions = 0
         self.limit_due: float | None = None
-        # Every (unit, count) the job holds at once; `multi` only for several units, so the
-        # single-type hot path never loops.
-        self.demand: tuple[tuple[str, int], ...] = ((spec.unit, spec.count), *spec.extra_units)
-        self.multi = bool(spec.extra_units)
-        self.needs: dict[str, int] = dict(self.demand) if self.multi else {}
+        # Its queue (share, unit), and every (share and unit, count) it holds at once; `multi`
+        # only for several units, so the single-type hot path never loops.
+        self.slot = slot
+        self.holds = holds
+        self.multi = len(holds) > 1
+        self.needs: dict[str, int] = {s.type: n for s, n in holds} if self.multi else {}
         # announce_at_front: at the front of its share with its reason announced (and since when).
         self.front = False
         self.front_since = 0.0
@@ -284,10 +398,10 @@ class _Job:
 
 _PHASE = 0
 _LIMIT = 1
-# A dispatch round's heap entry: (needs borrowing, first-come-first-served order, queue key).
-_Entry = tuple[bool, int, tuple[str, str]]
+_BEFORE_ALL = (False, -math.inf)
 Victim = tuple[_Job, str]
 _Eligible = Callable[[_Job], bool]
+_Timer = tuple[float, int, int, _Job, int]
 
 
 class _Round:
@@ -303,25 +417,20 @@ class _Round:
     __slots__ = ("dirty", "heap", "high", "joined", "units")
 
     def __init__(
-        self,
-        heap: list[_Entry],
-        units: set[str],
-        dirty: set[tuple[str, str]],
-        joined: set[tuple[str, str]],
+        self, heap: list[_Entry], units: set[_Unit], dirty: set[_Slot], joined: set[_Slot]
     ) -> None:
         self.heap = heap
         self.units = units
         self.dirty = dirty
         self.joined = joined
-        self.high: _Entry | None = None
+        # The highest entry popped so far (below every entry until the first pop).
+        self.high: tuple[object, ...] = _BEFORE_ALL
 
-    def rejoin(
-        self, key: tuple[str, str], entry: _Entry, units_of: Mapping[tuple[str, str], set[str]]
-    ) -> None:
-        if key in self.joined or (self.high is not None and entry < self.high):
+    def rejoin(self, slot: _Slot, entry: _Entry) -> None:
+        if slot in self.joined or entry < self.high:
             return
-        if key in self.dirty or not self.units.isdisjoint(units_of.get(key, ())):
-            self.joined.add(key)
+        if slot in self.dirty or not self.units.isdisjoint(slot.units):
+            self.joined.add(slot)
             heapq.heappush(self.heap, entry)
 
 
@@ -342,8 +451,8 @@ class QuotaScheduler:
         (AWS: "remained at the head of the queue"); off, the reason counts from when the job
         became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
         below its usage preempts jobs until usage fits; off, nothing new dispatches until it
-        does. `skip_blocked=False` re-examines every queue at every pass (blocking changes no
-        outcome, only the work; a test compares the two)."""
+        does. `skip_blocked=False` re-examines every queue at every pass, blocked or empty
+        (setting them aside changes no outcome, only the work; a test compares the two)."""
         self.phases = phases or Phases()
         self.config = config
         self._announce = announce_at_front
@@ -352,40 +461,25 @@ class QuotaScheduler:
         # announce_at_front: stuck RUNNABLE jobs per share, and shares whose front may have moved.
         self._stuck: dict[str, dict[str, _Job]] = {}
         self._front_dirty: set[str] = set()
-        self._queues_by_share: dict[str, set[tuple[str, str]]] = {}
+        self._queues_by_share: dict[str, set[_Slot]] = {}
         self._env: dict[str, int] = {}
         self._shares: dict[str, _Share] = {}
         self._lender_limits: dict[str, int] = {}
+        self._units: dict[str, _Unit] = {}
+        self._slots: dict[tuple[str, str], _Slot] = {}
+        # The slots and units that ever held an instance, in the order they first did (the
+        # order limits are enforced in, and `usage()` lists).
+        self._held_slots: dict[tuple[str, str], _Slot] = {}
+        self._held_units: dict[str, _Unit] = {}
         self._jobs: dict[str, _Job] = {}
         self._runnable: dict[str, _Job] = {}
-        # RUNNABLE heap per (share, unit): (-priority, order, qver, job_id).
-        self._queues: dict[tuple[str, str], list[tuple[int, int, int, str]]] = {}
-        self._queues_by_unit: dict[str, set[tuple[str, str]]] = {}
-        self._active: dict[tuple[str, str], dict[str, _Job]] = {}
-        self._used: dict[tuple[str, str], int] = {}
-        # Instances held per (share, unit) and priority, to bound in-share preemption quickly.
-        self._held_by_priority: dict[tuple[str, str], dict[int, int]] = {}
-        self._env_used: dict[str, int] = {}
-        self._pool: dict[str, int] = {}
-        # Instances held beyond their own limit by lending shares, per unit.
-        self._borrowed: dict[str, int] = {}
-        self._timers: list[tuple[float, int, int, str, int]] = []
+        self._timers: list[_Timer] = []
         self._seq = itertools.count()
         self._orders = itertools.count()
-        self._dirty_queues: set[tuple[str, str]] = set()
-        # Queues whose head cannot run until its own share frees that type, the head changes or
-        # the configuration does (`_block`): a dispatch pass skips them, with their heap entry.
-        self._blocked: dict[tuple[str, str], _Entry] = {}
-        # Of those, the ones waiting for idle capacity: per unit, (count, lends) -> queues.
-        self._waiting: dict[str, dict[tuple[int, bool], set[tuple[str, str]]]] = {}
-        self._waiting_of: dict[tuple[str, str], tuple[str, tuple[int, bool]]] = {}
-        # Per unit, the queues listed for it (`_queues_by_unit`) that are not blocked; per
-        # queue, the units it is listed for.
-        self._open_by_unit: dict[str, set[tuple[str, str]]] = {}
-        self._units_of: dict[tuple[str, str], set[str]] = {}
+        self._dirty_queues: set[_Slot] = set()
+        self._dirty_units: set[_Unit] = set()
         # The dispatch round under way (see `_unblock`).
         self._round: _Round | None = None
-        self._dirty_units: set[str] = set()
         self._out: list[Transition] = []
         self._now = -math.inf
         self._apply_config(config)
@@ -412,7 +506,7 @@ class QuotaScheduler:
             elif reason is not None:
                 self._arm_time_limit(job)
         self._enforce_limits(now)
-        self._dirty_units.update(self._queues_by_unit)
+        self._dirty_units.update(unit for unit in self._units.values() if unit.listed)
 
     def submit(self, spec: JobSpec, now: float, status: str = RUNNABLE) -> str | None:
         """A job becomes RUNNABLE (or is adopted in an active status); returns its stuck reason.
@@ -424,14 +518,17 @@ class QuotaScheduler:
             return known.reason
         if spec.count < 1:
             raise ValueError(f"job {spec.job_id}: count must be >= 1")
+        slot = self._slot(spec.share, spec.unit)
+        holds: tuple[tuple[_Slot, int], ...] = ((slot, spec.count),)
         if spec.extra_units:
             if any(count < 1 for _, count in spec.extra_units):
                 raise ValueError(f"job {spec.job_id}: count must be >= 1")
             units = [spec.unit, *(unit for unit, _ in spec.extra_units)]
             if len(set(units)) != len(units):
                 raise ValueError(f"job {spec.job_id}: an instance type is given twice")
+            holds += tuple((self._slot(spec.share, unit), n) for unit, n in spec.extra_units)
         self._now = now
-        job = _Job(spec, next(self._orders) if spec.order is None else spec.order)
+        job = _Job(spec, next(self._orders) if spec.order is None else spec.order, slot, holds)
         self._jobs[job.job_id] = job
         if status == RUNNABLE:
             return self._enqueue(job, now)
@@ -447,8 +544,8 @@ class QuotaScheduler:
             return
         self._now = now
         if job.status in ACTIVE_STATUSES:
-            for unit, count in job.demand:
-                held = self._held_by_priority[(job.share, unit)]
+            for slot, count in job.holds:
+                held = slot.held
                 held[job.priority] -= count
                 held[priority] = held.get(priority, 0) + count
             job.priority = priority
@@ -492,10 +589,9 @@ class QuotaScheduler:
         """When the next timer is due (None: nothing will happen without an input)."""
         timers = self._timers
         while timers:
-            _, _, _, job_id, version = timers[0]
-            job = self._jobs.get(job_id)
-            if job is not None and job.version == version:
-                return timers[0][0]
+            due, _, _, job, version = timers[0]
+            if job.version == version:
+                return due
             heapq.heappop(timers)
         return None
 
@@ -520,16 +616,28 @@ class QuotaScheduler:
         if self._front_dirty:
             self._update_fronts(self._now)
         timers = self._timers
-        jobs = self._jobs
+        out = self._out
+        pop, push, seq = heapq.heappop, heapq.heappush, self._seq
+        starting = self.phases.starting_seconds
         while timers and timers[0][0] <= until:
-            due, _, kind, job_id, version = heapq.heappop(timers)
-            job = jobs.get(job_id)
-            if job is not None and job.version == version:
+            due, _, kind, job, version = pop(timers)
+            if job.version == version:
                 self._now = due
-                if kind == _PHASE:
-                    self._end_phase(job, due)
-                else:
+                if kind == _LIMIT:
                     self._time_limit(job, due)
+                elif job.status == SCHEDULED:
+                    # A phase ends: SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED (`_complete`).
+                    job.version = version = version + 1
+                    job.status = STARTING
+                    push(timers, (due + starting, next(seq), _PHASE, job, version))
+                    out.append(Transition(job.job_id, Kind.PHASE, due, SCHEDULED, STARTING))
+                elif job.status == STARTING:
+                    job.version = version = version + 1
+                    job.status = RUNNING
+                    push(timers, (due + job.run_seconds, next(seq), _PHASE, job, version))
+                    out.append(Transition(job.job_id, Kind.PHASE, due, STARTING, RUNNING))
+                else:
+                    self._complete(job, due)
             # One dispatch pass per instant, after every timer of that instant.
             if not timers or timers[0][0] > due:
                 if self._dirty_queues or self._dirty_units:
@@ -556,19 +664,17 @@ class QuotaScheduler:
     def usage(self) -> dict[str, dict[str, int]]:
         """Instances held (SCHEDULED, STARTING, RUNNING) per share and unit."""
         result: dict[str, dict[str, int]] = {}
-        for (share, unit), used in self._used.items():
-            if used:
-                result.setdefault(share, {})[unit] = used
+        for slot in self._held_slots.values():
+            if slot.used:
+                result.setdefault(slot.name, {})[slot.type] = slot.used
         return result
 
     def borrowed(self) -> dict[str, dict[str, int]]:
         """Instances held beyond each share's own limit, per share and unit."""
         result: dict[str, dict[str, int]] = {}
-        for (share, unit), used in self._used.items():
-            state = self._shares.get(share)
-            own = state.limit(unit) if state is not None else 0
-            if used > own:
-                result.setdefault(share, {})[unit] = used - own
+        for slot in self._held_slots.values():
+            if slot.used > slot.own:
+                result.setdefault(slot.name, {})[slot.type] = slot.used - slot.own
         return result
 
     def runnable_ids(self) -> list[str]:
@@ -577,77 +683,108 @@ class QuotaScheduler:
 
     # ----- configuration ----------------------------------------------------------------------
 
+    def _unit(self, name: str) -> _Unit:
+        unit = self._units.get(name)
+        if unit is None:
+            unit = self._units[name] = _Unit(name)
+            unit.known = name in self._env
+            unit.env = self._env.get(name, 0)
+            unit.lender_limit = unit.pool = self._lender_limits.get(name, 0)
+        return unit
+
+    def _slot(self, share: str, unit: str) -> _Slot:
+        slot = self._slots.get((share, unit))
+        if slot is None:
+            slot = self._slots[(share, unit)] = _Slot(share, self._unit(unit))
+            slot.refresh(self._shares.get(share))
+        return slot
+
     def _apply_config(self, config: PoolConfig) -> None:
-        self._blocked.clear()
-        self._waiting.clear()
-        self._waiting_of.clear()
-        self._open_by_unit = {unit: set(keys) for unit, keys in self._queues_by_unit.items()}
         self._env = dict(config.limits)
         self._shares = {s.name: _Share(s) for s in config.shares}
         lender_limits: dict[str, int] = {}
         for share in self._shares.values():
             if share.lends:
-                for unit, own in share.limits.items():
-                    lender_limits[unit] = lender_limits.get(unit, 0) + own
+                for name, own in share.limits.items():
+                    lender_limits[name] = lender_limits.get(name, 0) + own
         self._lender_limits = lender_limits
-        pool = dict(lender_limits)
-        borrowed: dict[str, int] = {}
-        for (name, unit), used in self._used.items():
-            holder = self._shares.get(name)
-            if holder is not None and holder.lends:
-                pool[unit] = pool.get(unit, 0) - used
-                over = used - holder.limit(unit)
-                if over > 0:
-                    borrowed[unit] = borrowed.get(unit, 0) + over
-        self._pool = pool
-        self._borrowed = borrowed
+        for name, unit in self._units.items():
+            unit.known = name in self._env
+            unit.env = self._env.get(name, 0)
+            unit.lender_limit = unit.pool = lender_limits.get(name, 0)
+            unit.borrowed = 0
+            unit.waiting = {}
+            unit.open = set(unit.listed)
+        for slot in self._slots.values():
+            slot.blocked = None
+            slot.waiting = None
+            slot.parked = False
+            slot.refresh(self._shares.get(slot.name))
+        for slot in self._held_slots.values():
+            if slot.lends:
+                unit = slot.unit
+                unit.pool -= slot.used
+                if slot.used > slot.own:
+                    unit.borrowed += slot.used - slot.own
 
     def _static_reason(self, job: _Job) -> str | None:
         """Why the job can never run under the current configuration (None: it can)."""
         if not job.multi:
-            return self._unit_reason(job.share, job.unit, job.count)
+            return self._unit_reason(job.slot, job.count)
         # Several instance types: the first reason in the documented order any of them has.
-        reasons = {self._unit_reason(job.share, unit, count) for unit, count in job.demand}
+        reasons = {self._unit_reason(slot, count) for slot, count in job.holds}
         return next((r for r in _REASON_ORDER if r in reasons), None)
 
-    def _unit_reason(self, share_name: str, unit: str, count: int) -> str | None:
-        env_cap = self._env.get(unit)
-        if env_cap is None or count > env_cap:
+    def _unit_reason(self, slot: _Slot, count: int) -> str | None:
+        reasons = slot.reasons
+        if count in reasons:
+            return reasons[count]
+        reason = reasons[count] = self._find_reason(slot, count)
+        return reason
+
+    @staticmethod
+    def _find_reason(slot: _Slot, count: int) -> str | None:
+        unit = slot.unit
+        if not unit.known or count > unit.env:
             return SERVICE_ENVIRONMENT_MAX_RESOURCE
-        share = self._shares.get(share_name)
+        share = slot.share
         if share is None:
             return None
-        own = share.limit(unit)
+        own = slot.own
         if share.config.strategy != LEND_AND_BORROW:
             return QUOTA_SHARE_LIMIT_EXCEEDED if count > own else None
-        if count > share.cap_of(unit):
+        if count > slot.cap:
             return QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED
-        lendable = self._lender_limits.get(unit, 0) - own
+        lendable = unit.lender_limit - own
         if count - own > lendable:
             return BORROWABLE_CAPACITY_EXCEEDED
         return None
 
     def _enforce_limits(self, now: float) -> None:
-        for key in [k for k, used in self._used.items() if used]:
-            share = self._shares.get(key[0])
-            if share is None:
+        for slot in [s for s in self._held_slots.values() if s.used]:
+            if slot.share is None:
                 continue
-            excess = self._used[key] - share.cap_of(key[1])
+            excess = slot.used - slot.cap
             if excess > 0:
-                victims = self._ranked(key, share.limit(key[1]), lambda _job: True)
-                for victim in self._take(victims, excess, key[1]):
+                victims = self._ranked(slot, slot.own, lambda _job: True)
+                for victim in self._take(victims, excess, slot.type):
                     self._preempt(victim, CAPACITY_LIMIT_PREEMPTION, now, None)
         if self._environment_preempts:
-            for unit in list(self._env_used):
-                excess = self._env_used[unit] - self._env.get(unit, 0)
+            for unit in list(self._held_units.values()):
+                excess = unit.env_used - unit.env
                 if excess > 0:
-                    victims = self._environment_candidates(unit)
-                    taken = self._take(victims, excess, unit)
+                    victims = self._environment_candidates(unit.name)
+                    taken = self._take(victims, excess, unit.name)
                     for victim in taken if taken else victims:
                         self._preempt(victim, ENVIRONMENT_LIMIT_PREEMPTION, now, None)
-        for unit in [u for u, free in self._pool.items() if free < 0]:
-            victims = self._borrowed_candidates(unit, exclude=None)
-            taken = self._take(victims, -self._pool[unit], unit)
+        # The lending pools in the order the configuration and first holds name their units.
+        order = dict.fromkeys(self._lender_limits)
+        order.update((slot.type, None) for slot in self._held_slots.values() if slot.lends)
+        for unit in [self._units[u] for u in order if u in self._units]:
+            if unit.pool >= 0:
+                continue
+            victims = self._borrowed_candidates(unit.name, exclude=None)
+            taken = self._take(victims, -unit.pool, unit.name)
             for victim in taken if taken else victims:
                 self._preempt(victim, CROSS_SHARE_PREEMPTION, now, None)
 
@@ -655,10 +792,8 @@ class QuotaScheduler:
         """Active jobs holding `unit`, in any share, in victim order (the documented heuristic:
         borrowed instances, then priority, then run duration)."""
         ranked: list[tuple[tuple[int, int, float, int], _Job]] = []
-        for key in [k for k in self._active if k[1] == unit]:
-            share = self._shares.get(key[0])
-            own = share.limit(unit) if share is not None else 0
-            for job, lent in self._borrowing(key, own).items():
+        for slot in [s for s in self._held_slots.values() if s.type == unit]:
+            for job, lent in self._borrowing(slot, slot.own).items():
                 ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
         return [job for _, job in ranked]
@@ -715,8 +850,8 @@ class QuotaScheduler:
             best = min(stuck.values(), key=_queue_key)
             best_key = _queue_key(best)
             at_front = True
-            for key in self._queues_by_share.get(name, ()):
-                head = self._head(key)
+            for slot in self._queues_by_share.get(name, ()):
+                head = self._head(slot)
                 if head is not None and _queue_key(head) < best_key:
                     at_front = False
                     break
@@ -738,7 +873,7 @@ class QuotaScheduler:
                     job.limit_due = None
 
     def _arm_time_limit(self, job: _Job) -> None:
-        share = self._shares.get(job.share)
+        share = job.slot.share
         if share is None or job.reason is None or (self._announce and not job.front):
             job.limit_due = None
             return
@@ -750,53 +885,55 @@ class QuotaScheduler:
         due = start + seconds
         if job.limit_due != due:
             job.limit_due = due
-            heapq.heappush(self._timers, (due, next(self._seq), _LIMIT, job.job_id, job.version))
+            heapq.heappush(self._timers, (due, next(self._seq), _LIMIT, job, job.version))
 
     def _push_queue(self, job: _Job) -> None:
-        key = (job.share, job.unit)
-        if key in self._blocked:
-            head = self._head(key)
+        slot = job.slot
+        if slot.blocked is not None:
+            head = self._head(slot)
             if head is None or head is job or _queue_key(job) < _queue_key(head):
-                self._unblock(key)  # a new head, or the head re-prioritized
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = []
-            self._list_queue(key, job.unit)
-            self._queues_by_share.setdefault(job.share, set()).add(key)
+                self._unblock(slot)  # a new head, or the head re-prioritized
+        if slot.parked:
+            slot.parked = False
+            for unit in slot.units:
+                unit.open.add(slot)
+        heap = slot.heap
+        if heap is None:
+            heap = slot.heap = []
+            self._list_queue(slot, slot.unit)
+            self._queues_by_share.setdefault(job.share, set()).add(slot)
         if job.multi:
             # Capacity coming back in any of its types may let the job run.
-            for unit, _ in job.demand:
-                self._list_queue(key, unit)
+            for held, _ in job.holds:
+                self._list_queue(slot, held.unit)
         job.qver += 1
         job.queued = True
-        heapq.heappush(queue, (-job.priority, job.order, job.qver, job.job_id))
-        self._dirty_queues.add(key)
+        heapq.heappush(heap, (-job.priority, job.order, job.qver, job.job_id))
+        self._dirty_queues.add(slot)
 
-    def _list_queue(self, key: tuple[str, str], unit: str) -> None:
-        listed = self._queues_by_unit.setdefault(unit, set())
-        if key in listed:
+    @staticmethod
+    def _list_queue(slot: _Slot, unit: _Unit) -> None:
+        if slot in unit.listed:
             return
-        listed.add(key)
-        self._units_of.setdefault(key, set()).add(unit)
-        if key not in self._blocked:
-            self._open_by_unit.setdefault(unit, set()).add(key)
+        unit.listed.add(slot)
+        slot.units.append(unit)
+        if slot.blocked is None:
+            unit.open.add(slot)
 
-    def _head(self, key: tuple[str, str]) -> _Job | None:
-        queue = self._queues.get(key)
+    def _head(self, slot: _Slot) -> _Job | None:
+        heap = slot.heap
         jobs = self._jobs
-        while queue:
-            entry = queue[0]
-            job = jobs[entry[3]]
-            if job.qver == entry[2] and job.queued:
+        while heap:
+            entry = heap[0]
+            job = jobs.get(entry[3])
+            if job is not None and job.qver == entry[2] and job.queued:
                 return job
-            heapq.heappop(queue)
+            heapq.heappop(heap)
         return None
 
     def _leave_runnable(self, job: _Job) -> None:
-        if self._blocked:
-            key = (job.share, job.unit)
-            if key in self._blocked:
-                self._unblock(key)
+        if job.slot.blocked is not None:
+            self._unblock(job.slot)
         self._runnable.pop(job.job_id, None)
         job.queued = False
         job.qver += 1
@@ -809,34 +946,36 @@ class QuotaScheduler:
 
     def _hold(self, job: _Job, sign: int) -> None:
         if job.multi:
-            for unit, count in job.demand:
-                self._hold_unit(job, unit, count, sign)
+            for slot, count in job.holds:
+                self._hold_unit(job, slot, count, sign)
         else:
-            self._hold_unit(job, job.unit, job.count, sign)
+            self._hold_unit(job, job.slot, job.count, sign)
 
-    def _hold_unit(self, job: _Job, unit: str, count: int, sign: int) -> None:
-        key = (job.share, unit)
+    def _hold_unit(self, job: _Job, slot: _Slot, count: int, sign: int) -> None:
         amount = sign * count
-        before = self._used.get(key, 0)
-        self._used[key] = before + amount
-        self._env_used[unit] = self._env_used.get(unit, 0) + amount
-        share = self._shares.get(job.share)
-        if share is not None and share.lends:
-            self._pool[unit] = self._pool.get(unit, 0) - amount
-            own = share.limit(unit)
-            over = max(0, before + amount - own) - max(0, before - own)
+        before = slot.used
+        after = slot.used = before + amount
+        unit = slot.unit
+        unit.env_used += amount
+        if slot.lends:
+            unit.pool -= amount
+            own = slot.own
+            over = max(0, after - own) - max(0, before - own)
             if over:
-                self._borrowed[unit] = self._borrowed.get(unit, 0) + over
-        held = self._held_by_priority.setdefault(key, {})
+                unit.borrowed += over
+        held = slot.held
         held[job.priority] = held.get(job.priority, 0) + amount
         if sign > 0:
-            self._active.setdefault(key, {})[job.job_id] = job
+            if slot.key not in self._held_slots:
+                self._held_slots[slot.key] = slot
+                self._held_units.setdefault(unit.name, unit)
+            slot.active[job.job_id] = job
         else:
-            self._active[key].pop(job.job_id, None)
+            slot.active.pop(job.job_id, None)
             self._dirty_units.add(unit)
-            if key in self._blocked:
-                self._unblock(key)
-            if unit in self._waiting:
+            if slot.blocked is not None and after <= slot.until:
+                self._unblock(slot)
+            if unit.waiting and self._round is not None:
                 self._wake(unit)
 
     def _start_active(self, job: _Job, status: str, now: float) -> None:
@@ -852,27 +991,16 @@ class QuotaScheduler:
             self._timer(job, now + job.run_seconds)
 
     def _timer(self, job: _Job, due: float) -> None:
-        heapq.heappush(self._timers, (due, next(self._seq), _PHASE, job.job_id, job.version))
+        heapq.heappush(self._timers, (due, next(self._seq), _PHASE, job, job.version))
 
     # ----- timers -----------------------------------------------------------------------------
 
-    def _end_phase(self, job: _Job, now: float) -> None:
+    def _complete(self, job: _Job, now: float) -> None:
         previous = job.status
         job.version += 1
-        if previous == SCHEDULED:
-            job.status = STARTING
-            self._timer(job, now + self.phases.starting_seconds)
-            self._out.append(Transition(job.job_id, Kind.PHASE, now, previous, STARTING))
-        elif previous == STARTING:
-            job.status = RUNNING
-            self._timer(job, now + job.run_seconds)
-            self._out.append(Transition(job.job_id, Kind.PHASE, now, previous, RUNNING))
-        else:
-            self._hold(job, -1)
-            job.status = SUCCEEDED
-            self._out.append(
-                Transition(job.job_id, Kind.COMPLETE, now, previous, SUCCEEDED, COMPLETED)
-            )
+        self._hold(job, -1)
+        job.status = SUCCEEDED
+        self._out.append(Transition(job.job_id, Kind.COMPLETE, now, previous, SUCCEEDED, COMPLETED))
 
     def _time_limit(self, job: _Job, now: float) -> None:
         if job.status != RUNNABLE or job.reason is None or job.limit_due is None:
@@ -889,170 +1017,205 @@ class QuotaScheduler:
     # ----- dispatch ---------------------------------------------------------------------------
 
     def _dispatch_pass(self, now: float) -> None:
+        if not self._dirty_units and all(s.blocked is not None for s in self._dirty_queues):
+            # Only blocked queues changed (a job queued behind a blocked head): nothing to do.
+            self._dirty_queues.clear()
+            return
         rounds = 0
+        jobs = self._jobs
         while self._dirty_queues or self._dirty_units:
             rounds += 1
             if rounds > 1000:
                 raise RuntimeError("dispatch pass does not converge (scheduler bug)")
             units, self._dirty_units = self._dirty_units, set()
             dirty, self._dirty_queues = self._dirty_queues, set()
-            blocked = self._blocked
-            keys = {key for key in dirty if key not in blocked}
+            keys = {slot for slot in dirty if slot.blocked is None}
             for unit in units:
-                keys.update(self._open_by_unit.get(unit, ()))
+                keys.update(unit.open)
             # Jobs that fit their share's own limit go first: capacity is idle, hence lendable,
             # only while its owner has nothing to run on it. Then first come first served.
             heads: list[_Entry] = []
-            for key in keys:
-                head = self._head(key)
+            for slot in keys:
+                # `_head`, with its common case (the top entry is current) inline.
+                heap = slot.heap
+                head = jobs.get(heap[0][3]) if heap else None
+                if head is None or head.qver != heap[0][2] or not head.queued:  # type: ignore[index]
+                    head = self._head(slot)
                 if head is not None:
-                    heads.append((self._borrows(head), head.order, key))
+                    borrows = (
+                        self._borrows(head) if head.multi else slot.used + head.count > slot.own
+                    )
+                    heads.append((borrows, head.order, slot.key, slot))
+                elif slot.blocked is None and self._skip_blocked:
+                    # Empty: nothing to look at until a job is queued here (`_push_queue`).
+                    slot.parked = True
+                    for unit in slot.units:
+                        unit.open.discard(slot)
             # Blocked queues waiting for idle capacity take part when enough of it is idle now.
             for unit in units:
-                for need, waiting in self._waiting.get(unit, {}).items():
-                    if self._idle_for(unit, need):
-                        keys.update(waiting)
-                        heads.extend(blocked[key] for key in waiting)
+                if unit.waiting:
+                    for wanted, waiting in unit.waiting.items():
+                        if self._idle_for(unit, wanted):
+                            keys.update(waiting)
+                            heads.extend(slot.blocked for slot in waiting)  # type: ignore[misc]
             if not heads:
                 continue
             heapq.heapify(heads)
             self._round = round_ = _Round(heads, units, dirty, keys)
-            waiting_of = self._waiting_of
+            pop, push = heapq.heappop, heapq.heappush
             while heads:
-                entry = heapq.heappop(heads)
-                if round_.high is None or entry > round_.high:
+                entry = pop(heads)
+                if entry > round_.high:
                     round_.high = entry
-                borrows, _, key = entry
-                if key in waiting_of:
-                    # Refused unless idle capacity is there now (see `_block`).
-                    unit, need = waiting_of[key]
-                    if not self._idle_for(unit, need) or not self._under_cap(key, need[0]):
+                borrows, _, _, slot = entry
+                need = slot.waiting
+                if need is not None:
+                    # Refused unless idle capacity is there now (see `_block`): `_idle_for`.
+                    count, lends = need
+                    unit = slot.unit
+                    if (
+                        unit.env_used + count > unit.env
+                        or (lends and unit.pool < count)
+                        or slot.used + count > slot.cap
+                    ):
                         continue
-                    self._unblock(key)
-                job = self._head(key)
+                    self._unblock(slot)
+                # `_head`, with its common case inline (as above).
+                heap = slot.heap
+                job = jobs.get(heap[0][3]) if heap else None
+                if job is None or job.qver != heap[0][2] or not job.queued:  # type: ignore[index]
+                    job = self._head(slot)
                 if job is None:
                     continue
-                if self._borrows(job) > borrows:
-                    heapq.heappush(heads, (True, job.order, key))
+                if (
+                    self._borrows(job) if job.multi else slot.used + job.count > slot.own
+                ) > borrows:
+                    push(heads, (True, job.order, slot.key, slot))
                     continue
                 if self._place(job, now):
-                    following = self._head(key)
+                    following = self._head(slot)
                     if following is not None:
-                        heapq.heappush(heads, (self._borrows(following), following.order, key))
+                        borrows = (
+                            self._borrows(following)
+                            if following.multi
+                            else slot.used + following.count > slot.own
+                        )
+                        push(heads, (borrows, following.order, slot.key, slot))
                 elif not job.multi and self._skip_blocked:
-                    self._block(key, job)
+                    self._block(slot, job)
             self._round = None
 
-    def _idle_for(self, unit: str, need: tuple[int, bool]) -> bool:
+    @staticmethod
+    def _idle_for(unit: _Unit, need: tuple[int, bool]) -> bool:
         """Whether `count` instances of `unit` are idle in the environment (and in the lending
         pool, for a lender)."""
         count, lends = need
-        if self._env_used.get(unit, 0) + count > self._env.get(unit, 0):
+        if unit.env_used + count > unit.env:
             return False
-        return not lends or self._pool.get(unit, 0) >= count
+        return not lends or unit.pool >= count
 
-    def _under_cap(self, key: tuple[str, str], count: int) -> bool:
-        share = self._shares[key[0]]
-        return self._used.get(key, 0) + count <= share.cap_of(key[1])
-
-    def _block(self, key: tuple[str, str], job: _Job) -> None:
+    def _block(self, slot: _Slot, job: _Job) -> None:
         """Set aside a queue whose head (of one instance type) was just refused and cannot run
-        before one of these changes: its own share frees some of that type, the head changes,
+        before one of these changes: its own share frees enough of that type to hold it (its
+        share is over its ceiling with it) or any of it (it would borrow), the head changes,
         the configuration changes (always a fresh look) or, for a head that waits for idle
         capacity only (it would borrow, so it preempts nothing), the environment (and for a
         lender the lending pool) has `count` idle while the share is still under its ceiling.
         Until then a dispatch pass would refuse it again, unchanged, so it skips it; a waiting
         queue takes part in a round only when the capacity it waits for is idle."""
-        share = self._shares.get(job.share)
-        if share is None or not share.enabled:
-            need = None
-        elif share.config.in_share_preemption:
+        need: tuple[int, bool] | None
+        if slot.share is None or not slot.enabled:
+            # Nothing it holds changes that; only a configuration does.
+            need, until = None, -math.inf
+        elif slot.in_share:
             return
         else:
-            unit, count = job.unit, job.count
-            used = self._used.get(key, 0)
-            if used + count > share.cap_of(unit):
+            count = job.count
+            used = slot.used
+            if used + count > slot.cap:
                 # Over its ceiling even with borrowing: only its own releases change that.
-                need = None
-            elif used + count > share.limit(unit):
+                need, until = None, slot.cap - count
+            elif used + count > slot.own:
                 # It would borrow, so it preempts nothing: it waits for idle capacity.
-                need = (count, share.lends)
+                need, until = (count, slot.lends), math.inf
             else:
                 return
         # Blocked, its heap entry is this (it needs borrowing while blocked; see `_unblock`).
-        self._blocked[key] = (True, job.order, key)
-        for unit in self._units_of.get(key, ()):
-            self._open_by_unit[unit].discard(key)
+        slot.blocked = (True, job.order, slot.key, slot)
+        slot.until = until
+        for unit in slot.units:
+            unit.open.discard(slot)
         if need is not None:
-            self._waiting_of[key] = (job.unit, need)
-            self._waiting.setdefault(job.unit, {}).setdefault(need, set()).add(key)
+            slot.waiting = need
+            slot.unit.waiting.setdefault(need, set()).add(slot)
 
-    def _wake(self, unit: str) -> None:
+    def _wake(self, unit: _Unit) -> None:
         """Capacity of `unit` came back during a dispatch round: the queues waiting for idle
         capacity that the round left out take their places in it (the round's check at their
         turn decides; see `_unblock` for the places)."""
-        if self._round is not None:
-            for waiting in list(self._waiting[unit].values()):
-                for key in list(waiting):
-                    self._round.rejoin(key, self._blocked[key], self._units_of)
+        round_ = self._round
+        if round_ is not None:
+            for waiting in list(unit.waiting.values()):
+                for slot in list(waiting):
+                    round_.rejoin(slot, slot.blocked)  # type: ignore[arg-type]
 
-    def _unblock(self, key: tuple[str, str]) -> None:
+    def _unblock(self, slot: _Slot) -> None:
         """A blocked queue may run again."""
-        entry = self._blocked.pop(key)
-        for unit in self._units_of.get(key, ()):
-            self._open_by_unit[unit].add(key)
-        waiting = self._waiting_of.pop(key, None)
-        if waiting is not None:
-            unit, need = waiting
-            buckets = self._waiting[unit]
-            buckets[need].discard(key)
-            if not buckets[need]:
+        entry = slot.blocked
+        assert entry is not None
+        slot.blocked = None
+        for unit in slot.units:
+            unit.open.add(slot)
+        need = slot.waiting
+        if need is not None:
+            slot.waiting = None
+            buckets = slot.unit.waiting
+            bucket = buckets[need]
+            bucket.discard(slot)
+            if not bucket:
                 del buckets[need]
-                if not buckets:
-                    del self._waiting[unit]
         if self._round is not None:
-            self._round.rejoin(key, entry, self._units_of)
+            self._round.rejoin(slot, entry)
 
-    def _borrows(self, job: _Job) -> bool:
+    @staticmethod
+    def _borrows(job: _Job) -> bool:
         """Whether the job needs more than what is left of its share's own limit."""
-        share = self._shares.get(job.share)
         if job.multi:
-            return any(
-                self._used.get((job.share, unit), 0) + count
-                > (share.limit(unit) if share is not None else 0)
-                for unit, count in job.demand
-            )
-        own = share.limits.get(job.unit, 0) if share is not None else 0
-        return self._used.get((job.share, job.unit), 0) + job.count > own
+            return any(slot.used + count > slot.own for slot, count in job.holds)
+        slot = job.slot
+        return slot.used + job.count > slot.own
 
-    def _fits(self, share: _Share, unit: str, count: int) -> bool:
+    @staticmethod
+    def _fits(slot: _Slot, count: int) -> bool:
+        unit = slot.unit
         return (
-            self._used.get((share.name, unit), 0) + count <= share.cap_of(unit)
-            and self._env_used.get(unit, 0) + count <= self._env.get(unit, 0)
-            and (not share.lends or self._pool.get(unit, 0) >= count)
+            slot.used + count <= slot.cap
+            and unit.env_used + count <= unit.env
+            and (not slot.lends or unit.pool >= count)
         )
 
     def _place(self, job: _Job, now: float) -> bool:
-        share = self._shares.get(job.share)
-        if share is None or not share.enabled:
+        slot = job.slot
+        if not slot.enabled:
             return False
         if job.multi:
-            if all(self._fits(share, unit, count) for unit, count in job.demand):
+            if all(self._fits(held, count) for held, count in job.holds):
                 self._dispatch(job, now)
                 return True
-            victims = self._plan_all(job, share)
+            victims = self._plan_all(job)
         else:
-            unit, count = job.unit, job.count
-            used = self._used.get((job.share, unit), 0)
-            cap = share.cap_of(unit)
+            count = job.count
+            used = slot.used
+            cap = slot.cap
+            unit = slot.unit
             if (
                 used + count <= cap
-                and self._env_used.get(unit, 0) + count <= self._env.get(unit, 0)
-                and (not share.lends or self._pool.get(unit, 0) >= count)
+                and unit.env_used + count <= unit.env
+                and (not slot.lends or unit.pool >= count)
             ):
                 self._dispatch(job, now)
                 return True
-            victims = self._plan(job, share, unit, count, used, cap)
+            victims = self._plan(job, slot, count, used, cap)
         if victims is None:
             return False
         for victim, reason in victims:
@@ -1061,6 +1224,9 @@ class QuotaScheduler:
         return True
 
     def _dispatch(self, job: _Job, now: float) -> None:
+        heap = job.slot.heap
+        if heap and heap[0][3] == job.job_id:
+            heapq.heappop(heap)  # its entry, at the top (it was the head): stale from now on
         self._leave_runnable(job)
         job.version += 1
         self._start_active(job, SCHEDULED, now)
@@ -1068,16 +1234,14 @@ class QuotaScheduler:
 
     # ----- preemption -------------------------------------------------------------------------
 
-    def _plan_all(self, job: _Job, share: _Share) -> list[Victim] | None:
+    def _plan_all(self, job: _Job) -> list[Victim] | None:
         """Victims that make room for a job of several instance types: a plan per type (each
         alone frees enough of its type), together; None when one type has none."""
         victims: dict[str, Victim] = {}
-        for unit, count in job.demand:
-            if self._fits(share, unit, count):
+        for slot, count in job.holds:
+            if self._fits(slot, count):
                 continue
-            plan = self._plan(
-                job, share, unit, count, self._used.get((job.share, unit), 0), share.cap_of(unit)
-            )
+            plan = self._plan(job, slot, count, slot.used, slot.cap)
             if plan is None:
                 return None
             for victim, reason in plan:
@@ -1085,35 +1249,34 @@ class QuotaScheduler:
         return list(victims.values())
 
     def _plan(
-        self, job: _Job, share: _Share, unit: str, count: int, used: int, cap: float
+        self, job: _Job, slot: _Slot, count: int, used: int, cap: float
     ) -> list[Victim] | None:
-        """Victims that make room for `count` instances of `unit` for `job` (its share holds
-        `used` of a ceiling of `cap`), or None when no preemption can.
+        """Victims that make room for `count` instances of the slot's unit for `job` (its share
+        holds `used` of a ceiling of `cap`), or None when no preemption can.
 
         First reclaim capacity lent to other shares (only for a job that needs no borrowing),
         then, with in-share preemption, take lower-priority jobs of the job's own share, one by
         one, retrying the reclaim after each.
         """
-        key = (job.share, unit)
-        own = share.limit(unit)
+        own = slot.own
         in_share_free = 0
-        if share.config.in_share_preemption:
-            held = self._held_by_priority.get(key, {})
-            in_share_free = sum(n for p, n in held.items() if p < job.priority)
+        if slot.in_share:
+            in_share_free = sum(n for p, n in slot.held.items() if p < job.priority)
         if in_share_free == 0 and used + count > own:
             return None
-        reclaimable = self._borrowed.get(unit, 0)
-        if share.lends and used > own:
+        unit = slot.unit
+        reclaimable = unit.borrowed
+        if slot.lends and used > own:
             reclaimable -= used - own
         if in_share_free == 0 and reclaimable == 0:
             return None
         if used - in_share_free + count > cap:
             return None
-        env_cap = self._env.get(unit, 0)
-        env_used = self._env_used.get(unit, 0)
-        pool = self._pool.get(unit, 0)
+        env_cap = unit.env
+        env_used = unit.env_used
+        pool = unit.pool
         in_share = (
-            self._ranked(key, own, lambda other: other.priority < job.priority)
+            self._ranked(slot, own, lambda other: other.priority < job.priority)
             if in_share_free
             else []
         )
@@ -1121,17 +1284,17 @@ class QuotaScheduler:
         freed = 0
         for taken in range(len(in_share) + 1):
             if taken:
-                freed += in_share[taken - 1].need(unit)
+                freed += in_share[taken - 1].need(slot.type)
             mine = [(v, IN_SHARE_PREEMPTION) for v in in_share[:taken]]
-            left_pool = pool + (freed if share.lends else 0)
+            left_pool = pool + (freed if slot.lends else 0)
             env_short = env_used - freed + count - env_cap
-            pool_short = count - left_pool if share.lends else 0
+            pool_short = count - left_pool if slot.lends else 0
             if used - freed + count <= cap and env_short <= 0 and pool_short <= 0:
                 return mine
             if used - freed + count <= own and reclaimable:
                 if borrowed is None:
-                    borrowed = self._borrowed_candidates(unit, exclude=job.share)
-                cross = self._take(borrowed, max(env_short, pool_short), unit)
+                    borrowed = self._borrowed_candidates(slot.type, exclude=job.share)
+                cross = self._take(borrowed, max(env_short, pool_short), slot.type)
                 if cross:
                     return mine + [(v, CROSS_SHARE_PREEMPTION) for v in cross]
         return None
@@ -1142,33 +1305,36 @@ class QuotaScheduler:
         for name, share in self._shares.items():
             if name == exclude or not share.lends:
                 continue
-            key = (name, unit)
-            for job, lent in self._borrowing(key, share.limit(unit)).items():
+            slot = self._slots.get((name, unit))
+            if slot is None:
+                continue
+            for job, lent in self._borrowing(slot, slot.own).items():
                 if lent:
                     ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
         return [job for _, job in ranked]
 
-    def _borrowing(self, key: tuple[str, str], own: int) -> dict[_Job, int]:
+    @staticmethod
+    def _borrowing(slot: _Slot, own: int) -> dict[_Job, int]:
         """Borrowed instances per active job: the share's excess, charged to the latest jobs."""
-        active = self._active.get(key)
+        active = slot.active
         if not active:
             return {}
-        excess = self._used.get(key, 0) - own
+        excess = slot.used - own
         result = dict.fromkeys(active.values(), 0)
         if excess <= 0:
             return result
         for job in sorted(active.values(), key=_latest_first):
-            lent = min(job.need(key[1]), excess)
+            lent = min(job.need(slot.type), excess)
             result[job] = lent
             excess -= lent
             if excess <= 0:
                 break
         return result
 
-    def _ranked(self, key: tuple[str, str], own: int, eligible: _Eligible) -> list[_Job]:
+    def _ranked(self, slot: _Slot, own: int, eligible: _Eligible) -> list[_Job]:
         """Active jobs of one share and unit in victim order."""
-        lent = self._borrowing(key, own)
+        lent = self._borrowing(slot, own)
         candidates = [job for job in lent if eligible(job)]
         candidates.sort(key=lambda job: self._victim_key(job, lent[job]))
         return candidates

@@ -1,5 +1,5 @@
-"""Blocked queues (skipped by dispatch passes until they can run) change no outcome: random
-scenarios give the same transitions with blocking on and off."""
+"""Blocked and empty queues (skipped by dispatch passes until they can run) change no outcome:
+random scenarios give the same transitions with skipping on and off."""
 
 from __future__ import annotations
 
@@ -90,4 +90,42 @@ def _run(scenario: Any, skip_blocked: bool) -> tuple[list[Any], list[str]]:
 @pytest.mark.parametrize("seed", range(60))
 def test_blocking_queues_changes_no_transition(seed: int) -> None:
     scenario = _scenario(seed)
+    assert _run(scenario, skip_blocked=True) == _run(scenario, skip_blocked=False)
+
+
+def _overloaded(seed: int) -> tuple[PoolConfig, list[tuple[str, float, Any]], dict[str, bool]]:
+    """Like the bench's workload: 20 small shares of every strategy on two types, several times
+    more work than capacity, so queues block, unblock and drain all the time."""
+    rng = random.Random(seed)
+    units = ["u1", "u2"]
+    shares = tuple(
+        ShareConfig(
+            f"s{i}",
+            {"u1": rng.randint(1, 3), "u2": rng.randint(0, 2)},
+            ("RESERVE", "LEND", "LEND_AND_BORROW")[i % 3],
+            borrow_limit=rng.choice([-1, 100, 200]),
+            in_share_preemption=rng.random() < 0.15,
+        )
+        for i in range(20)
+    )
+    config = PoolConfig({"u1": 40, "u2": 20}, shares)
+    ops: list[tuple[str, float, Any]] = []
+    for j in range(1500):
+        unit = rng.choice(units)
+        spec = JobSpec(
+            f"j{j}",
+            f"s{rng.randrange(20)}",
+            unit,
+            rng.randint(1, 3 if unit == "u1" else 2),
+            run_seconds=round(rng.expovariate(1 / 1800) + 60, 1),
+            priority=rng.choice([0, 0, 0, 10, 50]),
+        )
+        ops.append(("submit", round(rng.uniform(0, 9000), 1), spec))
+    ops.sort(key=lambda op: op[1])
+    return config, ops, {"announce_at_front": rng.random() < 0.5}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_skipping_changes_no_transition_under_overload(seed: int) -> None:
+    scenario = _overloaded(seed)
     assert _run(scenario, skip_blocked=True) == _run(scenario, skip_blocked=False)
