@@ -36,9 +36,11 @@ browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
+# ruff, and the import contract (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
@@ -119,8 +121,8 @@ $(SAM_STAMP): scripts/find-python313
 
 # Regenerates the SageMaker Training instance-type list from the installed botocore model.
 instance-types: $(STAMP)
-	$(PY) scripts/gen_instance_types.py > layers/core/quota_controller/instance_types.py
-	$(VENV)/bin/ruff format layers/core/quota_controller/instance_types.py
+	$(PY) scripts/gen_instance_types.py > layers/core/quota_controller/domain/instance_types.py
+	$(VENV)/bin/ruff format layers/core/quota_controller/domain/instance_types.py
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam

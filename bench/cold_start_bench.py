@@ -48,7 +48,7 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
         "Reconcile",
         "reconcile/stream-share-modified.json",
         "from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent\n"
-        "from quota_controller.reconcile_events import queue_of_stream_record\n"
+        "from quota_controller.services.reconcile_events import queue_of_stream_record\n"
         "assert queue_of_stream_record(next(iter(DynamoDBStreamEvent(event).records)))\n",
     ),
     "resync": (
@@ -60,13 +60,13 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
     "alert": (
         "Alert",
         "alert/preemption-completed.json",
-        "from quota_controller.alerts.events import BatchEvent\n"
+        "from quota_controller.domain.alerts.events import BatchEvent\n"
         "assert BatchEvent.model_validate(event).job_id()\n",
     ),
     "slack_notify": (
         "SlackNotify",
         "",  # no sample folder: an SNS event around an alert (below)
-        "from quota_controller.alerts.model import Alert\n"
+        "from quota_controller.domain.alerts.model import Alert\n"
         "assert [Alert.model_validate_json(r['Sns']['Message']) for r in event['Records']]\n",
     ),
 }
@@ -75,38 +75,40 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
 FIRST_CALL: dict[str, tuple[str, ...]] = {
     "reconcile": (
         "botocore.config",
-        "quota_controller.batch_gateway",
-        "quota_controller.config_store",
-        "quota_controller.log_safety",
-        "quota_controller.settings",
-        "quota_controller.sns_notifier",
+        "quota_controller.adapters.batch_gateway",
+        "quota_controller.adapters.config_store",
+        "quota_controller.services.log_safety",
+        "quota_controller.adapters.settings",
+        "quota_controller.adapters.sns_notifier",
+        "quota_controller.adapters.sqs_requeuer",
     ),
     "resync": (
         "botocore.config",
         "aws_lambda_powertools.metrics.functions",
-        "quota_controller.batch_reader",
-        "quota_controller.config_store",
-        "quota_controller.log_safety",
-        "quota_controller.requeue",
-        "quota_controller.settings",
-        "quota_controller.tag_drift",
-        "quota_controller.usage_metrics",
+        "quota_controller.adapters.batch_reader",
+        "quota_controller.adapters.config_store",
+        "quota_controller.services.log_safety",
+        "quota_controller.adapters.sqs_requeuer",
+        "quota_controller.adapters.settings",
+        "quota_controller.services.tag_drift",
+        "quota_controller.services.usage_metrics",
     ),
     "alert": (
         "botocore.config",
         "aws_lambda_powertools.utilities.idempotency",
-        "quota_controller.alert_events",
-        "quota_controller.batch_reader",
-        "quota_controller.config_store",
-        "quota_controller.log_safety",
-        "quota_controller.settings",
-        "quota_controller.sns_notifier",
+        "quota_controller.services.alert_events",
+        "quota_controller.adapters.batch_reader",
+        "quota_controller.adapters.idempotency_claims",
+        "quota_controller.adapters.config_store",
+        "quota_controller.services.log_safety",
+        "quota_controller.adapters.settings",
+        "quota_controller.adapters.sns_notifier",
     ),
     "slack_notify": (
         "aws_lambda_powertools.utilities.parameters",
-        "quota_controller.log_safety",
-        "quota_controller.settings",
-        "quota_controller.slack_webhook",
+        "quota_controller.services.log_safety",
+        "quota_controller.adapters.settings",
+        "quota_controller.adapters.slack_webhook",
     ),
 }
 

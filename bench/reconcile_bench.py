@@ -54,7 +54,7 @@ def _writes(calls: dict[str, int]) -> int:
 def run(repeats: int = 20) -> dict[str, float]:
     """Measure; returns flat results keyed as in bench/results.json."""
     from quota_controller import composition
-    from quota_controller.reconcile import reconcile
+    from quota_controller.services.reconcile import reconcile
 
     with LocalStack() as stack:
         doc = twenty_share_document()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from bench.reconcile_bench import twenty_share_document
-from quota_controller.config import validate_document
+from quota_controller.domain.config import validate_document
 from quota_local.simulate import generate_workload, simulate
 
 REPEATS = 3

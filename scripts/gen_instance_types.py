@@ -1,4 +1,4 @@
-"""Print quota_controller/instance_types.py from the installed botocore SageMaker model.
+"""Print quota_controller/domain/instance_types.py from the installed botocore SageMaker model.
 
 Run with `make instance-types` after raising botocore; tests fail while the file and the
 installed model disagree, so the list never drifts silently.

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from quota_controller.alerts.events import (
+from quota_controller.domain.alerts.events import (
     PREEMPTION_COMPLETED,
     PREEMPTION_STARTED,
     QUEUE_BLOCKED,

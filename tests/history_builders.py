@@ -12,7 +12,7 @@ from typing import Any, Self
 
 from alert_builders import G5, RECLAIM, attempt_arn, ms, state_change
 
-from quota_controller.history import AttemptRecord, JobRecord
+from quota_controller.domain.history import AttemptRecord, JobRecord
 
 T = datetime(2026, 3, 1, tzinfo=UTC)
 COMPLETED = "Received status from SageMaker: Training job completed"

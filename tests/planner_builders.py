@@ -17,15 +17,15 @@ from typing import Any
 
 from builders import DocBuilder
 
-from quota_controller.config import QueueSettings, QuotaShareSpec, validate_document
-from quota_controller.observed import (
+from quota_controller.domain.config import QueueSettings, QuotaShareSpec, validate_document
+from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
     ObservedQueue,
     ObservedShare,
     ObservedState,
 )
-from quota_controller.planner import OWNER_TAG, Desired, Plan, Scope, plan
+from quota_controller.domain.planner import OWNER_TAG, Desired, Plan, Scope, plan
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_controller.planner import Scope
+from quota_controller.domain.planner import Scope
 from quota_controller.ports import ActionFailed, RetryableError
 
 TABLE_ENV = "QUOTACTL_TABLE"
@@ -258,7 +258,7 @@ def local_target(args: argparse.Namespace) -> Target:
 def _local_target(args: argparse.Namespace) -> Target:
     import boto3
 
-    from quotactl.local_cmd import read_state, state_path
+    from quotactl.local_state import read_state, state_path
 
     state = read_state()
     if state is None:
@@ -296,31 +296,6 @@ def stack_outputs(target: Target, stack_name: str) -> dict[str, str]:
         stacks = target.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
     outputs = stacks[0].get("Outputs", []) if stacks else []
     return {str(o["OutputKey"]): str(o["OutputValue"]) for o in outputs}
-
-
-def set_approved_change(target: Target, queue: str, change_id: str, by: str, at: str) -> bool:
-    """Set `approvedChange` on the queue's QUEUE item; False when there is no QUEUE item.
-
-    One conditional UpdateItem, so a concurrent edit of other attributes is not overwritten.
-    """
-    from boto3.dynamodb.conditions import Attr
-    from botocore.exceptions import ClientError
-
-    from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
-
-    with failure(f"set approvedChange on item QUEUE of job queue {queue} ({target.where()})"):
-        try:
-            target.table.update_item(
-                Key={PARTITION_KEY: queue, SORT_KEY: QUEUE_ITEM},
-                UpdateExpression="SET approvedChange = :c, updatedBy = :b, updatedAt = :a",
-                ConditionExpression=Attr(SORT_KEY).exists(),
-                ExpressionAttributeValues={":c": change_id, ":b": by, ":a": at},
-            )
-        except ClientError as err:
-            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-    return True
 
 
 @contextmanager

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quota_controller.config import Problem, ValidationReport, validate_document
-from quota_controller.config.source import DocumentSyntaxError, SourceDocument, parse_text
+from quota_controller.domain.config import Problem, ValidationReport, validate_document
+from quota_controller.domain.config.source import DocumentSyntaxError, SourceDocument, parse_text
 
 
 @dataclass

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from quota_controller.config.items import SORT_KEY, is_controller_key, validate_items
-from quota_controller.config.model import QuotaDocument
-from quota_controller.config_store import DynamoConfigStore
-from quota_controller.history import JobRecord
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
+from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.history import JobRecord
 from quotactl import aws, render
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -145,7 +145,7 @@ def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:
     if os.environ.get(HISTORY_ENV):
         return os.environ[HISTORY_ENV]
     if getattr(args, "local", False):
-        from quotactl.local_cmd import read_state
+        from quotactl.local_state import read_state
 
         local = (read_state() or {}).get("historyTable")
         if local:
@@ -154,7 +154,7 @@ def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:
 
 
 def _store(args: argparse.Namespace, target: aws.Target) -> Any:
-    from quota_controller.history_store import DynamoHistoryStore
+    from quota_controller.adapters.history_store import DynamoHistoryStore
 
     name = history_table_name(args, target)
     with aws.failure(f"open history table {name}"):
@@ -176,7 +176,7 @@ def _now_ms(args: argparse.Namespace) -> int:
             when = when.replace(tzinfo=UTC)
         return int(when.timestamp() * 1000)
     if getattr(args, "local", False):
-        from quotactl.local_cmd import read_state
+        from quotactl.local_state import read_state
 
         clock = (read_state() or {}).get("clock")
         if isinstance(clock, dict):
@@ -335,7 +335,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
     """Every job Batch lists for the queue created since --since, described and merged into the
     history (as the events would have: a job recorded already only gains what it lacked)."""
-    from quota_controller.history import HistoryDetail, observe
+    from quota_controller.domain.history import HistoryDetail, observe
 
     until = _now_ms(args)
     since = until - args.since * 1000

@@ -10,72 +10,15 @@ import gc
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TextIO
 
-STATE_ENV = "QUOTACTL_LOCAL_STATE"
+from quotactl.local_state import STATE_ENV, read_state, state_file, state_path
+
 EXIT_INTERRUPTED = 130
-
-
-def state_path() -> Path:
-    """Where `local up` records its endpoint: $QUOTACTL_LOCAL_STATE or ~/.quotactl/local.json."""
-    return Path(os.environ.get(STATE_ENV) or Path.home() / ".quotactl" / "local.json")
-
-
-def read_state() -> dict[str, Any] | None:
-    """The running local stack's endpoint, Region, table and topic, if one is up: the state
-    file is well formed, its process is alive and its endpoint answers (a file left by a
-    stack that was killed, whose pid another program reuses, does not count)."""
-    data = _state_file(state_path())
-    if not all(isinstance(data.get(k), str) and data[k] for k in ("endpoint", "region", "table")):
-        return None
-    if not _alive(data.get("pid")) or not _answers(str(data["endpoint"])):
-        return None
-    return data
-
-
-def _state_file(path: Path) -> dict[str, Any]:
-    """The state file's content as written (empty when missing or not a JSON object)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _alive(pid: object) -> bool:
-    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: alive
-    return True
-
-
-def _answers(endpoint: str) -> bool:
-    """Something listens at the endpoint (http://HOST:PORT)."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(endpoint)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return False
-    if parts.scheme != "http" or not host or not port:
-        return False
-    try:
-        with socket.create_connection((host, port), timeout=2):
-            return True
-    except OSError:
-        return False
 
 
 def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
@@ -108,11 +51,11 @@ def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
         return 2
     if apply:
         from quotactl.documents import load_and_validate
-        from quotactl.main import _print_result
+        from quotactl.validate_cmd import print_result
 
         result = load_and_validate(apply)
         if not result.ok:
-            _print_result(result, quiet=False, out=err)
+            print_result(result, quiet=False, out=err)
             print("quotactl local up: --apply: fix the document; nothing was started", file=err)
             return 1
     return None
@@ -232,7 +175,7 @@ def run_up(
         except KeyboardInterrupt:
             pass
         finally:
-            if _state_file(path).get("pid") == os.getpid():  # not a file another stack wrote since
+            if state_file(path).get("pid") == os.getpid():  # not a file another stack wrote since
                 path.unlink(missing_ok=True)
     print("local stack stopped", file=sys.stderr)
     # Finalising the interpreter would collect moto's object graph for over a second after
@@ -341,7 +284,7 @@ def run_alerts(fmt: str, out: TextIO) -> int:
     if not alerts:
         print("no new alerts", file=out)
         return 0
-    from quota_controller.alerts.render import one_line
+    from quota_controller.domain.alerts.render import one_line
     from quotactl import render
 
     rows = [{c: one_line(str(a.get(c) or "-"), limit=None) for c in ALERT_COLUMNS} for a in alerts]

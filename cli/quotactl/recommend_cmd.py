@@ -141,8 +141,8 @@ def _read_workload(path: str) -> list[Any] | None:
 
 def _write(path: str, document: Any, result: Any, args: argparse.Namespace) -> str | None:
     """Write the chosen document, checked by the validator once more as the text written."""
-    from quota_controller.config import validate_document
-    from quota_controller.config.source import parse_text
+    from quota_controller.domain.config import validate_document
+    from quota_controller.domain.config.source import parse_text
     from quota_local.recommend import document_data
 
     text = _header(result, args) + yaml.safe_dump(

@@ -74,3 +74,8 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return shown(value)
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 share`, `2 shares`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

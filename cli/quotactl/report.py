@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from quota_controller.config.model import QuotaDocument
-from quota_controller.history import JobRecord
+from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.history import JobRecord
 
 HOUR_MS = 3_600_000
 BUCKETS = 120  # time steps of the plots

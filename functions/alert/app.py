@@ -7,7 +7,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
-from quota_controller.alert_events import handle_alert_batch
+from quota_controller.services.alert_events import handle_alert_batch
 
 logger = Logger()
 metrics = Metrics()

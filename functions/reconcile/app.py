@@ -13,10 +13,10 @@ from quota_controller import composition
 # The first import that loads pydantic. Powertools' batch utility (reconcile_events imports it
 # first) builds its parser models only when pydantic is already loaded: unused here, and about
 # 25 ms of cold start (`make bench`).
-from quota_controller.reconcile_events import handle_event
+from quota_controller.services.reconcile_events import handle_event
 
 if TYPE_CHECKING:
-    from quota_controller.reconcile import ReconcileResult
+    from quota_controller.services.reconcile import ReconcileResult
 
 logger = Logger()
 metrics = Metrics()

@@ -7,7 +7,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
-from quota_controller.history_events import handle_history_batch
+from quota_controller.services.history_events import handle_history_batch
 
 logger = Logger()
 metrics = Metrics()

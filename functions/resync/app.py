@@ -13,7 +13,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
-from quota_controller.tag_drift import TagDriftReport, rotated
+from quota_controller.services.tag_drift import TagDriftReport, rotated
 
 logger = Logger()
 metrics = Metrics()

@@ -7,8 +7,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
-from quota_controller.alerts.model import Alert
-from quota_controller.slack_webhook import deliver, webhook_for
+from quota_controller.adapters.slack_webhook import deliver, webhook_for
+from quota_controller.domain.alerts.model import Alert
 
 logger = Logger()
 metrics = Metrics()

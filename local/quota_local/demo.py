@@ -6,7 +6,10 @@
 4. a share is lowered below its usage: the preview (PREEMPTION_RISK), then the preemption
    attributed to that change (QUOTA_REDUCTION);
 5. an invalid edit made straight in the table is rejected and Batch keeps running as it was;
-6. a per-share table of quota, usage, lent and borrowed capacity.
+6. a per-share table of quota, usage, lent and borrowed capacity;
+7. a week of traffic through the stack, then what the controller learnt from its history:
+   the per-share report, a workload export, a recommended layout with why each share changed,
+   and that layout's plan against the live queue, not applied (quota_local.demo_learning).
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import contextlib
 import copy
 import io
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TextIO
 
-from quota_controller.alerts.model import Alert
-from quota_controller.alerts.render import text_body
-from quota_controller.config.source import parse_text
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.render import text_body
+from quota_controller.domain.config.source import parse_text
+from quota_local.demo_learning import Learning, learn, learning_data, share_changes
+from quota_local.recommend import duration, explain
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"
@@ -61,6 +67,17 @@ class _Narrator:
     def indent(self, text: str, prefix: str = "   | ") -> None:
         for line in text.splitlines():
             self.say(prefix + line)
+
+    def table(self, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> None:
+        cells = [[c.upper() for c in columns]] + [
+            [f"{row[c]:g}" if isinstance(row[c], float) else str(row[c]) for c in columns]
+            for row in rows
+        ]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+        for line in cells:
+            self.say(
+                "   " + "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
+            )
 
 
 def run_demo(*, out: TextIO | None) -> DemoResult:
@@ -181,22 +198,105 @@ def run_demo(*, out: TextIO | None) -> DemoResult:
 
         say.step("Per share: quota, usage, lent and borrowed capacity")
         result.shares = _share_table(stack)
-        columns = ("share", "strategy", "quota", "usage", "borrowed", "lent")
-        cells = [[c.upper() for c in columns]] + [
-            [f"{row[c]:g}" if isinstance(row[c], float) else str(row[c]) for c in columns]
-            for row in result.shares
-        ]
-        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-        for line in cells:
-            say.say(
-                "   " + "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
-            )
+        say.table(result.shares, ("share", "strategy", "quota", "usage", "borrowed", "lent"))
+
+        say.step("A week later: the job history, its report, a recommendation and its plan")
+        learning = learn(stack, QUEUE, UNIT, lowered)
+        week_alerts = Counter(
+            f"{a['kind']} {a['cause']}" if a.get("cause") else a["kind"] for a in new_alerts()
+        )
+        _narrate_learning(say, learning, week_alerts)
+        step = learning_data(learning)
+        step["alerts"] = dict(sorted(week_alerts.items()))
+        result.steps.append(step)
+        result.ok &= learning.ok
         say.say()
         say.say(
             "Done. Everything above ran locally: the real handlers on moto and the Batch "
-            "quota emulator. Try your own layout: quotactl validate / explain / simulate."
+            "quota emulator. Try your own layout: quotactl validate / explain / simulate, "
+            "and on your history: quotactl report / workload export / recommend."
         )
     return result
+
+
+def _narrate_learning(say: _Narrator, learning: Learning, alerts: Counter[str]) -> None:
+    submitted = learning.submitted
+    say.say(
+        f"   platform-admin re-applies the document (the console edit is overwritten); then "
+        f"in the 7 days from {learning.since:%a %d %b %H:%M}Z, {sum(submitted.values())} "
+        "jobs: " + ", ".join(f"{s} {n}" for s, n in sorted(submitted.items()))
+    )
+    say.say(
+        "   (weekdays: team-b's training runs every morning, team-a's experiments; every night "
+        "team-c's evaluation; the 5-minute resync is paused: nothing drifts)"
+    )
+    if alerts:
+        listed = ", ".join(f"{k} x{n}" for k, n in sorted(alerts.items()))
+        say.say(f"   alerted as it happened: {listed}")
+    data = learning.report.as_data()
+    say.say(f"   quotactl report {learning.report.queue} --since 7d (instance-hours, waits):")
+    say.table(
+        [
+            {
+                "share": row["share"],
+                "jobs": row["jobs"],
+                "own": f"{row['ownHours']:.1f}",
+                "borrowed": f"{row['borrowedHours']:.1f}",
+                "lent": f"{row['lentHours']:.1f}",
+                "idle": f"{row['idleHours']:.1f}",
+                "wait_p50": duration(row["waitP50Seconds"]),
+                "wait_p95": duration(row["waitP95Seconds"]),
+                "preempted": row["preemptions"],
+            }
+            for row in [*data["shares"], data["total"]]
+        ],
+        ("share", "jobs", "own", "borrowed", "lent", "idle", "wait_p50", "wait_p95", "preempted"),
+    )
+    left_out = ", ".join(f"{n} {why}" for why, n in sorted(learning.skipped.items()))
+    say.say(
+        f"   quotactl workload export: {learning.exported} jobs"
+        + (f" (left out: {left_out})" if left_out else "")
+    )
+    rec = learning.recommendation
+    say.say(
+        f"   quotactl recommend --workload week.csv --seed {learning.seed}: "
+        f"{rec.evaluations} layouts simulated; p95 wait weighted by instance-hours "
+        f"{duration(rec.current.wait_p95_s)} -> "
+        f"{duration(rec.best.wait_p95_s)}, preempted {rec.current.preempted_instance_hours:.1f} "
+        f"-> {rec.best.preempted_instance_hours:.1f} instance-hours"
+    )
+    say.table(share_changes(learning), ("share", "quota", "strategy", "p95_wait"))
+    for name, reasons in explain(rec.current, rec.best).items():
+        for reason in reasons:
+            say.say(f"   why {name}: {reason}")
+    actions = learning.preview.decided
+    say.say(
+        f"   quotactl plan -f recommended.yaml, against the live queue: "
+        f"{len(actions)} action{'s' if len(actions) != 1 else ''}"
+        + (f" ({'valid' if learning.valid else 'INVALID'} document)")
+    )
+    say.table(
+        [
+            {
+                "#": n,
+                "operation": g.action.operation,
+                "resource": g.action.resource,
+                "decision": g.decision,
+                "summary": g.action.summary,
+            }
+            for n, g in enumerate(actions, 1)
+        ],
+        ("#", "operation", "resource", "decision", "summary"),
+    )
+    at_risk = learning.at_risk
+    if at_risk:
+        for job in at_risk:
+            say.say(f"   at risk: {job['jobName']} ({job['share']}): {job['why']}")
+    elif any(g.action.is_reduction for g in actions):
+        say.say("   jobs at risk: none (no running job is above a limit the plan lowers)")
+    else:
+        say.say("   jobs at risk: none (the plan lowers no limit)")
+    say.say("   not applied: review it, then quotactl apply -f recommended.yaml")
 
 
 def _usage(stack: LocalStack) -> dict[str, int]:

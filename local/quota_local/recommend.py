@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from quota_controller.config import validate_document
-from quota_controller.config.model import QuotaDocument
+from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.model import QuotaDocument
 from quota_local.simulate import (
     SimulationResult,
     WorkloadJob,

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_controller.config.model import QuotaDocument
+from quota_controller.domain.config.model import QuotaDocument
 from quota_local.ledger import UsageLedger
 from quota_local.scheduling import (
     CAPACITY_LIMIT_PREEMPTION,

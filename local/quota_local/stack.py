@@ -698,9 +698,9 @@ class LocalStack:
 
     def apply(self, document: Any, *, by: str = "local-user", prune: bool = False) -> Any:
         """Write a config document as `quotactl apply` does; returns the ConfigWrite."""
-        from quota_controller.config.source import parse_text
-        from quota_controller.config_apply import plan_config_write
-        from quota_controller.config_store import DynamoConfigStore
+        from quota_controller.adapters.config_store import DynamoConfigStore
+        from quota_controller.domain.config.source import parse_text
+        from quota_controller.domain.config_apply import plan_config_write
 
         raw = document
         if isinstance(document, str | Path):
@@ -721,7 +721,7 @@ class LocalStack:
 
     def put_item(self, item: Mapping[str, Any]) -> None:
         """A raw item write, as a person in the DynamoDB console would make it."""
-        from quota_controller.config_store import _dynamo
+        from quota_controller.adapters.config_store import _dynamo
 
         self.table.put_item(Item=_dynamo(dict(item)))
 
@@ -749,15 +749,15 @@ class LocalStack:
         return boto3.resource("dynamodb", region_name=self.region).Table(self.history_table_name)
 
     def history(self, queue: str) -> list[Any]:
-        """The queue's job records (`quota_controller.history.JobRecord`), by job ID."""
-        from quota_controller.history_store import DynamoHistoryStore
+        """The queue's job records (`quota_controller.domain.history.JobRecord`), by job ID."""
+        from quota_controller.adapters.history_store import DynamoHistoryStore
 
         return list(DynamoHistoryStore(self.history_table).jobs(queue))
 
     def status(self, queue: str) -> dict[str, Any]:
         """The queue's status as `quotactl status` shows it."""
-        from quota_controller.config_store import DynamoConfigStore
-        from quota_controller.status_view import status_view
+        from quota_controller.adapters.config_store import DynamoConfigStore
+        from quota_controller.domain.status_view import status_view
 
         return status_view(queue, DynamoConfigStore(self.table).load_partition(queue))
 

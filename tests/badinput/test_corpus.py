@@ -24,8 +24,8 @@ from typing import Any, Literal
 import pytest
 import yaml
 
-from quota_controller.config.items import document_to_items, is_config_key, plain
-from quota_controller.config.source import parse_text
+from quota_controller.domain.config.items import document_to_items, is_config_key, plain
+from quota_controller.domain.config.source import parse_text
 from quota_local.stack import LocalStack
 from quotactl.main import main
 

@@ -11,7 +11,7 @@ import pytest
 from moto.events.models import EventPattern
 from pydantic import ValidationError
 
-from quota_controller.alerts.events import BatchEvent
+from quota_controller.domain.alerts.events import BatchEvent
 from quota_local.template import load_template, parameter_defaults, resolve, stack_shape
 
 EVENTS = Path(__file__).resolve().parents[2] / "events" / "alert"

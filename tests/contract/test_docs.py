@@ -52,3 +52,55 @@ def test_every_corpus_case_the_page_names_exists() -> None:
 
     corpus = ROOT / "tests" / "badinput" / "corpus"
     assert [c for c in cases if not (corpus / c).is_file()] == []
+
+
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+# Where a path of the table is looked for: the product package, then the repository.
+PATH_ROOTS = (ROOT / "layers" / "core" / "quota_controller", ROOT)
+
+
+def behaviour_table() -> dict[str, list[tuple[Path | None, str, list[str]]]]:
+    """Each row of ARCHITECTURE.md's "Where each behaviour lives": the behaviour, and per file
+    it names, the file (None when missing) and the functions named after it."""
+    text = ARCHITECTURE.read_text()
+    section = text.split("### Where each behaviour lives", 1)[1].split("\n#", 1)[0]
+    rows: dict[str, list[tuple[Path | None, str, list[str]]]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or cells[0] in ("behaviour", "---"):
+            continue
+        places: list[tuple[Path | None, str, list[str]]] = []
+        for name in re.findall(r"`([^`]+)`", cells[1]):
+            if name.endswith(".py"):
+                found = next((r / name for r in PATH_ROOTS if (r / name).is_file()), None)
+                places.append((found, name, []))
+            elif places and re.fullmatch(r"[A-Za-z_][\w.]*", name):
+                places[-1][2].append(name)
+        rows[cells[0]] = places
+    return rows
+
+
+def test_the_behaviour_table_names_the_behaviours_users_ask_about() -> None:
+    rows = behaviour_table()
+    for behaviour in (
+        "a reduction is blocked until approved",
+        "an alert names the change that caused a preemption",
+        "the resync repairs drift",
+    ):
+        assert behaviour in rows, behaviour
+        assert rows[behaviour], f"{behaviour}: no file named"
+
+
+def test_every_file_and_function_of_the_behaviour_table_exists() -> None:
+    missing = []
+    for behaviour, places in behaviour_table().items():
+        for path, name, functions in places:
+            if path is None:
+                missing.append(f"{behaviour}: {name}")
+                continue
+            source = path.read_text()
+            for function in functions:
+                leaf = function.rsplit(".", 1)[-1]
+                if not re.search(rf"^\s*(?:def|class) {re.escape(leaf)}\b", source, re.MULTILINE):
+                    missing.append(f"{behaviour}: {name} {function}")
+    assert missing == []

@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent, SQ
 from builders import guide_layout
 from moto.events.models import EventPattern
 
-from quota_controller.reconcile_events import (
+from quota_controller.services.reconcile_events import (
     MalformedRecord,
     parse_requeue,
     queue_of_stream_record,
@@ -87,7 +87,7 @@ def test_the_templates_stream_filter_passes_config_items_only(name: str, deliver
 
 
 def test_the_functions_get_every_setting_they_need_from_the_template() -> None:
-    from quota_controller.settings import Settings
+    from quota_controller.adapters.settings import Settings
 
     template = load_template()
     env = set(template["Globals"]["Function"]["Environment"]["Variables"])

@@ -525,7 +525,7 @@ def _alerts(stack: LocalStack) -> None:
 def _slack(stack: LocalStack, secret_arn: str, port: int) -> None:
     from aws_lambda_powertools.utilities import parameters
 
-    from quota_controller.slack_webhook import SlackWebhook, use_webhook
+    from quota_controller.adapters.slack_webhook import SlackWebhook, use_webhook
 
     parameters.clear_caches()
     stack.client("secretsmanager").put_secret_value(
@@ -543,7 +543,7 @@ def _slack(stack: LocalStack, secret_arn: str, port: int) -> None:
 
 
 def _sample_alert() -> Any:
-    from quota_controller.alerts.model import Alert
+    from quota_controller.domain.alerts.model import Alert
 
     return Alert(
         kind="PREEMPTION",

@@ -21,9 +21,9 @@ from typing import Any, get_args
 
 import pytest
 
-from quota_controller import usage_metrics
-from quota_controller.alerts.model import AlertCause
-from quota_controller.reconcile import Outcome
+from quota_controller.domain.alerts.model import AlertCause
+from quota_controller.services import usage_metrics
+from quota_controller.services.reconcile import Outcome
 from quota_local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ AWS_METRICS = {
 
 def _verdict_kinds_without_cause() -> set[str]:
     """Kinds the alert function publishes without a cause (`Verdict(kind, None, ...)`)."""
-    path = ROOT / "layers/core/quota_controller/alerts/classify.py"
+    path = ROOT / "layers/core/quota_controller/domain/alerts/classify.py"
     kinds = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Verdict":
@@ -304,7 +304,7 @@ def test_the_handlers_emit_what_the_enumeration_says(capsys: pytest.CaptureFixtu
     from alert_builders import CROSS, preemption_events
     from builders import guide_layout
 
-    from quota_controller.slack_webhook import use_webhook
+    from quota_controller.adapters.slack_webhook import use_webhook
     from quota_local.emulator import Fault
     from quota_local.event_sources import FakeContext
     from quota_local.stack import LocalStack

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from cfnlint.api import lint
 
-from quota_controller.settings import Settings
+from quota_controller.adapters.settings import Settings
 from quota_local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]

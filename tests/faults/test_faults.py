@@ -25,9 +25,9 @@ from alert_builders import preemption_events
 from builders import guide_layout
 
 from quota_controller import composition
-from quota_controller.config.items import document_to_items, plain
-from quota_controller.reconcile import SETTLE_SECONDS
-from quota_controller.status import generation
+from quota_controller.domain.config.items import document_to_items, plain
+from quota_controller.domain.status import generation
+from quota_controller.services.reconcile import SETTLE_SECONDS
 from quota_local import emulator as emulator_module
 from quota_local.emulator import Fault, server_error, throttling
 from quota_local.event_sources import FakeContext
@@ -742,7 +742,7 @@ def stream_record(stack: LocalStack, item: Mapping[str, Any], seq: int) -> dict[
     """The stream record of a MODIFY of `item`, as Lambda gets it (saved for a re-delivery)."""
     from boto3.dynamodb.types import TypeSerializer
 
-    from quota_controller.config_store import _dynamo
+    from quota_controller.adapters.config_store import _dynamo
 
     wire = TypeSerializer().serialize(_dynamo(dict(item)))["M"]
     return {

@@ -28,19 +28,25 @@ from typing import Any
 import pytest
 
 from quota_controller import composition
-from quota_controller.alerts.classify import Context, Group, Observation, Verdict, build_alert
-from quota_controller.alerts.model import Alert, ChangeRef
-from quota_controller.alerts.render import (
+from quota_controller.adapters.slack_webhook import SlackWebhook, use_webhook
+from quota_controller.domain.alerts.classify import (
+    Context,
+    Group,
+    Observation,
+    Verdict,
+    build_alert,
+)
+from quota_controller.domain.alerts.model import Alert, ChangeRef
+from quota_controller.domain.alerts.render import (
     chat_notification,
     detail_lines,
     sns_message,
     subject,
     text_body,
 )
-from quota_controller.alerts.slack import slack_message
-from quota_controller.config.items import document_to_items
-from quota_controller.config.source import parse_text
-from quota_controller.slack_webhook import SlackWebhook, use_webhook
+from quota_controller.domain.alerts.slack import slack_message
+from quota_controller.domain.config.items import document_to_items
+from quota_controller.domain.config.source import parse_text
 from quota_local.event_sources import FakeContext
 from quota_local.paths import project_root
 from quota_local.stack import LocalStack

@@ -22,10 +22,10 @@ from alert_builders import CROSS, preemption_events
 from boto3.dynamodb.conditions import Key
 from builders import guide_layout
 
-from quota_controller.alerts.model import Alert
-from quota_controller.alerts.render import subject, text_body
-from quota_controller.alerts.slack import slack_message
-from quota_controller.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.render import subject, text_body
+from quota_controller.domain.alerts.slack import slack_message
+from quota_controller.domain.config.items import PARTITION_KEY, QUEUE_ITEM, SORT_KEY
 from quota_local.stack import LocalStack
 from quotactl.main import main
 

@@ -6,26 +6,32 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from quota_controller.domain.config import validate_document
 
 QUOTACTL = Path(sys.executable).with_name("quotactl")
 
 
 def test_make_demo_runs_and_every_step_shows_what_it_should() -> None:
-    result = subprocess.run([str(QUOTACTL), "demo"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([str(QUOTACTL), "demo"], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    for step in range(1, 7):
+    for step in range(1, 8):
         assert f"\n{step}. " in out
     assert "Cause: CAPACITY_RECLAIM" in out
     assert "quota lowered by alice@example.com" in out
     assert "must be a whole number (got 'two')" in out
     assert "AWS Batch unchanged: True" in out
+    assert "quotactl report ml-training --since 7d" in out
+    assert "quotactl plan -f recommended.yaml, against the live queue" in out
+    assert "not applied" in out
     assert "Traceback" not in result.stderr
 
 
 def test_demo_json_is_the_same_as_data() -> None:
     result = subprocess.run(
-        [str(QUOTACTL), "demo", "--json"], capture_output=True, text=True, timeout=120
+        [str(QUOTACTL), "demo", "--json"], capture_output=True, text=True, timeout=180
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -36,8 +42,63 @@ def test_demo_json_is_the_same_as_data() -> None:
         "reclaim",
         "reduce",
         "invalid-edit",
+        "learn",
     ]
     causes = {a.get("cause") for a in data["alerts"] if a["kind"] == "PREEMPTION"}
     assert causes == {"CAPACITY_RECLAIM", "QUOTA_REDUCTION"}
     assert [row["share"] for row in data["shares"]] == ["team-a", "team-b", "team-c"]
     assert {"quota", "usage", "borrowed", "lent"} <= set(data["shares"][0])
+    _the_week_is_learnt_from(data["steps"][-1], data["alerts"])
+
+
+def _the_week_is_learnt_from(step: dict[str, Any], alerts: list[dict[str, Any]]) -> None:
+    """The learning step's figures agree with what the demo submitted, with the alerts the
+    controller sent that week, and with the document and plan it shows."""
+    report = step["report"]
+    submitted = step["submitted"]
+    # The history holds every job the week submitted, each under its share.
+    assert sum(submitted.values()) > 0
+    assert {row["share"]: row["jobs"] for row in report["shares"] if row["jobs"]} == submitted
+    assert report["total"]["jobs"] == sum(submitted.values())
+    assert (report["since"], report["until"]) == (step["since"], step["until"])
+    # The export has every job of the week but those it says it left out.
+    assert (
+        step["workload"]["jobs"] + sum(step["workload"]["leftOut"].values())
+        == (report["total"]["jobs"])
+    )
+    # The preemptions the history recorded are the ones the controller alerted on that week.
+    alerted: dict[str, int] = {}
+    for alert in alerts:
+        if alert["kind"] == "PREEMPTION" and step["since"] <= alert["occurredAt"] < step["until"]:
+            alerted[alert["cause"]] = alerted.get(alert["cause"], 0) + len(alert["jobs"])
+    assert report["total"]["preemptionsByCause"] == alerted
+    # The layout is imperfect for the week: the recommendation waits less (the objective).
+    rec = step["recommendation"]
+    assert (rec["chosen"]["waitP95Seconds"], rec["chosen"]["preemptedInstanceHours"]) < (
+        rec["current"]["waitP95Seconds"],
+        rec["current"]["preemptedInstanceHours"],
+    )
+    # Its document is valid, changes the shares it names, with a reason for each, and the
+    # plan against the live queue changes exactly those; nothing is applied.
+    assert validate_document(step["document"]).ok
+    assert step["documentValid"] is True
+    before = {s["quotaShareName"]: s for s in step["currentDocument"]["quotaShares"]}
+    changed = sorted(
+        s["quotaShareName"]
+        for s in step["document"]["quotaShares"]
+        if s != before[s["quotaShareName"]]
+    )
+    assert changed
+    assert changed == sorted(rec["changedShares"])
+    assert sorted(rec["why"]) == changed
+    plan = step["plan"]
+    assert sorted({a["quotaShareName"] for a in plan["actions"]}) == changed
+    assert all(a["operation"] == "UpdateQuotaShare" for a in plan["actions"])
+    assert sorted(plan["batchAfter"]) == sorted(before)
+    for name, share in plan["batchAfter"].items():
+        kept = before[name]
+        assert share["capacityLimits"] == kept["capacityLimits"]
+        assert (
+            share["resourceSharingConfiguration"]["strategy"]
+            == (kept["resourceSharingConfiguration"]["strategy"])
+        )

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from builders import DocBuilder, g5
 
-from quota_controller.config.items import plain
+from quota_controller.domain.config.items import plain
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"

@@ -237,7 +237,7 @@ def test_a_stray_item_is_named_by_apply_and_removed_with_delete(
 def test_delete_never_removes_an_item_edited_after_it_was_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.adapters.config_store import DynamoConfigStore
 
     with LocalStack() as stack:
         stack.apply(guide_layout().build())

@@ -13,8 +13,8 @@ import yaml
 from boto3.dynamodb.types import Binary
 from builders import DocBuilder, g5, guide_layout
 
-from quota_controller.config.items import plain
-from quota_controller.config_store import DynamoConfigStore
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.config.items import plain
 from quota_local.stack import LocalStack
 from quotactl.main import main
 
@@ -757,7 +757,7 @@ def test_no_credentials_is_one_clear_line(
 
 
 def test_an_approval_survives_an_apply_of_a_file_without_it(tmp_path: Path) -> None:
-    from quota_controller.config_apply import plan_config_write
+    from quota_controller.domain.config_apply import plan_config_write
 
     raw = guide_layout().set(reductionPolicy="block").queue(priority=20).build()
     existing = [

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from builders import DocBuilder
 
-from quota_controller.config import validate_document
+from quota_controller.domain.config import validate_document
 from quota_local.simulate import WorkloadJob, write_workload
 from quota_local.stack import LocalStack
 from quotactl.main import main

@@ -39,7 +39,7 @@ def conditions(view: dict[str, Any]) -> dict[str, str]:
 
 def share_item(stack: LocalStack, name: str) -> dict[str, Any]:
     item = stack.table.get_item(Key={"queue": QUEUE, "item": f"SHARE#{name}"})["Item"]
-    from quota_controller.config.items import plain
+    from quota_controller.domain.config.items import plain
 
     return plain(item)
 
@@ -455,7 +455,7 @@ def test_writing_status_or_change_records_sets_off_no_reconcile(converged: Local
 
 def test_a_reconcile_finding_the_lease_taken_comes_back_later(converged: LocalStack) -> None:
     from quota_controller import composition
-    from quota_controller.reconcile import reconcile
+    from quota_controller.services.reconcile import reconcile
 
     store = composition.config_store()
     assert store.acquire_lease(QUEUE, "someone-else", converged.clock.now(), 120)
@@ -511,7 +511,7 @@ def test_renaming_the_environment_and_policy_replaces_and_retires_the_old_ones(
 def test_a_teardown_that_keeps_an_untagged_environment_still_ends(converged: LocalStack) -> None:
     """The owner tag taken off the environment keeps it (the controller never deletes what is
     not tagged as its own); the rest is torn down, and then the queue's status is gone too."""
-    from quota_controller.planner import OWNER_TAG
+    from quota_controller.domain.planner import OWNER_TAG
 
     batch = converged.batch
     env = batch.describe_service_environments(serviceEnvironments=["ml-training-env"])

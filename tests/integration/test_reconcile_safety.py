@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from builders import DocBuilder, g5, guide_layout
 
-from quota_controller.config.items import plain
+from quota_controller.domain.config.items import plain
 from quota_local.emulator import Fault
 from quota_local.stack import LocalStack
 
@@ -410,7 +410,7 @@ def test_a_chain_run_cut_short_after_its_status_write_keeps_the_queue_requeued(
 def test_a_converged_queue_is_not_rewritten_by_every_resync(
     stack: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.adapters.config_store import DynamoConfigStore
 
     stack.apply(guide_layout().build())
     stack.advance(2 * stack.shape.resync_seconds)
@@ -465,7 +465,7 @@ def test_a_chain_message_that_finds_the_queue_locked_stays_in_its_chain(
     stack: LocalStack,
 ) -> None:
     from quota_controller import composition
-    from quota_controller.reconcile import reconcile
+    from quota_controller.services.reconcile import reconcile
 
     stack.apply(guide_layout().build())
     stack.advance(120)

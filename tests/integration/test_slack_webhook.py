@@ -21,16 +21,16 @@ from aws_lambda_powertools.utilities import parameters
 from moto import mock_aws
 
 from quota_controller import composition
-from quota_controller.alerts.model import Alert, AlertJob
-from quota_controller.alerts.render import sns_message
-from quota_controller.alerts.slack import slack_message
-from quota_controller.ports import RetryableError
-from quota_controller.slack_webhook import (
+from quota_controller.adapters.slack_webhook import (
     SlackWebhook,
     WebhookConfigError,
     use_webhook,
     webhook_url,
 )
+from quota_controller.domain.alerts.model import Alert, AlertJob
+from quota_controller.domain.alerts.render import sns_message
+from quota_controller.domain.alerts.slack import slack_message
+from quota_controller.ports import RetryableError
 from quota_local.event_sources import FakeContext
 from quota_local.paths import project_root
 
@@ -227,7 +227,7 @@ def sns_event(alert: Alert) -> dict[str, Any]:
     moto delivers the topic's message to an SQS subscriber; the `lambda` body SNS hands to a
     function is the same alert JSON as that `sqs` body, in the Lambda record envelope.
     """
-    from quota_controller.sns_notifier import SnsNotifier
+    from quota_controller.adapters.sns_notifier import SnsNotifier
 
     sns = boto3.client("sns", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)

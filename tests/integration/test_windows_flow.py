@@ -28,7 +28,7 @@ def limit(stack: LocalStack, share: str) -> int:
 
 
 def queue_status(stack: LocalStack) -> dict[str, Any]:
-    from quota_controller.config.items import plain
+    from quota_controller.domain.config.items import plain
 
     item = stack.table.get_item(Key={"queue": QUEUE, "item": "STATUS#QUEUE"})["Item"]
     return dict(plain(item))

@@ -41,7 +41,7 @@ from botocore.exceptions import ClientError
 from hypothesis import strategies as st
 from strategies import BREAKERS, Breaker
 
-from quota_controller.config.items import document_to_items
+from quota_controller.domain.config.items import document_to_items
 from quota_local.emulator import JobHarm
 from quota_local.scheduling import (
     CAPACITY_LIMIT_PREEMPTION,

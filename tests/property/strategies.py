@@ -17,15 +17,15 @@ from typing import Any
 from hypothesis import strategies as st
 from planner_builders import QUEUE, SCOPE
 
-from quota_controller.config.model import TIME_LIMIT_REASONS
-from quota_controller.observed import (
+from quota_controller.domain.config.model import TIME_LIMIT_REASONS
+from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
     ObservedQueue,
     ObservedShare,
     ObservedState,
 )
-from quota_controller.planner import OWNER_TAG
+from quota_controller.domain.planner import OWNER_TAG
 
 POOL = (
     "ml.g5.xlarge",

@@ -27,6 +27,7 @@ from alert_builders import (
     state_change,
 )
 from builders import DocBuilder, g5, guide_layout
+from fakes import FakeBatch, FakeClock, FakeNotifier, FakeStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_builders import converged, desired
@@ -43,14 +44,12 @@ from strategies import (
     worlds,
 )
 
-from quota_controller.alert_events import AlertDeps, handle_alert_batch
-from quota_controller.alerts.model import Alert
-from quota_controller.config import validate_document
-from quota_controller.config.items import SORT_KEY, document_to_items
-from quota_controller.impact import ActiveJob
-from quota_controller.observed import ObservedState
-from quota_controller.planner import OWNER_TAG, Action, Desired, Plan, Scope, plan
-from quota_controller.reconcile import Deps, reconcile
+from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.items import document_to_items
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.planner import OWNER_TAG, Action, Desired, Plan, plan
+from quota_controller.services.alert_events import AlertDeps, handle_alert_batch
+from quota_controller.services.reconcile import Deps, reconcile
 
 PROPERTY = settings(
     max_examples=60,
@@ -275,99 +274,6 @@ def test_no_plan_removes_a_kept_share_or_creates_one_before_its_queue_is_valid(
 # -- (e) one broken rule: reported at its path, and no Batch write -----------------------------
 
 
-class FakeStore:
-    """The config table in memory: one partition per queue."""
-
-    def __init__(self, items: Sequence[Mapping[str, Any]] = ()) -> None:
-        self.partitions: dict[str, dict[str, dict[str, Any]]] = {}
-        self.changes: list[dict[str, Any]] = []
-        for item in items:
-            self.put(item)
-
-    def put(self, item: Mapping[str, Any]) -> None:
-        self.partitions.setdefault(str(item["queue"]), {})[str(item[SORT_KEY])] = copy.deepcopy(
-            dict(item)
-        )
-
-    def status(self, queue: str) -> dict[str, dict[str, Any]]:
-        return {k: v for k, v in self.partitions.get(queue, {}).items() if k.startswith("STATUS#")}
-
-    def load_partition(self, queue: str) -> list[dict[str, Any]]:
-        return copy.deepcopy(list(self.partitions.get(queue, {}).values()))
-
-    def write_status(
-        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
-    ) -> None:
-        for item in items:
-            self.put({**item, "queue": queue})
-        for key in deletes:
-            self.partitions.get(queue, {}).pop(key, None)
-
-    def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
-        self.changes.extend({**r, "queue": queue} for r in records)
-
-    def recent_changes(
-        self, queue: str, limit: int = 50, since: datetime | None = None
-    ) -> list[dict[str, Any]]:
-        newest = [c for c in reversed(self.changes) if c["queue"] == queue]
-        if since is None:
-            return newest[:limit]
-        start = since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return [c for c in newest if str(c.get("at", "")) >= start]
-
-    def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
-        return True
-
-    def release_lease(self, queue: str, owner: str) -> None:
-        return None
-
-    def list_queues(self) -> list[str]:
-        return sorted(self.partitions)
-
-
-class FakeBatch:
-    """A BatchGateway that reports a fixed state and records every request it is asked for."""
-
-    def __init__(self, observed: ObservedState) -> None:
-        self.observed = observed
-        self.observes = 0
-        self.executed: list[Action] = []
-
-    @property
-    def scope(self) -> Scope:
-        return SCOPE
-
-    def observe(
-        self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
-    ) -> ObservedState:
-        self.observes += 1
-        return self.observed
-
-    def active_jobs(
-        self, queue: str, shares: Sequence[str], statuses: Sequence[str] | None = None
-    ) -> dict[str, list[ActiveJob]]:
-        return {s: [] for s in shares}
-
-    def queue_jobs(self, queue: str) -> list[ActiveJob]:
-        return []
-
-    def execute(self, action: Action) -> None:
-        self.executed.append(action)
-
-
-class FakeNotifier:
-    def __init__(self) -> None:
-        self.published: list[Alert] = []
-
-    def publish(self, alert: Alert) -> None:
-        self.published.append(alert)
-
-
-class FixedClock:
-    def now(self) -> datetime:
-        return NOW
-
-
 def table_items(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The document as config items; top-level fields the split does not know stay on QUEUE."""
     items = document_to_items(doc)
@@ -408,11 +314,11 @@ def test_one_broken_rule_is_reported_at_its_path_and_nothing_reaches_batch(
     store = FakeStore(table_items(good))
     for item in items:
         store.put(item)
-    batch = FakeBatch(converged(good).build())
+    batch = FakeBatch().load(converged(good).build())
     notifier = FakeNotifier()
-    result = reconcile(queue, Deps(store, batch, notifier, FixedClock()))
+    result = reconcile(queue, Deps(store, batch, notifier, FakeClock(NOW)))
 
-    assert batch.executed == [], [f"{a.operation} {a.resource}" for a in batch.executed]
+    assert batch.requests == [], batch.requests
     assert [a.kind for a in notifier.published] == ["CONFIG_REJECTED"]
     invalid = [
         c
@@ -426,7 +332,7 @@ def test_one_broken_rule_is_reported_at_its_path_and_nothing_reaches_batch(
     where = re.sub(r"^quotaShares\[\d+\]\.?", "", path)
     assert any(where in c["message"] for c in invalid), (where, invalid)
     if breaker.share is None:
-        assert batch.observes == 0, "a queue-wide error must not even read Batch"
+        assert batch.reads == [], "a queue-wide error must not even read Batch"
         assert result.outcome == "rejected"
 
 
@@ -442,11 +348,11 @@ def test_a_share_renamed_by_a_new_item_at_the_limit_is_rejected_naming_both_prob
     store = FakeStore(table_items(good))
     for item in table_items(bad):
         store.put(item)
-    batch = FakeBatch(converged(good).build())
+    batch = FakeBatch().load(converged(good).build())
     queue = str(good["jobQueue"]["jobQueueName"])
-    result = reconcile(queue, Deps(store, batch, FakeNotifier(), FixedClock()))
+    result = reconcile(queue, Deps(store, batch, FakeNotifier(), FakeClock(NOW)))
 
-    assert (result.outcome, batch.executed, batch.observes) == ("rejected", [], 0)
+    assert (result.outcome, batch.requests, batch.reads) == ("rejected", [], [])
     (message,) = [
         c["message"]
         for item in store.status(queue).values()

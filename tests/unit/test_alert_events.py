@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +39,18 @@ from alert_builders import (
     started,
     state_change,
 )
-from builders import DocBuilder, g5, guide_layout
+from builders import g5, guide_layout
+from fakes import FakeNotifier, FakeStore
 from moto import mock_aws
 
-from quota_controller.alert_events import (
+from quota_controller.adapters.idempotency_claims import IdempotencyClaims
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.ports import RetryableError
+from quota_controller.services.alert_events import (
     AlertDeps,
     AlertOutcome,
-    IdempotencyClaims,
     handle_alert_batch,
 )
-from quota_controller.alerts.model import Alert
-from quota_controller.config.items import document_to_items
-from quota_controller.ports import RetryableError
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
 
@@ -77,64 +77,6 @@ class FakeReader:
     def snapshot(self, queue: str) -> dict[str, Any] | None:
         snap = self.snapshots.get(queue)
         return snap.build() if snap else None
-
-
-class FakeStore:
-    """The config table of the queues in `docs`, with their change records."""
-
-    def __init__(
-        self, docs: Iterable[DocBuilder], changes: Mapping[str, Sequence[Any]] | None = None
-    ):
-        self.items: dict[str, list[dict[str, Any]]] = {}
-        for doc in docs:
-            raw = doc.build()
-            self.items[raw["jobQueue"]["jobQueueName"]] = document_to_items(raw)
-        self.changes = {q: [c.build() for c in cs] for q, cs in (changes or {}).items()}
-
-    def load_partition(self, queue: str) -> list[dict[str, Any]]:
-        items = [{"queue": queue, **c} for c in self.changes.get(queue, [])]
-        return [*self.items.get(queue, []), *items]
-
-    def write_status(
-        self, queue: str, items: Sequence[Mapping[str, Any]], deletes: Sequence[str]
-    ) -> None:
-        raise AssertionError("the alert pipeline writes no status")
-
-    def record_changes(self, queue: str, records: Sequence[Mapping[str, Any]]) -> None:
-        raise AssertionError("the alert pipeline records no change")
-
-    def recent_changes(
-        self, queue: str, limit: int = 50, since: datetime | None = None
-    ) -> list[dict[str, Any]]:
-        newest = sorted(self.changes.get(queue, []), key=lambda c: c["at"], reverse=True)
-        if since is None:
-            return newest[:limit]
-        start = since.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return [c for c in newest if c["at"] >= start]
-
-    def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
-        raise AssertionError("the alert pipeline takes no lease")
-
-    def release_lease(self, queue: str, owner: str) -> None:
-        raise AssertionError("the alert pipeline takes no lease")
-
-    def list_queues(self) -> list[str]:
-        return sorted(self.items)
-
-
-class FakeNotifier:
-    """The alerts topic; publishing fails `failures` times, or always for `failing_shares`."""
-
-    def __init__(self, failures: int = 0, failing_shares: Iterable[str] = ()):
-        self.published: list[Alert] = []
-        self.failures = failures
-        self.failing_shares = set(failing_shares)
-
-    def publish(self, alert: Alert) -> None:
-        if self.failures > 0 or alert.quotaShareName in self.failing_shares:
-            self.failures -= 1
-            raise RetryableError("SNS Publish: InternalError")
-        self.published.append(alert)
 
 
 class FakeClaims:
@@ -171,9 +113,13 @@ def deps(
     notifier: FakeNotifier | None = None,
     changes: Sequence[Any] = (),
 ) -> AlertDeps:
+    store = FakeStore()
+    store.put_document(guide_layout().build())
+    for record in changes:
+        store.put({**record.build(), "queue": QUEUE})
     return AlertDeps(
         reader=FakeReader(reader_jobs, snapshots, failing),
-        store=FakeStore([guide_layout()], {QUEUE: changes}),
+        store=store,
         notifier=notifier or FakeNotifier(),
         claims=FakeClaims(),
     )
@@ -182,6 +128,8 @@ def deps(
 def handle(*bodies: Any, using: AlertDeps) -> tuple[list[str], AlertOutcome]:
     """Run one batch; the message ids reported as failures, and the outcome."""
     response, outcome = handle_alert_batch(sqs(*bodies), using)
+    assert isinstance(using.store, FakeStore)
+    assert using.store.writes == [], "the alert pipeline writes no status and no change record"
     return [f["itemIdentifier"] for f in response["batchItemFailures"]], outcome
 
 
@@ -557,8 +505,7 @@ def test_a_claim_that_fails_midway_leaves_no_key_claimed() -> None:
 def break_item(d: AlertDeps, key: str) -> None:
     """Make one config item of the queue invalid (a state Batch does not know)."""
     assert isinstance(d.store, FakeStore)
-    (item,) = [i for i in d.store.items[QUEUE] if i["item"] == key]
-    item["state"] = "PAUSED"
+    d.store.partitions[QUEUE][key]["state"] = "PAUSED"
 
 
 def test_an_invalid_share_item_does_not_blind_the_attribution_of_the_others() -> None:
@@ -597,7 +544,7 @@ def test_a_queue_rejected_as_a_whole_is_attributed_without_its_config() -> None:
     snap = snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("job-c"))
     d = deps(jobs(J), snapshots={QUEUE: snap})
     assert isinstance(d.store, FakeStore)
-    d.store.items[QUEUE].append({"queue": QUEUE, "item": "SHARE-team-d", "state": "ENABLED"})
+    d.store.put({"queue": QUEUE, "item": "SHARE-team-d", "state": "ENABLED"})
     handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
     (alert,) = published(d)
     assert alert.cause == "UNKNOWN"
@@ -629,7 +576,7 @@ def test_an_event_time_without_a_zone_is_a_malformed_event_not_a_failed_batch() 
 
 
 def test_a_record_that_breaks_the_pipeline_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    import quota_controller.alert_events as alert_events
+    import quota_controller.services.alert_events as alert_events
 
     real = alert_events.observe
 

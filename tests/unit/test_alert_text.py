@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
-from quota_controller.alerts.render import NAME_MAX, chat_notification, one_line, text_body
-from quota_controller.alerts.slack import slack_message
+from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.domain.alerts.render import NAME_MAX, chat_notification, one_line, text_body
+from quota_controller.domain.alerts.slack import slack_message
 
 ELLIPSIS = "\u2026"
 

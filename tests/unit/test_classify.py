@@ -46,7 +46,7 @@ from alert_builders import (
 from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from pydantic import ValidationError
 
-from quota_controller.alerts.classify import (
+from quota_controller.domain.alerts.classify import (
     Context,
     Observation,
     Verdict,
@@ -57,9 +57,9 @@ from quota_controller.alerts.classify import (
     merge,
     observe,
 )
-from quota_controller.alerts.events import BatchEvent, epoch_ms, queue_name
-from quota_controller.alerts.model import Alert
-from quota_controller.config import QuotaDocument, validate_document
+from quota_controller.domain.alerts.events import BatchEvent, epoch_ms, queue_name
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.config import QuotaDocument, validate_document
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
 

@@ -15,19 +15,19 @@ import pytest
 from boto3.dynamodb.types import Binary
 from builders import DocBuilder, ShareBuilder, guide_layout
 
-from quota_controller.capacity import ShareCapacity, share_capacities
-from quota_controller.config import QuotaDocument, validate_document
-from quota_controller.config.items import (
+from quota_controller.domain.capacity import ShareCapacity, share_capacities
+from quota_controller.domain.config import QuotaDocument, validate_document
+from quota_controller.domain.config.items import (
     document_to_items,
     is_config_key,
     items_to_document,
     plain,
     validate_items,
 )
-from quota_controller.config.model import TOP_LEVEL_FIELDS, QuotaShareSpec
-from quota_controller.config.source import DocumentSyntaxError, parse_text
-from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
-from quota_controller.table_keys import BOOKKEEPING_FIELDS, CONFIG_ATTRIBUTES
+from quota_controller.domain.config.model import TOP_LEVEL_FIELDS, QuotaShareSpec
+from quota_controller.domain.config.source import DocumentSyntaxError, parse_text
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.domain.table_keys import BOOKKEEPING_FIELDS, CONFIG_ATTRIBUTES
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 M5 = "ml.m5.xlarge"

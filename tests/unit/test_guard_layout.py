@@ -10,7 +10,7 @@ import pytest
 from builders import DocBuilder, g5
 from planner_builders import converged, desired, plan_for
 
-from quota_controller.impact import (
+from quota_controller.domain.impact import (
     ActiveJob,
     GuardedAction,
     change_id,

@@ -8,9 +8,9 @@ import random
 from alert_builders import RECLAIM, SHARE_LIMIT, attempt_arn, queue_blocked, sqs, state_change
 from history_builders import at, lifecycle, ms
 
-from quota_controller.alerts.events import BatchEvent
-from quota_controller.history import JobRecord, from_item, merge, to_item
-from quota_controller.history_events import handle_history_batch, observation
+from quota_controller.domain.alerts.events import BatchEvent
+from quota_controller.domain.history import JobRecord, from_item, merge, to_item
+from quota_controller.services.history_events import handle_history_batch, observation
 
 
 def _observations(events: list[dict]) -> list[JobRecord]:

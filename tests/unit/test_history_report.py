@@ -15,7 +15,7 @@ from alert_builders import RECLAIM
 from builders import guide_layout
 from history_builders import at, ms, record
 
-from quota_controller.config.model import QuotaDocument
+from quota_controller.domain.config.model import QuotaDocument
 from quotactl.report import ReportError, build_report, percentile, workload
 
 H = 3600

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from quota_controller.impact import ActiveJob, change_id, guard, risks_for
-from quota_controller.planner import Action, Reduction
+from quota_controller.domain.impact import ActiveJob, change_id, guard, risks_for
+from quota_controller.domain.planner import Action, Reduction
 
 G5 = "ml.g5.xlarge"
 G5_2X = "ml.g5.2xlarge"

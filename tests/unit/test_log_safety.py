@@ -7,7 +7,7 @@ import logging
 import pytest
 from pydantic import BaseModel
 
-from quota_controller.log_safety import hide_bodies, loggable
+from quota_controller.services.log_safety import hide_bodies, loggable
 
 SECRET = "SENTINEL-hyperparameter-api-key"
 

@@ -25,7 +25,7 @@ from planner_builders import (
     share_tags,
 )
 
-from quota_controller.planner import OWNER_TAG, Plan, Reduction
+from quota_controller.domain.planner import OWNER_TAG, Plan, Reduction
 
 G5 = "ml.g5.xlarge"
 G5_2X = "ml.g5.2xlarge"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from builders import DocBuilder
 
-from quota_controller.config import QuotaDocument, validate_document
+from quota_controller.domain.config import QuotaDocument, validate_document
 from quota_local.recommend import (
     Keep,
     RecommendError,

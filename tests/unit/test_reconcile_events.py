@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from quota_controller.reconcile_events import handle_event
+from quota_controller.services.reconcile_events import handle_event
 
 NOW = datetime(2026, 3, 16, 19, 0, tzinfo=UTC)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from quota_controller.alerts.model import Alert, AlertJob, ChangeRef
-from quota_controller.alerts.render import fit, publish_size, sns_message
-from quota_controller.service_limits import (
+from quota_controller.domain.alerts.model import Alert, AlertJob, ChangeRef
+from quota_controller.domain.alerts.render import fit, publish_size, sns_message
+from quota_controller.domain.service_limits import (
     DYNAMODB_ITEM_MAX,
     SNS_PUBLISH_MAX,
     cut,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from builders import DocBuilder, guide_layout
 
-from quota_controller.config import QuotaDocument, validate_document
+from quota_controller.domain.config import QuotaDocument, validate_document
 from quota_local.simulate import (
     WorkloadError,
     WorkloadJob,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from quota_controller.alerts.model import Alert, AlertJob, CapacityUsage
-from quota_controller.alerts.slack import (
+from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
+from quota_controller.domain.alerts.slack import (
     FALLBACK_MAX,
     FIELD_MAX,
     HEADER_MAX,

@@ -10,10 +10,11 @@ import pytest
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
-from quota_controller.config_store import AppliedShareTags
-from quota_controller.ports import RetryableError
-from quota_controller.reconcile_events import MalformedRecord, parse_requeue
-from quota_controller.tag_drift import find_tag_drift
+from quota_controller.adapters.batch_reader import BotoAlertReader
+from quota_controller.domain.status import AppliedShareTags
+from quota_controller.ports import ReadRefused, RetryableError
+from quota_controller.services.reconcile_events import MalformedRecord, parse_requeue
+from quota_controller.services.tag_drift import find_tag_drift
 
 OWNER = {"batch-quota-controller:queue": "ml-training"}
 
@@ -70,7 +71,7 @@ def test_a_share_gone_from_batch_or_of_an_unlisted_queue_is_not_read_as_drift() 
 
 
 def test_a_read_that_fails_is_reported_and_the_other_shares_are_still_checked() -> None:
-    denied = ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "List")
+    denied = ReadRefused("ListTagsForResource: no")
     report = find_tag_drift(
         [applied("team-a"), applied("team-b"), applied("team-c")],
         {"ml-training"},
@@ -84,6 +85,36 @@ def test_a_read_that_fails_is_reported_and_the_other_shares_are_still_checked() 
     )
     assert report.drifted == {"ml-training": ["team-c"]}
     assert [f.split(":")[0] for f in report.failed] == ["ml-training/team-a", "ml-training/team-b"]
+
+
+class DeniedTags:
+    """A Batch client that refuses ListTagsForResource while the share is listed."""
+
+    def __init__(self, listed: list[str]):
+        self.listed = listed
+
+    def list_tags_for_resource(self, **_: Any) -> dict[str, Any]:
+        error = {"Error": {"Code": "AccessDeniedException", "Message": "not allowed"}}
+        raise ClientError(error, "ListTagsForResource")
+
+    def list_quota_shares(self, **_: Any) -> dict[str, Any]:
+        return {"quotaShares": [{"quotaShareArn": arn} for arn in self.listed]}
+
+
+def test_the_reader_raises_its_port_error_for_a_refused_tag_read_not_botocores() -> None:
+    arn = "arn:aws:batch:us-east-1:123456789012:job-queue/ml-training/quota-share/team-a"
+    with pytest.raises(ReadRefused, match="ListTagsForResource: not allowed") as caught:
+        BotoAlertReader(DeniedTags([arn])).share_tags(arn)
+    assert not isinstance(caught.value, ClientError)
+
+    report = find_tag_drift(
+        [AppliedShareTags("ml-training", "team-a", arn, OWNER)],
+        {"ml-training"},
+        BotoAlertReader(DeniedTags([arn])).share_tags,
+    )
+    assert report.failed == ["ml-training/team-a: ListTagsForResource: not allowed"]
+    # A share Batch no longer lists is gone, not refused: its queue's reconcile recreates it.
+    assert BotoAlertReader(DeniedTags([])).share_tags(arn) is None
 
 
 def sqs_record(body: str) -> SQSRecord:

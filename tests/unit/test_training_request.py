@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from quota_controller.alerts.events import JobDetail
-from quota_controller.training_request import requested_capacity
+from quota_controller.domain.alerts.events import JobDetail
+from quota_controller.domain.training_request import requested_capacity
 
 
 def payload(config: Any) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from quota_controller.usage_metrics import publish_share_usage, share_usage_metrics
+from quota_controller.services.usage_metrics import publish_share_usage, share_usage_metrics
 
 NOW = datetime(2026, 3, 16, 20, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from builders import DocBuilder, ShareBuilder, g5, guide_layout
 
-from quota_controller.config import QuotaDocument, ValidationReport, validate_document
-from quota_controller.config.source import parse_text
+from quota_controller.domain.config import QuotaDocument, ValidationReport, validate_document
+from quota_controller.domain.config.source import parse_text
 
 FIVE_UNITS = {
     "ml.g5.xlarge": 1,

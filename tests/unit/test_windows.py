@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from builders import guide_layout
 
-from quota_controller.config.validation import validate_document
-from quota_controller.config.windows import (
+from quota_controller.domain.config.validation import validate_document
+from quota_controller.domain.config.windows import (
     Window,
     edges,
     in_force,

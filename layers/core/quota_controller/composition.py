@@ -19,13 +19,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from quota_controller.config_store import AppliedShareTags, DynamoConfigStore, ResyncView
-    from quota_controller.history_store import DynamoHistoryStore
+    from quota_controller.adapters.config_store import DynamoConfigStore
+    from quota_controller.adapters.history_store import DynamoHistoryStore
+    from quota_controller.adapters.settings import Settings
+    from quota_controller.domain.status import AppliedShareTags, ResyncView
     from quota_controller.ports import Clock
-    from quota_controller.reconcile import Deps
-    from quota_controller.settings import Settings
-    from quota_controller.tag_drift import TagDriftReport
-    from quota_controller.usage_metrics import UsageReport
+    from quota_controller.services.reconcile import Deps
+    from quota_controller.services.tag_drift import TagDriftReport
+    from quota_controller.services.usage_metrics import UsageReport
 
 
 class UtcClock:
@@ -53,7 +54,7 @@ def clock() -> Clock:
 @functools.cache
 def settings() -> Settings:
     """The function's settings, read from the environment at first use."""
-    from quota_controller.settings import Settings
+    from quota_controller.adapters.settings import Settings
 
     return Settings.from_env()
 
@@ -62,7 +63,7 @@ def settings() -> Settings:
 def _session() -> Any:
     import boto3
 
-    from quota_controller.log_safety import hide_bodies
+    from quota_controller.services.log_safety import hide_bodies
 
     hide_bodies()  # before the first client: at DEBUG botocore logs bodies (payloads, secrets)
     return boto3.session.Session()
@@ -97,11 +98,11 @@ def config_table() -> Any:
 
 def reconcile_deps(owner: str | None = None) -> Deps:
     """Everything reconcile needs, bound to AWS."""
-    from quota_controller.batch_gateway import BotoBatchGateway
-    from quota_controller.config_store import DynamoConfigStore
-    from quota_controller.planner import Scope
-    from quota_controller.reconcile import Deps, ReconcileSettings
-    from quota_controller.sns_notifier import SnsNotifier
+    from quota_controller.adapters.batch_gateway import BotoBatchGateway
+    from quota_controller.adapters.config_store import DynamoConfigStore
+    from quota_controller.adapters.sns_notifier import SnsNotifier
+    from quota_controller.domain.planner import Scope
+    from quota_controller.services.reconcile import Deps, ReconcileSettings
 
     s = settings()
     return Deps(
@@ -120,7 +121,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
 
 def requeuer() -> Any:
     """The requeue queue, as a Requeuer."""
-    from quota_controller.requeue import SqsRequeuer
+    from quota_controller.adapters.sqs_requeuer import SqsRequeuer
 
     s = settings()
     return SqsRequeuer(client("sqs"), s.REQUEUE_QUEUE_URL, clock(), s.REQUEUE_MAX_SQS_DELAY)
@@ -128,7 +129,7 @@ def requeuer() -> Any:
 
 def config_store() -> DynamoConfigStore:
     """The config table, as a ConfigStore."""
-    from quota_controller.config_store import DynamoConfigStore
+    from quota_controller.adapters.config_store import DynamoConfigStore
 
     return DynamoConfigStore(config_table())
 
@@ -138,7 +139,7 @@ def history_store() -> DynamoHistoryStore:
     """The job-history table, as the RecordHistory function writes it."""
     from botocore.config import Config
 
-    from quota_controller.history_store import DynamoHistoryStore
+    from quota_controller.adapters.history_store import DynamoHistoryStore
 
     s = settings()
     config = Config(retries={"mode": "standard", "max_attempts": 5})
@@ -148,7 +149,7 @@ def history_store() -> DynamoHistoryStore:
 
 def batch_reader() -> Any:
     """Batch's reads (DescribeServiceJob and the rest), errors translated."""
-    from quota_controller.batch_reader import BotoAlertReader
+    from quota_controller.adapters.batch_reader import BotoAlertReader
 
     return BotoAlertReader(batch_client())
 
@@ -167,9 +168,10 @@ def alert_deps(context: Any) -> Any:
         IdempotencyConfig,
     )
 
-    from quota_controller.alert_events import AlertDeps, IdempotencyClaims
-    from quota_controller.batch_reader import BotoAlertReader
-    from quota_controller.sns_notifier import SnsNotifier
+    from quota_controller.adapters.batch_reader import BotoAlertReader
+    from quota_controller.adapters.idempotency_claims import IdempotencyClaims
+    from quota_controller.adapters.sns_notifier import SnsNotifier
+    from quota_controller.services.alert_events import AlertDeps
 
     s = settings()
     persistence = DynamoDBPersistenceLayer(
@@ -189,8 +191,8 @@ def alert_deps(context: Any) -> Any:
 
 def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]:
     """Checks one queue's shares: their tags in Batch against those status says were applied."""
-    from quota_controller.batch_reader import BotoAlertReader
-    from quota_controller.tag_drift import find_tag_drift
+    from quota_controller.adapters.batch_reader import BotoAlertReader
+    from quota_controller.services.tag_drift import find_tag_drift
 
     reader = BotoAlertReader(batch_client())
     by_queue: dict[str, list[AppliedShareTags]] = {}
@@ -211,11 +213,11 @@ def publish_share_usage(
     on stdout. Nothing is read when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-    from quota_controller.usage_metrics import UsageReport, publish_share_usage
+    from quota_controller.services.usage_metrics import UsageReport, publish_share_usage
 
     if is_metrics_disabled():
         return UsageReport(disabled=True)
-    from quota_controller.batch_reader import BotoAlertReader
+    from quota_controller.adapters.batch_reader import BotoAlertReader
 
     return publish_share_usage(
         queues,

@@ -1,5 +1,6 @@
-"""The small interfaces the reconcile and alert services depend on. Tests pass fakes or the
-real adapters bound to moto; nothing patches module globals."""
+"""The small interfaces the services depend on, and the errors the adapters raise through them
+(never botocore's). Tests pass fakes or the real adapters bound to moto; nothing patches module
+globals. Every port of the product is here, none in a service or an adapter."""
 
 from __future__ import annotations
 
@@ -9,14 +10,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 # Annotations only: what needs just the errors (Slack, alert) loads no planner or models.
 if TYPE_CHECKING:
-    from quota_controller.alerts.model import Alert
-    from quota_controller.impact import ActiveJob
-    from quota_controller.observed import ObservedState
-    from quota_controller.planner import Action, Scope
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.history import JobRecord
+    from quota_controller.domain.impact import ActiveJob
+    from quota_controller.domain.observed import ObservedState
+    from quota_controller.domain.planner import Action, Scope
 
 
 class RetryableError(Exception):
     """Throttling, 5xx or a timeout that outlived botocore's retries: retry the record later."""
+
+
+class ReadRefused(Exception):
+    """Batch refused a read for a reason retrying will not fix (a ClientException, AccessDenied)
+    while the resource exists: the adapters raise it so no caller sees botocore's errors."""
 
 
 class ActionFailed(Exception):
@@ -118,4 +125,70 @@ class Clock(Protocol):
 
     def now(self) -> datetime:
         """The current time (timezone-aware, UTC)."""
+        ...
+
+
+class Requeuer(Protocol):
+    """Asks for a later reconcile of a queue (the requeue SQS queue with a delay)."""
+
+    def requeue(
+        self,
+        queue: str,
+        delay_seconds: int,
+        reason: str,
+        read_share_tags: Sequence[str] = (),
+        chain: str | None = None,
+        locked_since: float | None = None,
+    ) -> None:
+        """Send the queue's name back, visible after the delay (with the shares whose tags the
+        reconcile should read from Batch, the requeue chain it continues, and since when the
+        queue has been found locked)."""
+        ...
+
+
+class AlertReader(Protocol):
+    """Batch reads of the alert pipeline."""
+
+    def describe_job(self, job_id: str) -> dict[str, Any] | None:
+        """DescribeServiceJob, None if the job is gone."""
+        ...
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        """GetJobQueueSnapshot, None if the queue is gone."""
+        ...
+
+
+class Claims(Protocol):
+    """Exactly-once bookkeeping per job-preemption key."""
+
+    def claim(self, key: str) -> bool:
+        """True if the key was free and is now ours (in progress)."""
+        ...
+
+    def confirm(self, key: str) -> None:
+        """The alert for the key went out."""
+        ...
+
+    def release(self, key: str) -> None:
+        """The alert did not go out: free the key for a retry."""
+        ...
+
+
+class HistoryStore(Protocol):
+    """Where the history is kept."""
+
+    def record(self, observation: JobRecord) -> bool:
+        """Merge an observation into its job's record; True when it changed."""
+        ...
+
+
+class UsageReader(Protocol):
+    """GetJobQueueSnapshot and ListQuotaShares."""
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        """The queue's snapshot, None when the queue does not exist."""
+        ...
+
+    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
+        """The queue's quota shares as Batch lists them, None when the queue does not exist."""
         ...

@@ -23,6 +23,7 @@ from quota_local.emulator.core import (
     slow,
     throttling,
 )
+from quota_local.emulator.moto_versions import ALLOW_UNTESTED_MOTO_ENV, SUPPORTED_MOTO_VERSIONS
 from quota_local.emulator.scheduler import Scheduler, attach_scheduler
 from quota_local.emulator.variants import (
     PROFILES,
@@ -32,11 +33,6 @@ from quota_local.emulator.variants import (
     load_conformance,
     resolve_variants,
 )
-
-# moto versions the adapter was tested against; others are refused by `install` unless
-# QUOTA_LOCAL_ALLOW_UNTESTED_MOTO=1, because the adapter relies on moto internals.
-SUPPORTED_MOTO_VERSIONS: tuple[str, ...] = ("5.2.5",)
-ALLOW_UNTESTED_MOTO_ENV = "QUOTA_LOCAL_ALLOW_UNTESTED_MOTO"
 
 __all__ = [
     "ALLOW_UNTESTED_MOTO_ENV",

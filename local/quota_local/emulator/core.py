@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from quota_controller.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 from quota_local.emulator.positions import QueuePositions
 from quota_local.emulator.variants import VariantSpec, defaults, resolve_variants
 from quota_local.emulator.visibility import TRACKED_STORES, VersionHistory

@@ -22,8 +22,8 @@ from moto.batch.models import BatchBackend, batch_backends
 from moto.batch.responses import BatchResponse
 from moto.core.exceptions import AWSError
 
-from quota_local.emulator import ALLOW_UNTESTED_MOTO_ENV, SUPPORTED_MOTO_VERSIONS
 from quota_local.emulator.core import TERSE_MESSAGE, BatchQuotaEmulator, EmulatorError
+from quota_local.emulator.moto_versions import ALLOW_UNTESTED_MOTO_ENV, SUPPORTED_MOTO_VERSIONS
 
 _BACKEND_ATTRIBUTE = "_quota_local_emulator"
 _lock = threading.RLock()

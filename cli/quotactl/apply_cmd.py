@@ -1,0 +1,169 @@
+"""`quotactl apply FILE`: validate a file and write it to the config table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from quota_controller.adapters.config_store import ConfigChanged, DynamoConfigStore
+from quota_controller.domain.config.items import (
+    QUEUE_ITEM,
+    SHARE_PREFIX,
+    SORT_KEY,
+    is_controller_key,
+    plain,
+    validate_items,
+)
+from quota_controller.domain.config_apply import plan_config_write
+from quotactl import aws, render
+from quotactl.operating import (
+    EXIT_FAILED,
+    EXIT_OK,
+    clock,
+    hint,
+    invalid_file,
+    stamp,
+    valid_document,
+    who,
+)
+from quotactl.plan_cmd import after_write, plan_against_batch
+from quotactl.render import plural
+
+
+def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
+    """Validate, then write the changed items to the config table (one transaction)."""
+    valid = valid_document(args.file)
+    if valid is None:
+        return invalid_file(args.file, args.output, out)
+    target = aws.connect(args)
+    queue = valid.queue
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        existing = store.load_partition(queue)
+    by = who(args, target)
+    at = stamp(clock())
+    write = plan_config_write(valid.raw, existing, by=by, at=at, prune=args.prune)
+    if not write.ok:  # validated above; the same validator cannot disagree, but never write
+        return invalid_file(args.file, args.output, out)
+    # The file is valid alone; with the share items it keeps in the table it may not be (a
+    # renamed share without --prune makes 21, a stray item rejects the queue): never write
+    # what the reconciler would reject as a whole.
+    assembled, merged = validate_items(queue, after_write([plain(i) for i in existing], write))
+    if merged.queue_wide_errors:
+        # Items neither the file nor --prune touch: a key typed in the console (SHARE-team-d).
+        stray = sorted(
+            str(i[SORT_KEY])
+            for i in existing
+            if not is_controller_key(i.get(SORT_KEY))
+            and str(i[SORT_KEY]) != QUEUE_ITEM
+            and not str(i[SORT_KEY]).startswith(SHARE_PREFIX)
+        )
+        left = [*write.kept, *stray]
+        print(
+            f"quotactl apply: {args.file} is valid, but job queue {queue} would not be with the "
+            f"items the table keeps ({', '.join(left) or 'none'}); nothing written:",
+            file=sys.stderr,
+        )
+        for problem in merged.queue_wide_errors:
+            print(f"  {render.shown(assembled.describe(problem))}", file=sys.stderr)
+        if write.kept:
+            print("  run with --prune to delete the share items not in the file", file=sys.stderr)
+        if stray:
+            print(
+                f"  --prune deletes share items only; delete the other items with "
+                f"`{hint(args, 'delete', queue, *stray)}`",
+                file=sys.stderr,
+            )
+        return EXIT_FAILED
+    conflicts = _apply_conflicts(queue, target, existing, assembled, merged)
+    if not args.dry_run and (write.puts or write.deletes):
+        try:
+            with aws.failure(f"write job queue {queue} to {target.where()}"):
+                store.put_config(queue, write.puts, write.deletes, write.expected)
+        except ConfigChanged as exc:
+            print(f"quotactl apply: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    written = [str(i[SORT_KEY]) for i in write.puts]
+    if args.output != "table":
+        render.data(
+            {
+                "file": args.file,
+                "jobQueue": queue,
+                "table": target.table_name,
+                "dryRun": args.dry_run,
+                "updatedBy": by,
+                "updatedAt": at,
+                "written": written,
+                "deleted": list(write.deletes),
+                "unchanged": list(write.unchanged),
+                "kept": list(write.kept),
+                "notes": list(write.notes),
+                "warnings": valid.warnings,
+                "conflicts": conflicts,
+            },
+            args.output,
+            out,
+        )
+        _warn_conflicts(queue, conflicts, args)
+        return EXIT_OK
+    verb = {"written": "would write", "deleted": "would delete"} if args.dry_run else {}
+    rows = [{"item": k, "result": verb.get("written", "written")} for k in written]
+    rows += [{"item": k, "result": verb.get("deleted", "deleted")} for k in write.deletes]
+    rows += [{"item": k, "result": "unchanged"} for k in write.unchanged]
+    rows += [{"item": k, "result": "kept (not in the file)"} for k in write.kept]
+    head = "Dry run, nothing written" if args.dry_run else "Applied"
+    print(f"{head}: {args.file} -> job queue {queue} in {target.where()} (by {by})", file=out)
+    render.table(rows, ["item", "result"], out)
+    for warning in valid.warnings:
+        print(f"warning: {warning}", file=out)
+    for note in write.notes:
+        print(f"note: {note}", file=out)
+    if write.kept:
+        one = len(write.kept) == 1
+        print(
+            f"note: {plural(len(write.kept), 'share item')} in the table but not in the file "
+            f"{'was' if one else 'were'} kept ({', '.join(write.kept)}); "
+            f"run with --prune to delete {'it' if one else 'them'}",
+            file=out,
+        )
+    _warn_conflicts(queue, conflicts, args)
+    if not write.puts and not write.deletes:
+        print("Nothing to write: the table already holds this document.", file=out)
+    elif not args.dry_run:
+        print(
+            f"The reconciler picks this up from the table's stream; follow it with "
+            f"`{hint(args, 'status', queue)}`.",
+            file=out,
+        )
+    return EXIT_OK
+
+
+def _apply_conflicts(
+    queue: str, target: aws.Target, existing: Sequence[Any], assembled: Any, merged: Any
+) -> list[str]:
+    """Conflicts the reconciler would find for the config `apply` writes (a resource another
+    queue's document manages, say): it would apply nothing. A Batch read refused (apply itself
+    needs no Batch permission) only skips the check, with a note."""
+    try:
+        _, _, the_plan, _ = plan_against_batch(
+            queue, target, [plain(i) for i in existing], assembled, merged
+        )
+    except aws.AwsError as exc:
+        print(f"note: not checked against AWS Batch for conflicts: {exc}", file=sys.stderr)
+        return []
+    return list(the_plan.conflicts)
+
+
+def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespace) -> None:
+    if not conflicts:
+        return
+    verb = "would apply" if args.dry_run else "will apply"
+    print(
+        f"warning: the reconciler {verb} nothing to job queue {queue} while this conflict "
+        f"stands (fix the file, then apply it again; `{hint(args, 'plan', args.file)}` shows it):",
+        file=sys.stderr,
+    )
+    for conflict in conflicts:
+        print(f"  - {conflict}", file=sys.stderr)

@@ -1,0 +1,149 @@
+"""What the operator commands share (plan, apply, delete, status, history, reconcile,
+approve): the wrapper that turns AWS failures into one line and an exit code, who and when a
+write is stamped with, the valid document of a file, next-step hints and job rendering.
+
+Each command resolves where to talk to with `aws.connect`, calls the same core functions the
+deployed reconciler uses (so a preview shows what the reconciler would do) and prints for
+people (`-o table`) or as data (`-o json|yaml`). A failed AWS request is one line on stderr
+naming what failed (exit 1); an unknown table or Region is a usage error (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from quota_controller.domain.impact import ActiveJob, Risk
+from quota_controller.ports import Clock
+from quotactl import aws, render
+from quotactl.documents import load_and_validate
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def run(
+    command: Callable[[argparse.Namespace, TextIO], int], args: argparse.Namespace, out: TextIO
+) -> int:
+    """Run one operator command; returns the exit code (never raises for AWS failures)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from quota_controller.ports import ActionFailed, RetryableError
+
+    try:
+        return command(args, out)
+    except aws.UsageError as exc:
+        print(f"quotactl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except aws.AwsError as exc:
+        print(f"quotactl {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ClientError, BotoCoreError, RetryableError, ActionFailed) as exc:
+        # A request outside a named step: still one line, no traceback.
+        print(f"quotactl {args.command}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def clock() -> Clock:
+    # The clock the controller's handlers use: the wall clock, or the local stack's virtual
+    # clock when quotactl runs inside it (so stamps and leases agree with the handlers').
+    from quota_controller.composition import clock
+
+    return clock()
+
+
+def stamp(clock: Clock) -> str:
+    return clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def who(args: argparse.Namespace, target: aws.Target) -> str:
+    """`--by`, else the caller's ARN, else the local user name (with `--local` the caller is
+    moto's stand-in, `arn:aws:sts::123456789012:user/moto`: the user name belongs there)."""
+    if getattr(args, "by", None):
+        return str(args.by)
+    if getattr(args, "local", False):
+        return _local_user()
+    try:
+        return target.caller.arn
+    except aws.AwsError:
+        return _local_user()
+
+
+def _local_user() -> str:
+    return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+
+
+def invalid_file(path: str, fmt: str, out: TextIO) -> int:
+    """Report an invalid document as `quotactl validate` does (as text on stderr); exit 1."""
+    from quotactl.validate_cmd import cmd_validate
+
+    if fmt == "table":
+        cmd_validate([path], "text", False, sys.stderr)
+    else:
+        cmd_validate([path], fmt, False, out)
+    return EXIT_FAILED
+
+
+@dataclass(frozen=True)
+class ValidFile:
+    """A document file that passed validation: its data as written, queue name, warnings."""
+
+    path: str
+    raw: Any
+    queue: str
+    warnings: list[str]
+
+
+def valid_document(path: str) -> ValidFile | None:
+    result = load_and_validate(path)
+    document = result.report.document
+    if not result.ok or result.source is None or document is None:
+        return None
+    warnings = [str(w) for w in result.report.warnings]
+    return ValidFile(path, result.source.data, document.queue_name, warnings)
+
+
+def job_data(job: ActiveJob) -> dict[str, Any]:
+    return {
+        "jobId": job.jobId,
+        "jobName": job.jobName,
+        "status": job.status,
+        "capacityUsage": [{"capacityUnit": u, "quantity": q} for u, q in job.usage.items()],
+        "schedulingPriority": job.priority,
+    }
+
+
+def risk_data(risk: Risk) -> dict[str, Any]:
+    return {
+        "change": risk.describe(),
+        "inUse": risk.usage,
+        "ceiling": risk.ceiling,
+        "jobs": [job_data(j) for j in risk.jobs],
+    }
+
+
+def hint(args: argparse.Namespace, *words: str) -> str:
+    """A quotactl command line to print as a next step, with the where-to options this one was
+    given (`--local`, `--table`, ...), so it runs as printed."""
+    return shlex.join(["quotactl", *words, *aws.where_options(args)])
+
+
+def approve_command(args: argparse.Namespace, queue: str, change: str | None) -> str | None:
+    return hint(args, "approve", queue, change) if change else None
+
+
+def job_text(job: ActiveJob) -> str:
+    usage = ", ".join(f"{n} x {u}" for u, n in job.usage.items()) or "no instances"
+    priority = f", priority {job.priority}" if job.priority is not None else ""
+    return f"{job.jobName} ({job.jobId}) {job.status}, {usage}{priority}"
+
+
+def print_list(title: str, entries: Sequence[str], out: TextIO) -> None:
+    if entries:
+        print(title, file=out)
+        for entry in entries:
+            print(f"  - {render.shown(entry)}", file=out)

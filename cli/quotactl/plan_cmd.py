@@ -1,0 +1,245 @@
+"""`quotactl plan FILE`: what the reconciler would do for a file, against the table and
+AWS Batch (changes nothing)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
+from quota_controller.domain.config_apply import ConfigWrite, plan_config_write
+from quota_controller.domain.desired import desired_state, names_to_observe
+from quota_controller.domain.impact import GuardedAction
+from quota_controller.domain.planner import Plan, plan
+from quota_controller.domain.status import STATUS_PREFIX
+from quota_controller.services.guard import guard_plan
+from quotactl import aws, render
+from quotactl.operating import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ValidFile,
+    approve_command,
+    clock,
+    hint,
+    invalid_file,
+    job_text,
+    print_list,
+    risk_data,
+    stamp,
+    valid_document,
+)
+from quotactl.render import plural
+
+
+@dataclass
+class Preview:
+    """What the reconciler would do for a file: the guarded plan and the config it would see."""
+
+    queue: str
+    table: str
+    region: str
+    the_plan: Plan
+    decided: list[GuardedAction]
+    held_change: str | None
+    write: ConfigWrite
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    """Validate, read the table and Batch, and print the ordered actions and their impact."""
+    valid = valid_document(args.file)
+    if valid is None:
+        return invalid_file(args.file, args.output, out)
+    target = aws.connect(args)
+    preview = _preview(valid, target, prune=args.prune)
+    if isinstance(preview, list):  # the config the reconciler would see is refused whole
+        print(
+            f"quotactl plan: with the items already in {target.where()}, the reconciler would "
+            "reject the queue's config (nothing would change in AWS Batch):",
+            file=sys.stderr,
+        )
+        for problem in preview:
+            print(f"  {render.shown(problem)}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.output == "table":
+        _print_preview(preview, args, out)
+    else:
+        render.data(_preview_data(preview, args), args.output, out)
+    return EXIT_OK
+
+
+def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | list[str]:
+    queue = valid.queue
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        items = [plain(i) for i in store.load_partition(queue)]
+    # What the table holds after `apply` (with or without --prune): the reconciler sees that,
+    # not the file alone, so share items kept in the table are part of the preview.
+    write = plan_config_write(valid.raw, items, by="quotactl plan", at=stamp(clock()), prune=prune)
+    assembled, report = validate_items(queue, after_write(items, write))
+    if report.queue_wide_errors or report.settings is None:
+        return [assembled.describe(p) for p in report.errors]
+    desired, observed, the_plan, batch = plan_against_batch(queue, target, items, assembled, report)
+    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
+        decided, held = guard_plan(the_plan, desired, observed, batch)
+    if held is not None and held != (desired.held_change or {}).get("id"):
+        # Not held yet: the reconciler dates a new hold (its id depends on when), so no id
+        # can be approved before the change is held.
+        held = None
+    return Preview(
+        queue,
+        target.table_name,
+        target.region,
+        the_plan,
+        decided,
+        held,
+        write,
+        problems=[assembled.describe(p) for p in report.errors],
+        warnings=[str(w) for w in report.warnings],
+    )
+
+
+def plan_against_batch(
+    queue: str,
+    target: aws.Target,
+    items: list[dict[str, Any]],
+    assembled: Any,
+    report: Any,
+) -> tuple[Any, Any, Plan, Any]:
+    """The reconciler's plan for the config `report` validated, against what AWS Batch has:
+    (desired, observed, plan, gateway). Status items supply the names last managed."""
+    from quota_controller.adapters.batch_gateway import BotoBatchGateway
+
+    status = {
+        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+    }
+    desired = desired_state(queue, report, status, assembled)
+    policies, environments = names_to_observe(desired)
+    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
+        observed = batch.observe(queue, policies, environments)
+        the_plan = plan(desired, observed, batch.scope)
+    return desired, observed, the_plan, batch
+
+
+def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
+    blocked = any(g.decision == "blocked" for g in p.decided)
+    return {
+        "jobQueue": p.queue,
+        "table": p.table,
+        "region": p.region,
+        "converged": p.the_plan.converged,
+        "actions": [
+            {
+                "order": n,
+                "operation": g.action.operation,
+                "resource": g.action.resource,
+                "summary": g.action.summary,
+                "quotaShareName": g.action.share,
+                "decision": g.decision,
+                "reason": g.reason,
+                "reductions": [r.describe() for r in g.action.reductions],
+                "risks": [risk_data(r) for r in g.risks],
+                "atRisk": [
+                    {"jobId": a.job.jobId, "status": a.job.status, "why": a.why} for a in g.at_risk
+                ],
+            }
+            for n, g in enumerate(p.decided, 1)
+        ],
+        "waits": list(p.the_plan.waits),
+        "conflicts": list(p.the_plan.conflicts),
+        "heldChange": p.held_change,
+        "approveCommand": approve_command(args, p.queue, p.held_change) if blocked else None,
+        "keptItems": list(p.write.kept),
+        "prunedItems": list(p.write.deletes),
+        "problems": p.problems,
+        "warnings": p.warnings,
+    }
+
+
+def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
+    actions = p.the_plan.actions
+    conflicts = p.the_plan.conflicts
+    if conflicts:
+        # Nothing is applied while one stands, so the waits behind it never come: say that first.
+        print(
+            f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+            f"{plural(len(conflicts), 'conflict')}, nothing would be applied",
+            file=out,
+        )
+        print_list("Conflicts (fix the file; no request and no retry can):", conflicts, out)
+    else:
+        print(
+            f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
+            f"{plural(len(actions), 'action')}, {plural(len(p.the_plan.waits), 'wait')}",
+            file=out,
+        )
+    if p.the_plan.converged:
+        print("No changes: AWS Batch already matches the file.", file=out)
+    if p.decided:
+        rows = [
+            {
+                "#": n,
+                "operation": g.action.operation,
+                "resource": g.action.resource,
+                "decision": g.decision,
+                "summary": g.action.summary,
+            }
+            for n, g in enumerate(p.decided, 1)
+        ]
+        render.table(rows, ["#", "operation", "resource", "decision", "summary"], out)
+    if not conflicts:
+        print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
+    risky = [g for g in p.decided if g.risks or g.decision != "apply"]
+    if risky:
+        print("Impact on running jobs:", file=out)
+        for g in risky:
+            print(f"  {g.action.operation} {g.action.resource}: {g.decision}", file=out)
+            for risk in g.risks:
+                print(f"    {risk.describe()}", file=out)
+            for at in g.at_risk:
+                print(f"      at risk: {job_text(at.job)}: {at.why}", file=out)
+            if g.reason:
+                print(f"    {g.reason}", file=out)
+        if any(g.decision == "blocked" for g in p.decided) and p.held_change:
+            approve = approve_command(args, p.queue, p.held_change)
+            print(f"  To approve change {p.held_change}: {approve}", file=out)
+        elif any(g.decision == "blocked" for g in p.decided):
+            print(
+                "  Once applied, the reconciler holds it under a change id of its own: "
+                f"`{hint(args, 'status', p.queue)}` shows it, then quotactl approve that id.",
+                file=out,
+            )
+        elif p.held_change and any(g.decision == "apply-with-warning" for g in p.decided):
+            print(
+                "  The jobs above are expected to be preempted when this is applied "
+                f"(change {p.held_change}).",
+                file=out,
+            )
+    print_list(
+        "Share items in the table but not in the file (kept; apply --prune deletes them):",
+        p.write.kept,
+        out,
+    )
+    print_list("Share items apply --prune would delete:", p.write.deletes, out)
+    print_list(
+        "Config problems the reconciler would report (these shares stay as they are):",
+        p.problems,
+        out,
+    )
+    for warning in p.warnings:
+        print(f"warning: {warning}", file=out)
+
+
+def after_write(items: list[dict[str, Any]], write: ConfigWrite) -> list[dict[str, Any]]:
+    """The queue's config items as the table holds them once `write` is applied: every item
+    that is not the controller's, as the reconciler reads them (a stray key rejects the queue)."""
+    config = {i[SORT_KEY]: i for i in items if not is_controller_key(i.get(SORT_KEY))}
+    for key in write.deletes:
+        config.pop(key, None)
+    config.update({i[SORT_KEY]: i for i in write.puts})
+    return list(config.values())

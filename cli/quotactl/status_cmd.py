@@ -1,0 +1,130 @@
+"""`quotactl status [QUEUE]`: the conditions of a queue (or every queue) and its shares."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO
+
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.status import CONDITION_TYPES
+from quota_controller.domain.status_view import status_view
+from quotactl import aws, render
+from quotactl.operating import EXIT_FAILED, EXIT_OK, hint, print_list
+
+
+def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
+    """Conditions of one queue (or of every queue in the table) and its shares."""
+    target = aws.connect(args)
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read {target.where()}"):
+        queues = [args.queue] if args.queue else store.list_queues()
+        views = [status_view(q, store.load_partition(q)) for q in queues]
+    if args.queue and not exists(views[0]):
+        print(
+            f"quotactl status: job queue {args.queue} has no config and no status in "
+            f"{target.where()}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if args.output != "table":
+        render.data(views[0] if args.queue else views, args.output, out)
+        return EXIT_OK
+    if not views:
+        print(f"No job queues in {target.where()}.", file=out)
+    for n, view in enumerate(views):
+        if n:
+            print(file=out)
+        _print_status(view, args, out, conditions=args.conditions)
+    return EXIT_OK
+
+
+def exists(view: Mapping[str, Any]) -> bool:
+    return bool(view["configured"] or view["conditions"] or view["shares"])
+
+
+def _print_status(
+    view: Mapping[str, Any], args: argparse.Namespace, out: TextIO, *, conditions: bool = False
+) -> None:
+    queue = view["jobQueue"]
+    if not view["configured"] and view.get("configItems"):
+        items = ", ".join(view["configItems"])
+        config = f"no QUEUE item, so its config ({items}) is rejected; nothing is applied"
+    elif not view["configured"]:
+        config = "no config (being torn down)"
+    elif not view["conditions"]:
+        config = "configured, not reconciled yet"
+    elif view["current"]:
+        config = "configured, status current"
+    else:
+        config = "configured, status not current (the config changed since the last reconcile)"
+    print(f"job queue {queue}: {config}", file=out)
+    if view.get("lastAppliedAt"):
+        print(f"  last applied: {view['lastAppliedAt']}", file=out)
+    resources = [("queue", view)] if view["conditions"] else []
+    for name, share in view["shares"].items():
+        resources.append((f"share {name}" + ("" if share["configured"] else " (removed)"), share))
+    if conditions:
+        rows = [
+            _condition_row(where, item["current"], c)
+            for where, item in resources
+            for c in item["conditions"].values() or [{}]
+        ]
+        columns = ["resource", "current", "type", "status", "reason", "message"]
+    else:
+        rows = [
+            _resource_row(where, item["current"], item["conditions"]) for where, item in resources
+        ]
+        columns = ["resource", "current", *(c.lower() for c in CONDITION_TYPES), "message"]
+    if rows:
+        render.table(rows, columns, out)
+    print_list("Waiting for:", view.get("waitingFor") or [], out)
+    held = view.get("heldChange")
+    if held:
+        print(f"Held change {held.get('id')} ({held.get('decision')}):", file=out)
+        for change in held.get("changes", []):
+            print(f"  - {render.shown(change)}", file=out)
+        if held.get("jobs"):
+            print(f"  jobs at risk: {render.shown(', '.join(map(str, held['jobs'])))}", file=out)
+        for at in held.get("atRisk") or []:
+            print(f"    {render.shown(at.get('jobId'))}: {render.shown(at.get('why'))}", file=out)
+        for reason in held.get("reasons", []):
+            print(f"  {render.shown(reason)}", file=out)
+        if held.get("decision") == "blocked":
+            print(f"  approve it: {hint(args, 'approve', queue, str(held.get('id')))}", file=out)
+    if view.get("lastError"):
+        print(f"Last error: {render.shown(view['lastError'])}", file=out)
+    print_list("Config errors:", view.get("errors") or [], out)
+
+
+def _resource_row(
+    where: str, current: bool, conds: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """One resource on one line: each condition's status, and what is wrong, if anything (the
+    reason and message of each condition that is not as it should be, without repeats)."""
+    row: dict[str, Any] = {"resource": where, "current": current}
+    problems: list[str] = []
+    for kind in CONDITION_TYPES:
+        cond = conds.get(kind) or {}
+        row[kind.lower()] = cond.get("status")
+        good = "False" if kind == "Blocked" else "True"
+        if cond and cond.get("status") != good:
+            text = cond.get("message") or ""
+            entry = f"{cond.get('reason')}: {text}" if text else str(cond.get("reason"))
+            if entry in problems or (text and any(text in p for p in problems)):
+                continue  # Applied and Blocked often give the same message
+            problems.append(entry)
+    row["message"] = "; ".join(problems) or None
+    return row
+
+
+def _condition_row(where: str, current: bool, cond: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "resource": where,
+        "current": current,
+        "type": cond.get("type"),
+        "status": cond.get("status"),
+        "reason": cond.get("reason"),
+        "message": cond.get("message") or None,
+    }

@@ -1,0 +1,201 @@
+"""The Slack incoming-webhook adapter: the URL from Secrets Manager, one POST per alert.
+
+The webhook URL is a credential (whoever has it can post to the channel), so it lives in
+Secrets Manager, is read with Powertools Parameters (cached for `max_age` seconds, so a warm
+function reads it once every few minutes, not once per alert) and appears in no error message
+and no log line. Only `https://hooks.slack.com/services/...` is accepted: a secret that points
+anywhere else would send the alerts there.
+
+What a failure means:
+
+- 2xx: delivered.
+- 429, 5xx, a timeout or a broken connection: `RetryableError`. The handler lets it fail the
+  invocation; Lambda retries the asynchronous event (twice, about a minute apart), then hands it
+  to the on-failure destination (the Slack DLQ), so the alert is kept for a redrive.
+- Any other 4xx: `SlackRejected`, terminal. Slack answers the same request the same way, whether
+  the payload is refused (400 `invalid_payload`) or the webhook is gone (403, 404 `no_service`,
+  410 `channel_is_archived`); retrying only delays the log line that says so. The handler logs
+  Slack's error code with the alert's key and counts it, and the alert still reached the topic's
+  other subscribers (e-mail, SQS, Amazon Q Developer).
+- A secret that is not a Slack webhook URL: `WebhookConfigError`; it fails the invocation like a
+  retryable error, so the alert waits in the DLQ until the secret is fixed.
+- A 3xx is not followed (it would take the alert to another host) and counts as rejected.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.slack import slack_message
+from quota_controller.ports import RetryableError
+from quota_controller.services.log_safety import hide_bodies
+
+SLACK_ORIGINS = ("https://hooks.slack.com",)
+WEBHOOK_PATH = "/services/"
+SECRET_MAX_AGE = 300
+TIMEOUT_SECONDS = 5.0
+_ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class WebhookConfigError(Exception):
+    """The secret does not hold a usable Slack webhook URL (the message never contains it)."""
+
+
+class SlackRejected(Exception):
+    """Slack refused the message with a 4xx other than 429: retrying will not change that."""
+
+    def __init__(self, status: int, error: str):
+        super().__init__(f"Slack refused the message: HTTP {status} ({error})")
+        self.status = status
+        self.error = error
+
+
+def webhook_url(secret: str | bytes, allowed_origins: Sequence[str] = SLACK_ORIGINS) -> str:
+    """The URL in a secret that is the bare URL or JSON `{"url": ...}`; refuses any other URL."""
+    text = secret.decode("utf-8", "replace") if isinstance(secret, bytes) else secret
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise WebhookConfigError("the webhook secret is neither a URL nor valid JSON") from None
+        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+            raise WebhookConfigError('the webhook secret is JSON without a string "url"')
+        text = data["url"].strip()
+    parts = urlsplit(text)
+    origin = f"{parts.scheme}://{parts.netloc}".lower()
+    if (
+        origin not in {o.lower() for o in allowed_origins}
+        or not parts.path.startswith(WEBHOOK_PATH)
+        or not text.isprintable()
+        or " " in text
+    ):
+        allowed = ", ".join(f"{o}{WEBHOOK_PATH}..." for o in allowed_origins)
+        raise WebhookConfigError(f"the webhook secret is not a Slack webhook URL ({allowed})")
+    return text
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Answer a 3xx with an HTTPError instead of following it."""
+
+    def redirect_request(self, *_: Any, **__: Any) -> None:
+        return None
+
+
+def _slack_error(body: bytes) -> str:
+    """Slack's error code (`invalid_payload`, `no_service`); anything else only by its size."""
+    text = body[:200].decode("utf-8", "replace").strip()
+    if _ERROR_CODE.fullmatch(text):
+        return text
+    return f"unrecognised answer of {len(body)} bytes" if body else "empty answer"
+
+
+def _describe(err: BaseException) -> str:
+    """A connection failure by kind and errno only: some reasons quote the host or URL."""
+    reason = err.reason if isinstance(err, urllib.error.URLError) else err
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    errno = getattr(reason, "errno", None)
+    return type(reason).__name__ + (f" (errno {errno})" if errno else "")
+
+
+class SlackWebhook:
+    """Posts messages to the incoming webhook whose URL is kept in a Secrets Manager secret."""
+
+    def __init__(
+        self,
+        secret_id: str,
+        *,
+        allowed_origins: Sequence[str] = SLACK_ORIGINS,
+        timeout: float = TIMEOUT_SECONDS,
+        max_age: int = SECRET_MAX_AGE,
+    ):
+        self._secret_id = secret_id
+        self._allowed_origins = tuple(allowed_origins)
+        self._timeout = timeout
+        self._max_age = max_age
+        self._opener = urllib.request.build_opener(_NoRedirect)
+
+    def url(self) -> str:
+        """The webhook URL (Powertools caches the secret for `max_age` seconds)."""
+        from aws_lambda_powertools.utilities import parameters
+
+        if not self._secret_id:
+            raise WebhookConfigError("SLACK_WEBHOOK_SECRET_ARN is not set")
+        hide_bodies()  # Powertools builds its own client: GetSecretValue's answer holds the URL
+        secret = parameters.get_secret(self._secret_id, max_age=self._max_age)
+        return webhook_url(secret, self._allowed_origins)
+
+    def post(self, message: dict[str, Any]) -> None:
+        """POST one message; raises RetryableError, SlackRejected or WebhookConfigError."""
+        request = urllib.request.Request(
+            self.url(),
+            data=json.dumps(message).encode("utf-8"),
+            headers={"Content-Type": "application/json; charset=utf-8"},
+            method="POST",
+        )
+        # Exceptions are re-raised `from None`: urllib's own ones carry the URL in attributes.
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                response.read(1024)
+        except urllib.error.HTTPError as err:
+            try:
+                body = err.read()
+            except OSError:
+                body = b""
+            finally:
+                err.close()
+            status, error = err.code, _slack_error(body)
+            if status == 429 or status >= 500:
+                raise RetryableError(f"Slack webhook answered HTTP {status} ({error})") from None
+            raise SlackRejected(status, error) from None
+        except (OSError, http.client.HTTPException) as err:
+            # URLError, TimeoutError and connection resets are all OSErrors.
+            raise RetryableError(f"Slack webhook unreachable: {_describe(err)}") from None
+
+
+@dataclass
+class Delivery:
+    """What became of the alerts of one invocation."""
+
+    posted: list[str] = field(default_factory=list)
+    rejected: list[tuple[str, SlackRejected]] = field(default_factory=list)
+
+
+def deliver(alerts: Sequence[Alert], webhook: SlackWebhook) -> Delivery:
+    """Post each alert; a rejection is recorded, anything retryable propagates.
+
+    SNS invokes the function with one record, so a retry never posts an alert twice.
+    """
+    delivery = Delivery()
+    for alert in alerts:
+        try:
+            webhook.post(slack_message(alert))
+        except SlackRejected as err:
+            delivery.rejected.append((alert.dedupKey, err))
+        else:
+            delivery.posted.append(alert.dedupKey)
+    return delivery
+
+
+_webhook_override: SlackWebhook | None = None
+
+
+def use_webhook(webhook: SlackWebhook | None) -> None:
+    """Post through another webhook (tests point one at a local server); None: the default."""
+    global _webhook_override
+    _webhook_override = webhook
+
+
+def webhook_for(secret_id: str) -> SlackWebhook:
+    """The webhook the handler posts through: the one given to `use_webhook`, else the secret's."""
+    return _webhook_override or SlackWebhook(secret_id)

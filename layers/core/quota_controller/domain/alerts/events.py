@@ -1,0 +1,197 @@
+"""Inbound AWS Batch events (EventBridge), as the alert pipeline reads them.
+
+Batch adds fields over time, so every model ignores unknown ones; the preemption events carry
+only the job ARN, status and reason. State Change and Queue Blocked events carry the job as
+DescribeServiceJob shows it (without tags and payload): Batch sets a stuck job's reason when
+the job reaches the front of the queue and announces it with a Queue Blocked event
+(batch/latest/userguide/batch-service-job-queue-blocked-events.html), not on the State Change
+of its move to RUNNABLE. Timestamps arrive as epoch milliseconds (the API) or
+seconds (some documented samples): both are normalised to milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from quota_controller.domain.training_request import requested_capacity
+
+STATE_CHANGE = "Batch Service Job State Change"
+PREEMPTION_STARTED = "Batch Service Job Preemption Started"
+PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
+QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
+DETAIL_TYPES = (STATE_CHANGE, PREEMPTION_STARTED, PREEMPTION_COMPLETED, QUEUE_BLOCKED)
+
+# Milliseconds since the epoch are > 1e11 for any date after 1973; seconds are not.
+_MS_THRESHOLD = 100_000_000_000
+
+
+def epoch_ms(value: Any) -> int | None:
+    """Epoch seconds or milliseconds (int, float or numeric string) -> milliseconds."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number):  # 1e400 in JSON is inf: no time at all
+        raise ValueError(f"{value!r} is not a time")
+    return int(number if number >= _MS_THRESHOLD else number * 1000)
+
+
+class _Inbound(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class ResourceId(_Inbound):
+    """serviceResourceId: the SageMaker training job of an attempt."""
+
+    name: str | None = None
+    value: str | None = None
+
+
+class PreemptedAttempt(_Inbound):
+    """One entry of preemptionSummary.recentPreemptedAttempts (or of a job's `attempts`: the
+    same fields). The API model does not document the list's order: read it by time."""
+
+    serviceResourceId: ResourceId | None = None
+    startedAt: int | None = None
+    stoppedAt: int | None = None
+    statusReason: str | None = None
+
+    _ms = field_validator("startedAt", "stoppedAt", mode="before")(epoch_ms)
+
+
+class PreemptionSummary(_Inbound):
+    """How often a job was preempted, and its most recent preempted attempts."""
+
+    preemptedAttemptCount: int = 0
+    recentPreemptedAttempts: list[PreemptedAttempt] = Field(default_factory=list)
+
+
+class CapacityUsage(_Inbound):
+    """Instances of one type a job holds."""
+
+    capacityUnit: str
+    quantity: float = 0
+
+
+class LatestAttempt(_Inbound):
+    """latestAttempt of a job."""
+
+    serviceResourceId: ResourceId | None = None
+
+
+class PreemptionConfiguration(_Inbound):
+    """How often a preempted job is requeued before Batch terminates it (unset: always)."""
+
+    preemptionRetriesBeforeTermination: int | None = None
+
+
+class JobDetail(_Inbound):
+    """The detail of a state-change event, and the DescribeServiceJob answer."""
+
+    jobArn: str | None = None
+    jobId: str | None = None
+    jobName: str | None = None
+    jobQueue: str | None = None
+    status: str | None = None
+    statusReason: str | None = None
+    quotaShareName: str | None = None
+    schedulingPriority: int | None = None
+    capacityUsage: list[CapacityUsage] = Field(default_factory=list)
+    preemptionSummary: PreemptionSummary | None = None
+    preemptionConfiguration: PreemptionConfiguration | None = None
+    isTerminated: bool | None = None
+    latestAttempt: LatestAttempt | None = None
+    attempts: list[PreemptedAttempt] = Field(default_factory=list)
+    createdAt: int | None = None
+    startedAt: int | None = None
+    stoppedAt: int | None = None
+
+    _ms = field_validator("createdAt", "startedAt", "stoppedAt", mode="before")(epoch_ms)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _usage_from_request(cls, data: Any) -> Any:
+        """A job not yet scheduled may come without capacityUsage (variant
+        `queued_capacity_usage`): what it will use is read from its training request. The
+        payload itself is dropped here, never kept (it holds the job's environment)."""
+        if not isinstance(data, dict) or "serviceRequestPayload" not in data:
+            return data
+        data = dict(data)
+        payload = data.pop("serviceRequestPayload")
+        if not data.get("capacityUsage"):
+            wanted = requested_capacity(payload if isinstance(payload, str) else None)
+            data["capacityUsage"] = [
+                {"capacityUnit": unit, "quantity": count} for unit, count in wanted.items()
+            ]
+        return data
+
+
+class PreemptionDetail(_Inbound):
+    """The detail of a Preemption Started or Completed event."""
+
+    preemptedJobArn: str
+    status: str | None = None
+    statusReason: str | None = None
+    preemptionSummary: PreemptionSummary | None = None
+
+
+class BatchEvent(_Inbound):
+    """An EventBridge event from aws.batch about a service job."""
+
+    id: str
+    detail_type: Literal[
+        "Batch Service Job State Change",
+        "Batch Service Job Preemption Started",
+        "Batch Service Job Preemption Completed",
+        "Batch Service Job Queue Blocked",
+    ] = Field(alias="detail-type")
+    source: Literal["aws.batch"]
+    account: str | None = None
+    region: str | None = None
+    # EventBridge always gives a zone (Z); a time without one cannot be compared with the rest.
+    time: AwareDatetime
+    resources: list[str] = Field(default_factory=list)
+    detail: dict[str, Any]
+
+    @property
+    def carries_job(self) -> bool:
+        """A State Change or Queue Blocked event: its detail is the job (a `JobDetail`)."""
+        return self.detail_type in (STATE_CHANGE, QUEUE_BLOCKED)
+
+    def job_detail(self) -> JobDetail:
+        """The job of a State Change or Queue Blocked event (ValidationError if malformed)."""
+        return JobDetail.model_validate(self.detail)
+
+    def preemption_detail(self) -> PreemptionDetail:
+        """The preemption detail (raises ValidationError on a malformed one)."""
+        return PreemptionDetail.model_validate(self.detail)
+
+    def job_id(self) -> str:
+        """The job's ID: `detail.jobId`, else the last segment of the job ARN.
+
+        The documented state-change example has a jobId that differs from the ARN's last
+        segment; the jobId field is the one DescribeServiceJob takes.
+        """
+        if self.carries_job:
+            detail = self.job_detail()
+            if detail.jobId:
+                return detail.jobId
+            arn = detail.jobArn or (self.resources[0] if self.resources else "")
+        else:
+            arn = self.preemption_detail().preemptedJobArn
+        job = arn.rsplit("/", 1)[-1]
+        if not job:
+            raise ValueError(f"event {self.id} names no job")
+        return job
+
+
+def queue_name(queue_arn_or_name: str | None) -> str | None:
+    """`arn:...:job-queue/ml-training` -> `ml-training` (a bare name passes through)."""
+    if not queue_arn_or_name:
+        return None
+    return queue_arn_or_name.split(":job-queue/", 1)[-1].split("/", 1)[0]

@@ -1,0 +1,25 @@
+"""The quota configuration document: model, validation, sources (YAML/JSON text, table items)."""
+
+from quota_controller.domain.config.model import (
+    CapacityLimit,
+    QueueSettings,
+    QuotaDocument,
+    QuotaShareSpec,
+)
+from quota_controller.domain.config.validation import (
+    Problem,
+    ValidationReport,
+    format_path,
+    validate_document,
+)
+
+__all__ = [
+    "CapacityLimit",
+    "Problem",
+    "QueueSettings",
+    "QuotaDocument",
+    "QuotaShareSpec",
+    "ValidationReport",
+    "format_path",
+    "validate_document",
+]

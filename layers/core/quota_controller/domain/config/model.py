@@ -1,0 +1,338 @@
+"""The quota configuration document: one job queue and everything attached to it.
+
+Field names follow the AWS Batch API (camelCase) so that each maps one to one onto a request
+field. User-written config forbids unknown fields: a typo must never silently drop a setting.
+Rules that need the whole document (share units inside the environment, unique names, totals)
+live in `quota_controller.domain.config.validation`, which is the one entry point everything uses.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
+from quota_controller.domain.table_keys import TOP_LEVEL_FIELDS as TOP_LEVEL_FIELDS
+
+# A change id the reconciler gives a held change (`approvedChange` names one).
+CHANGE_ID = re.compile(r"^[0-9a-f]{12}$")
+
+MAX_QUOTA_SHARES = 20
+MAX_CAPACITY_LIMITS = 5
+# Batch allows 50 tags on a resource; the controller adds its ownership tag to each.
+MAX_TAGS = 49
+OWNER_TAG = "batch-quota-controller:queue"
+NAME_MAX = 128
+INT32_MAX = 2**31 - 1
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+State = Literal["ENABLED", "DISABLED"]
+Strategy = Literal["RESERVE", "LEND", "LEND_AND_BORROW"]
+ReductionPolicy = Literal["warn", "block", "drain"]
+
+# The reasons Batch accepts in jobStateTimeLimitActions on SAGEMAKER_TRAINING queues
+# (docs: sm_job_stuck_in_runnable_time_limit_actions).
+TIME_LIMIT_REASONS: tuple[str, ...] = (
+    "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+    "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+)
+
+
+def check_name(value: str) -> str:
+    """A Batch resource name: 1 to 128 letters, digits, hyphens and underscores."""
+    if not value:
+        raise PydanticCustomError("quota_rule", "must not be empty (1 to 128 characters)")
+    if len(value) > NAME_MAX:
+        raise PydanticCustomError(
+            "quota_rule",
+            "is {n} characters long; at most 128 are allowed",
+            {"n": len(value)},
+        )
+    if not _NAME_RE.fullmatch(value):
+        bad = sorted({c for c in value if not _NAME_RE.fullmatch(c)})
+        shown = ", ".join(repr(c) for c in bad[:5])
+        raise PydanticCustomError(
+            "quota_rule",
+            "may contain only letters, digits, hyphens and underscores (found {bad})",
+            {"bad": shown},
+        )
+    return value
+
+
+def _check_instance_type(value: str) -> str:
+    if value == "NUM_INSTANCES":
+        raise PydanticCustomError(
+            "quota_rule",
+            "NUM_INSTANCES is not allowed with quota management; name a SageMaker Training "
+            "instance type such as ml.g5.xlarge",
+        )
+    if value not in TRAINING_INSTANCE_TYPES:
+        hint = _closest_instance_type(value)
+        raise PydanticCustomError(
+            "quota_rule",
+            "{value} is not a SageMaker Training instance type{hint}",
+            {"value": repr(value), "hint": f" (did you mean {hint!r}?)" if hint else ""},
+        )
+    return value
+
+
+def _closest_instance_type(value: str) -> str | None:
+    import difflib
+
+    lowered = value.strip().lower()
+    if not lowered.startswith("ml."):
+        lowered = "ml." + lowered
+    if lowered in TRAINING_INSTANCE_TYPES:
+        return lowered
+    close = difflib.get_close_matches(lowered, sorted(TRAINING_INSTANCE_TYPES), n=1, cutoff=0.85)
+    return close[0] if close else None
+
+
+# AWS Batch user guide, "Tag restrictions" (batch/latest/userguide/tag-restrictions.html):
+# letters, numbers, spaces representable in UTF-8 and + - = . _ : / @; neither keys nor values
+# may start with aws: (any case). The pattern AWS publishes for tags is
+# ^([\p{L}\p{Z}\p{N}_.:/=+\-@]*)$: Unicode letters, separators (spaces) and numbers.
+_TAG_SYMBOLS = frozenset("+-=._:/@")
+_TAG_CHARACTERS = (
+    "may contain only letters, numbers, spaces and + - = . _ : / @ (AWS tag restrictions)"
+)
+
+
+def _bad_tag_characters(text: str) -> str:
+    """The characters of a tag key or value that AWS tagging refuses, shown escaped."""
+    bad = sorted(
+        {c for c in text if c not in _TAG_SYMBOLS and unicodedata.category(c)[0] not in "LNZ"}
+    )
+    return ", ".join(ascii(c) for c in bad[:5])
+
+
+def _check_tags(value: dict[str, str]) -> dict[str, str]:
+    problems: list[str] = []
+    if len(value) > MAX_TAGS:
+        problems.append(
+            f"has {len(value)} tags; at most {MAX_TAGS} are allowed (Batch allows 50, and the "
+            f"controller adds its own tag {OWNER_TAG})"
+        )
+    if OWNER_TAG in value:
+        problems.append(f"tag key {OWNER_TAG!r} is set by the controller; leave it out")
+    for key, tag_value in value.items():
+        if not 1 <= len(key) <= 128:
+            problems.append(f"tag key {key[:40]!r} must be 1 to 128 characters (is {len(key)})")
+        if key.lower().startswith("aws:"):
+            problems.append(f"tag key {key[:40]!r} uses the reserved prefix 'aws:'")
+        if bad := _bad_tag_characters(key):
+            problems.append(f"tag key {key[:40]!r} {_TAG_CHARACTERS} (found {bad})")
+        if len(tag_value) > 256:
+            problems.append(
+                f"the value of tag {key[:40]!r} is {len(tag_value)} characters; at most 256"
+            )
+        if tag_value.lower().startswith("aws:"):
+            problems.append(f"the value of tag {key[:40]!r} uses the reserved prefix 'aws:'")
+        if bad := _bad_tag_characters(tag_value):
+            problems.append(f"the value of tag {key[:40]!r} {_TAG_CHARACTERS} (found {bad})")
+    if problems:
+        raise PydanticCustomError("quota_rule", "{msg}", {"msg": "; ".join(problems)})
+    return value
+
+
+Name = Annotated[StrictStr, AfterValidator(check_name)]
+InstanceType = Annotated[StrictStr, AfterValidator(_check_instance_type)]
+Tags = Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_tags)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class CapacityLimit(_Strict):
+    """A limit of one instance type: at most `maxCapacity` instances of `capacityUnit`."""
+
+    capacityUnit: InstanceType
+    # The API's Integer is 32-bit.
+    maxCapacity: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
+
+
+def _no_duplicate_units(limits: list[CapacityLimit]) -> list[CapacityLimit]:
+    seen: set[str] = set()
+    for limit in limits:
+        if limit.capacityUnit in seen:
+            raise PydanticCustomError(
+                "quota_rule",
+                "lists {unit} more than once; give each instance type one limit",
+                {"unit": limit.capacityUnit},
+            )
+        seen.add(limit.capacityUnit)
+    return limits
+
+
+CapacityLimits = Annotated[
+    list[CapacityLimit],
+    Field(min_length=1, max_length=MAX_CAPACITY_LIMITS),
+    AfterValidator(_no_duplicate_units),
+]
+
+
+class JobStateTimeLimitAction(_Strict):
+    """Terminate jobs stuck at the head of the queue in RUNNABLE for a reason, after a while."""
+
+    reason: Literal[
+        "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+        "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+        "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+    ]
+    state: Literal["RUNNABLE"]
+    maxTimeSeconds: Annotated[StrictInt, Field(ge=600, le=86400)]
+    # CANCEL is for ECS, Fargate and EKS queues; SAGEMAKER_TRAINING queues take TERMINATE only.
+    action: Literal["TERMINATE"]
+
+
+def _unique_reasons(actions: list[JobStateTimeLimitAction]) -> list[JobStateTimeLimitAction]:
+    reasons = [a.reason for a in actions]
+    for reason in reasons:
+        if reasons.count(reason) > 1:
+            raise PydanticCustomError(
+                "quota_rule",
+                "has more than one action for reason {reason}; give each reason one action",
+                {"reason": reason},
+            )
+    return actions
+
+
+class JobQueueSpec(_Strict):
+    """The SAGEMAKER_TRAINING job queue."""
+
+    jobQueueName: Name
+    priority: Annotated[StrictInt, Field(ge=0, le=1000)] = 1
+    state: State = "ENABLED"
+    jobStateTimeLimitActions: Annotated[
+        list[JobStateTimeLimitAction], AfterValidator(_unique_reasons)
+    ] = Field(default_factory=list)
+    tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
+
+
+class SchedulingPolicySpec(_Strict):
+    """The quota-share scheduling policy (idleResourceAssignmentStrategy FIFO, the only one)."""
+
+    name: Name | None = None
+    tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
+
+
+class ServiceEnvironmentSpec(_Strict):
+    """The SAGEMAKER_TRAINING service environment and its instance-type capacity limits."""
+
+    serviceEnvironmentName: Name | None = None
+    capacityLimits: CapacityLimits
+    state: State = "ENABLED"
+    tags: Tags = Field(default_factory=dict)
+    # Take over a resource of this name that exists and that the controller did not create
+    # (no owner tag): without it, such a resource is a conflict and is left untouched.
+    adopt: StrictBool = False
+
+
+class ResourceSharingConfiguration(_Strict):
+    """How a share treats idle capacity: keep it, lend it, or lend it and borrow others'."""
+
+    strategy: Strategy
+    # Percent of the share's own maxCapacity it may borrow, per unit; -1 = unlimited (default).
+    borrowLimit: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
+
+    @model_validator(mode="after")
+    def _borrow_limit_needs_lend_and_borrow(self) -> ResourceSharingConfiguration:
+        if self.borrowLimit is not None and self.strategy != "LEND_AND_BORROW":
+            raise PydanticCustomError(
+                "quota_rule_at",
+                "only allowed with strategy LEND_AND_BORROW (strategy is {strategy})",
+                {"strategy": self.strategy, "field": "borrowLimit"},
+            )
+        return self
+
+    @property
+    def effective_borrow_limit(self) -> int | None:
+        """The borrow limit Batch applies: -1 (unlimited) when omitted, None unless borrowing."""
+        if self.strategy != "LEND_AND_BORROW":
+            return None
+        return -1 if self.borrowLimit is None else self.borrowLimit
+
+
+class PreemptionConfiguration(_Strict):
+    """Whether a higher-priority job may preempt a lower-priority one in the same share."""
+
+    inSharePreemption: State
+
+
+class QuotaShareSpec(_Strict):
+    """One team's quota share."""
+
+    quotaShareName: Name
+    capacityLimits: CapacityLimits
+    resourceSharingConfiguration: ResourceSharingConfiguration
+    preemptionConfiguration: PreemptionConfiguration
+    state: State = "ENABLED"
+    tags: Tags = Field(default_factory=dict)
+
+    def limit_for(self, unit: str) -> int:
+        """This share's maxCapacity for an instance type (0 when it has no limit for it)."""
+        return next((c.maxCapacity for c in self.capacityLimits if c.capacityUnit == unit), 0)
+
+
+class QueueSettings(_Strict):
+    """Everything in the document but the quota shares: what the queue item holds."""
+
+    jobQueue: JobQueueSpec
+    schedulingPolicy: SchedulingPolicySpec = Field(default_factory=SchedulingPolicySpec)
+    serviceEnvironment: ServiceEnvironmentSpec
+    reductionPolicy: ReductionPolicy = "warn"
+    # The id of a held reduction (status heldChange.id) that reductionPolicy block may apply.
+    approvedChange: Annotated[StrictStr, Field(pattern=CHANGE_ID.pattern)] | None = None
+    # Delete removed shares even while they run jobs (the jobs are terminated).
+    force: StrictBool = False
+
+    @property
+    def queue_name(self) -> str:
+        """The job queue's name."""
+        return self.jobQueue.jobQueueName
+
+    @property
+    def scheduling_policy_name(self) -> str:
+        """The policy's name, `<jobQueueName>-quota-policy` unless the document names it."""
+        return self.schedulingPolicy.name or f"{self.queue_name}-quota-policy"
+
+    @property
+    def service_environment_name(self) -> str:
+        """The environment's name, `<jobQueueName>-env` unless the document names it."""
+        return self.serviceEnvironment.serviceEnvironmentName or f"{self.queue_name}-env"
+
+
+class QuotaDocument(QueueSettings):
+    """A whole, valid quota document: the queue settings and its quota shares."""
+
+    quotaShares: list[QuotaShareSpec] = Field(default_factory=list)
+
+    @property
+    def settings(self) -> QueueSettings:
+        """The queue-level part of the document."""
+        return QueueSettings.model_validate(self.model_dump(exclude={"quotaShares"}))
+
+    def share(self, name: str) -> QuotaShareSpec | None:
+        """The share of that name, if the document has one."""
+        return next((s for s in self.quotaShares if s.quotaShareName == name), None)

@@ -1,0 +1,703 @@
+"""The one validation entry point: CLI, reconciler and local stack all call `validate_document`.
+
+It reports every problem at once, each with the field path and a sentence a platform engineer
+understands. Problems are scoped: a queue-wide error stops the whole queue, a share error only
+that share, so the reconciler can still converge the valid shares of a queue.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from quota_controller.domain.config.model import (
+    MAX_QUOTA_SHARES,
+    NAME_MAX,
+    TOP_LEVEL_FIELDS,
+    CapacityLimit,
+    QueueSettings,
+    QuotaDocument,
+    QuotaShareSpec,
+    ServiceEnvironmentSpec,
+)
+from quota_controller.domain.config.windows import (
+    HORIZON,
+    MAX_WINDOWS,
+    Window,
+    apply,
+    equal_precedence_overlaps,
+    in_force,
+    moments,
+    next_edge,
+    show_time,
+)
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
+
+PathPart = str | int
+Path = tuple[PathPart, ...]
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: where (field path), what (a sentence), how bad, and which share it concerns."""
+
+    path: Path
+    message: str
+    severity: Severity = "error"
+    # The quota share the problem belongs to; None for queue-wide problems.
+    share: str | None = None
+    share_index: int | None = None
+
+    @property
+    def location(self) -> str:
+        """The field path as written in the document, e.g. `quotaShares[1].state`."""
+        return format_path(self.path)
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}" if self.path else self.message
+
+
+@dataclass
+class ValidationReport:
+    """The result of validating one quota document."""
+
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    settings: QueueSettings | None = None
+    # Shares that passed validation, by their index in the document.
+    valid_shares: dict[int, QuotaShareSpec] = field(default_factory=dict)
+    # The document's windows (when they all passed), the names of those in force at the
+    # moment validated (settings and shares are that moment's layout), and the next edge.
+    windows: list[Window] = field(default_factory=list)
+    in_force: tuple[str, ...] = ()
+    next_edge: datetime | None = None
+
+    @property
+    def shares(self) -> list[QuotaShareSpec]:
+        """The shares that passed validation, in document order."""
+        return [self.valid_shares[i] for i in sorted(self.valid_shares)]
+
+    @property
+    def ok(self) -> bool:
+        """True when the document has no errors (warnings allowed)."""
+        return not self.errors
+
+    @property
+    def queue_wide_errors(self) -> list[Problem]:
+        """Errors that concern the queue as a whole: nothing of the queue may change."""
+        return [p for p in self.errors if p.share_index is None]
+
+    @property
+    def invalid_share_names(self) -> set[str]:
+        """Names of the shares with errors (where the name could be read)."""
+        return {p.share for p in self.errors if p.share is not None}
+
+    @property
+    def document(self) -> QuotaDocument | None:
+        """The whole validated document, or None when anything is invalid."""
+        if self.errors or self.settings is None:
+            return None
+        return QuotaDocument(**dict(self.settings), quotaShares=list(self.shares))
+
+    @property
+    def valid_part(self) -> QuotaDocument | None:
+        """The queue settings with only the shares that passed validation (what the reconciler
+        applies while other shares are invalid), or None when the settings themselves are."""
+        if self.settings is None:
+            return None
+        return QuotaDocument(**dict(self.settings), quotaShares=list(self.shares))
+
+
+def format_path(path: Iterable[PathPart]) -> str:
+    """`("quotaShares", 1, "state")` -> `quotaShares[1].state`."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def validate_document(raw: object, now: datetime | None = None) -> ValidationReport:
+    """Validate a parsed quota document (the mapping read from YAML, JSON or the config table).
+
+    With `windows`, each window is checked alone and then every moment's layout from `now`
+    (default: the current time) for a year; the first moment a combination of windows makes
+    invalid is reported. The report's settings and shares are then the layout in force at
+    `now` (`quota_controller.domain.config.windows`), and it says which windows are in force
+    and when the layout next changes."""
+    if not isinstance(raw, Mapping) or "windows" not in raw:
+        return _validate_layout(raw)
+    when = now or datetime.now(UTC)
+    report = _validate_layout(apply(raw, ()))
+    windows = _check_windows(raw, report, when)
+    if windows is None:
+        return report
+    report.windows = windows
+    active = in_force(windows, when)
+    report.in_force = tuple(w.name for w in active)
+    report.next_edge = next_edge(windows, when)
+    if active:
+        effective = _validate_layout(apply(raw, active))
+        invalid = {p.share_index for p in report.errors if p.share_index is not None}
+        report.settings = effective.settings
+        report.valid_shares = {
+            i: share for i, share in effective.valid_shares.items() if i not in invalid
+        }
+    return report
+
+
+def _validate_layout(raw: object) -> ValidationReport:
+    """A document without windows: every rule of one layout."""
+    report = ValidationReport()
+    if raw is None:
+        report.errors.append(Problem((), "the document is empty"))
+        return report
+    if not isinstance(raw, Mapping):
+        report.errors.append(
+            Problem(
+                (),
+                "the document must be a mapping with jobQueue, serviceEnvironment and "
+                f"quotaShares (got {_kind(raw)})",
+            )
+        )
+        return report
+
+    for key in raw:
+        if key not in TOP_LEVEL_FIELDS:
+            report.errors.append(Problem((str(key),), _unknown_field(str(key), TOP_LEVEL_FIELDS)))
+
+    settings_raw = {
+        k: v
+        for k, v in raw.items()
+        if k in TOP_LEVEL_FIELDS and k not in ("quotaShares", "windows")
+    }
+    try:
+        report.settings = QueueSettings.model_validate(settings_raw)
+    except ValidationError as exc:
+        report.errors.extend(_problems(exc, QueueSettings, ()))
+    if report.settings is not None:
+        report.errors.extend(_derived_name_problems(report.settings))
+
+    shares_raw = raw.get("quotaShares", [])
+    if shares_raw is None:
+        shares_raw = []
+    if not isinstance(shares_raw, list):
+        report.errors.append(
+            Problem(("quotaShares",), f"must be a list of quota shares (got {_kind(shares_raw)})")
+        )
+        return report
+    if len(shares_raw) > MAX_QUOTA_SHARES:
+        report.errors.append(
+            Problem(
+                ("quotaShares",),
+                f"has {len(shares_raw)} quota shares; a job queue allows at most "
+                f"{MAX_QUOTA_SHARES}",
+            )
+        )
+
+    parsed: list[tuple[int, QuotaShareSpec]] = []
+    # Shares that failed still get each of their limits checked (against the environment, for
+    # duplicates, and on their own when the list as a whole was refused), so that every
+    # problem of a document is reported at once: (index, name, raw limits, problems reported).
+    partial: list[tuple[int, str | None, object, list[Problem]]] = []
+    for index, share_raw in enumerate(shares_raw):
+        name = _share_name(share_raw)
+        prefix: Path = ("quotaShares", index)
+        if not isinstance(share_raw, Mapping):
+            report.errors.append(
+                Problem(prefix, f"must be a mapping (got {_kind(share_raw)})", share_index=index)
+            )
+            continue
+        try:
+            parsed.append((index, QuotaShareSpec.model_validate(share_raw)))
+        except ValidationError as exc:
+            found = [_scoped(p, name, index) for p in _problems(exc, QuotaShareSpec, prefix)]
+            report.errors.extend(found)
+            partial.append((index, name, share_raw.get("capacityLimits"), found))
+
+    names = [(i, n) for i, s in enumerate(shares_raw) if (n := _share_name(s)) is not None]
+    cross = list(_duplicate_names(names))
+    environment = _environment(report.settings, raw.get("serviceEnvironment"))
+    if environment is not None:
+        cross.extend(_units_outside_environment(environment, parsed))
+    for index, name, limits_raw, reported in partial:
+        cross.extend(_partial_limit_problems(environment, index, name, limits_raw, reported))
+    report.errors.extend(cross)
+    bad = {p.share_index for p in report.errors if p.share_index is not None}
+    report.valid_shares = {index: share for index, share in parsed if index not in bad}
+    if report.settings is not None:
+        report.warnings.extend(_capacity_warnings(report.settings, parsed))
+    return report
+
+
+def _check_windows(
+    raw: Mapping[str, Any], report: ValidationReport, now: datetime
+) -> list[Window] | None:
+    """Each window alone, then every moment's layout from `now` on; the windows when all of
+    them pass, else None. Window problems are queue-wide: a schedule that can make the layout
+    invalid changes nothing until it is fixed."""
+    entries = raw.get("windows")
+    if entries is None:
+        return []
+    before = len(report.errors)
+    if not isinstance(entries, list):
+        report.errors.append(
+            Problem(("windows",), f"must be a list of windows (got {_kind(entries)})")
+        )
+        return None
+    if len(entries) > MAX_WINDOWS:
+        report.errors.append(
+            Problem(("windows",), f"has {len(entries)} windows; at most {MAX_WINDOWS} are allowed")
+        )
+        return None
+    parsed: list[tuple[int, Window]] = []
+    for index, entry in enumerate(entries):
+        try:
+            parsed.append((index, Window.model_validate(entry)))
+        except ValidationError as exc:
+            report.errors.extend(_problems(exc, Window, ("windows", index)))
+    names = [(i, w.name) for i, w in parsed]
+    for i, name in names:
+        if [n for _, n in names].count(name) > 1 and i != next(j for j, n in names if n == name):
+            report.errors.append(
+                Problem(("windows", i, "name"), f"{name!r} is the name of an earlier window too")
+            )
+    shares = raw.get("quotaShares")
+    known = {n for s in shares if (n := _share_name(s))} if isinstance(shares, list) else set()
+    for index, window in parsed:
+        for j, override in enumerate(window.quotaShares):
+            if override.quotaShareName not in known:
+                report.errors.append(
+                    Problem(
+                        ("windows", index, "quotaShares", j, "quotaShareName"),
+                        f"names quota share {override.quotaShareName!r}, which the document "
+                        "does not have (a window changes shares, it does not add them)",
+                    )
+                )
+        _never_in_force(index, window, now, report)
+    if len(report.errors) > before:
+        return None
+    windows = [w for _, w in parsed]
+    _check_moments(raw, windows, {w.name: i for i, w in parsed}, now, report)
+    return None if len(report.errors) > before else windows
+
+
+def _never_in_force(index: int, window: Window, now: datetime, report: ValidationReport) -> None:
+    if window.next_occurrence(now) is not None:
+        return
+    if window.recurring and window.next_occurrence(window.from_ or now) is None:
+        report.errors.append(
+            Problem(
+                ("windows", index),
+                "is never in force: none of its days falls between its from and until",
+            )
+        )
+        return
+    ended = window.until or now
+    report.warnings.append(
+        Problem(
+            ("windows", index, "until"),
+            f"ended at {show_time(ended)}; it no longer changes anything and can be removed",
+            severity="warning",
+        )
+    )
+
+
+def _check_moments(
+    raw: Mapping[str, Any],
+    windows: list[Window],
+    index: Mapping[str, int],
+    now: datetime,
+    report: ValidationReport,
+) -> None:
+    """Every combination of windows in force from now on, at the first moment it occurs."""
+    before = len(report.errors)
+    base = {str(p) for p in _validate_layout(apply(raw, ())).errors}
+    seen: set[tuple[str, ...]] = set()
+    for moment in moments(windows, now, now + HORIZON):
+        if not moment.windows or moment.names in seen:
+            continue
+        seen.add(moment.names)
+        when = show_time(moment.at)
+        for one, two, target in equal_precedence_overlaps(moment):
+            # Said on the later of the two in the document, naming the earlier.
+            a, b = sorted((one, two), key=lambda w: index[w.name])
+            what = (
+                "the service environment"
+                if target == "serviceEnvironment"
+                else (f"quota share {target}")
+            )
+            report.errors.append(
+                Problem(
+                    ("windows", index[b.name]),
+                    f"is in force together with window {a.name!r} at {when} with the same "
+                    f"priority ({a.precedence}), and both set {what}: give one of them a "
+                    "higher priority",
+                )
+            )
+        if len(report.errors) > before:
+            return
+        effective = _validate_layout(apply(raw, moment.windows))
+        found = [p for p in effective.errors if str(p) not in base]
+        if found:
+            names = ", ".join(moment.names)
+            last = index[moment.windows[-1].name]
+            report.errors.extend(
+                Problem(
+                    ("windows", last),
+                    f"at {when} (windows in force: {names}) the layout would be invalid: {p}",
+                )
+                for p in found
+            )
+            return
+
+
+def _scoped(problem: Problem, share: str | None, index: int) -> Problem:
+    return Problem(problem.path, problem.message, problem.severity, share, index)
+
+
+def _share_name(share_raw: object) -> str | None:
+    if isinstance(share_raw, Mapping):
+        name = share_raw.get("quotaShareName")
+        if isinstance(name, str) and name:
+            return name
+    return None
+
+
+def _derived_name_problems(settings: QueueSettings) -> Iterable[Problem]:
+    derived = (
+        (("schedulingPolicy", "name"), settings.schedulingPolicy.name, "-quota-policy"),
+        (
+            ("serviceEnvironment", "serviceEnvironmentName"),
+            settings.serviceEnvironment.serviceEnvironmentName,
+            "-env",
+        ),
+    )
+    for path, given, suffix in derived:
+        default = settings.queue_name + suffix
+        if given is None and len(default) > NAME_MAX:
+            yield Problem(
+                path,
+                f"the default name '{default[:40]}…' would be {len(default)} characters (at most "
+                f"{NAME_MAX}); set {format_path(path)} or shorten jobQueue.jobQueueName",
+            )
+
+
+def _duplicate_names(named: Sequence[tuple[int, str]]) -> Iterable[Problem]:
+    for index, name in named:
+        others = [i for i, n in named if n == name and i != index]
+        if others:
+            where = ", ".join(f"quotaShares[{i}]" for i in others)
+            yield Problem(
+                ("quotaShares", index, "quotaShareName"),
+                f"{name!r} is used more than once (also at {where}); share names must be "
+                "unique within a job queue",
+                share=name,
+                share_index=index,
+            )
+
+
+def _environment(settings: QueueSettings | None, raw: object) -> ServiceEnvironmentSpec | None:
+    """The service environment, even when another part of the queue settings is invalid."""
+    if settings is not None:
+        return settings.serviceEnvironment
+    try:
+        return ServiceEnvironmentSpec.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _units_outside_environment(
+    environment: ServiceEnvironmentSpec, parsed: Sequence[tuple[int, QuotaShareSpec]]
+) -> Iterable[Problem]:
+    for index, share in parsed:
+        yield from _unit_problems(
+            environment, index, share.quotaShareName, enumerate(share.capacityLimits)
+        )
+
+
+def _unit_problems(
+    environment: ServiceEnvironmentSpec,
+    index: int,
+    share: str | None,
+    limits: Iterable[tuple[int, CapacityLimit]],
+) -> Iterable[Problem]:
+    """Limits (with their place in the share's list) of types the environment does not have."""
+    env_units = [c.capacityUnit for c in environment.capacityLimits]
+    for j, limit in limits:
+        if limit.capacityUnit not in env_units:
+            yield Problem(
+                ("quotaShares", index, "capacityLimits", j, "capacityUnit"),
+                f"{limit.capacityUnit} is not in serviceEnvironment.capacityLimits "
+                f"({', '.join(env_units)}); jobs of this share that need it could never run",
+                share=share,
+                share_index=index,
+            )
+
+
+def _partial_limit_problems(
+    environment: ServiceEnvironmentSpec | None,
+    index: int,
+    share: str | None,
+    limits_raw: object,
+    reported: Sequence[Problem],
+) -> Iterable[Problem]:
+    """The limits of a share that failed validation, one by one: what the model did not get
+    to (an entry's own errors when the list was refused as a whole, say for its length), each
+    instance type listed twice, and types the environment does not have."""
+    if not isinstance(limits_raw, list):
+        return
+    base: Path = ("quotaShares", index, "capacityLimits")
+    good: list[tuple[int, CapacityLimit]] = []
+    for j, entry in enumerate(limits_raw):
+        try:
+            good.append((j, CapacityLimit.model_validate(entry)))
+        except ValidationError as exc:
+            entry_path = (*base, j)
+            if not any(p.path[: len(entry_path)] == entry_path for p in reported):
+                yield from (
+                    _scoped(p, share, index) for p in _problems(exc, CapacityLimit, entry_path)
+                )
+    # Each instance type once, judged on what was written (an entry with a bad maxCapacity
+    # still names its type; a unit that is no instance type is reported as such, not here).
+    # The model names the first repeated type when every entry is valid: that one is not
+    # reported again, the others are.
+    first: dict[str, int] = {}
+    named_by_model = any(p.path == base and "more than once" in p.message for p in reported)
+    skip: str | None = None
+    for j, entry in enumerate(limits_raw):
+        unit = entry.get("capacityUnit") if isinstance(entry, Mapping) else None
+        if not isinstance(unit, str) or unit not in TRAINING_INSTANCE_TYPES:
+            continue
+        if unit in first:
+            if named_by_model and skip in (None, unit):
+                skip = unit
+                continue
+            yield Problem(
+                (*base, j, "capacityUnit"),
+                f"lists {unit} more than once (also at capacityLimits[{first[unit]}]); give "
+                "each instance type one limit",
+                share=share,
+                share_index=index,
+            )
+        first.setdefault(unit, j)
+    if environment is not None:
+        # Each type once, at its first valid entry (a repeat is reported above).
+        firsts = {limit.capacityUnit: (j, limit) for j, limit in reversed(good)}
+        yield from _unit_problems(environment, index, share, sorted(firsts.values()))
+
+
+def _capacity_warnings(
+    settings: QueueSettings, parsed: Sequence[tuple[int, QuotaShareSpec]]
+) -> Iterable[Problem]:
+    """What AWS allows but a platform engineer should know: oversubscription and dead borrowing."""
+    env = settings.serviceEnvironment.capacityLimits
+    for k, env_limit in enumerate(env):
+        unit, env_max = env_limit.capacityUnit, env_limit.maxCapacity
+        holders = [(i, s) for i, s in parsed if s.limit_for(unit)]
+        for i, share in holders:
+            j = next(n for n, c in enumerate(share.capacityLimits) if c.capacityUnit == unit)
+            if share.limit_for(unit) > env_max:
+                yield Problem(
+                    ("quotaShares", i, "capacityLimits", j, "maxCapacity"),
+                    f"{share.limit_for(unit)} x {unit} is more than the service environment's "
+                    f"{env_max}; the share can never run more than {env_max} at once",
+                    "warning",
+                    share.quotaShareName,
+                    i,
+                )
+        total = sum(s.limit_for(unit) for _, s in holders)
+        if total > env_max:
+            yield Problem(
+                ("serviceEnvironment", "capacityLimits", k, "maxCapacity"),
+                f"the quota shares' limits for {unit} add up to {total}, more than the "
+                f"{env_max} the environment has: shares cannot all use their full quota at "
+                "once, so some jobs will wait even within quota",
+                "warning",
+            )
+    for i, share in parsed:
+        sharing = share.resourceSharingConfiguration
+        if sharing.strategy != "LEND_AND_BORROW":
+            continue
+        if sharing.borrowLimit == 0:
+            yield Problem(
+                ("quotaShares", i, "resourceSharingConfiguration", "borrowLimit"),
+                "0 means this share never borrows; strategy LEND says the same more clearly",
+                "warning",
+                share.quotaShareName,
+                i,
+            )
+            continue
+        for j, limit in enumerate(share.capacityLimits):
+            lenders = [
+                s.quotaShareName
+                for _, s in parsed
+                if s is not share
+                and s.limit_for(limit.capacityUnit)
+                and s.resourceSharingConfiguration.strategy in ("LEND", "LEND_AND_BORROW")
+            ]
+            if not lenders:
+                yield Problem(
+                    ("quotaShares", i, "capacityLimits", j, "capacityUnit"),
+                    f"no other quota share lends {limit.capacityUnit}, so this "
+                    "LEND_AND_BORROW share can never borrow it",
+                    "warning",
+                    share.quotaShareName,
+                    i,
+                )
+
+
+# -- turning pydantic's errors into sentences ------------------------------------------------
+
+
+def _problems(exc: ValidationError, root: type[BaseModel], prefix: Path) -> list[Problem]:
+    out: list[Problem] = []
+    for err in exc.errors(include_url=False):
+        loc: Path = tuple(err["loc"])
+        ctx = err.get("ctx") or {}
+        if err["type"] == "quota_rule_at":
+            loc = (*loc, ctx["field"])
+        message = _message(err, root, loc)
+        out.append(Problem((*prefix, *loc), message))
+    return out
+
+
+def _message(err: Any, root: type[BaseModel], loc: Path) -> str:
+    kind: str = err["type"]
+    ctx: dict[str, Any] = err.get("ctx") or {}
+    value = err.get("input")
+    if kind in ("quota_rule", "quota_rule_at"):
+        return str(err["msg"])
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        allowed = _fields_at(root, loc[:-1])
+        return _unknown_field(str(loc[-1]), allowed)
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be a whole number (got {_show(value)})"
+    if kind == "string_pattern_mismatch" and loc[-1:] == ("approvedChange",):
+        return (
+            "must be a change id of 12 hex digits, as status heldChange.id shows "
+            f"(got {_show(value)})"
+        )
+    if kind == "string_type" and err["loc"] and isinstance(err["loc"][-1], int):
+        return "mapping keys must be text"
+    if kind in (
+        "timezone_aware",
+        "datetime_parsing",
+        "datetime_from_date_parsing",
+        "datetime_type",
+    ):
+        return (
+            "must be an ISO-8601 time with its zone, e.g. 2026-12-05T18:00Z or "
+            f"2026-12-05T19:00+01:00 (got {_show(value)})"
+        )
+    if kind == "bool_type":
+        return f"must be true or false (got {_show(value)})"
+    if kind == "string_type":
+        return f"must be text (got {_show(value)})"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", "")
+        hint = ""
+        options = [o.strip() for o in expected.replace(" or ", ", ").split(",")]
+        if isinstance(value, str):
+            match = [o for o in options if o.lower() == value.strip().lower()]
+            hint = f"; did you mean {match[0]}?" if match else ""
+        elif isinstance(value, bool) and "ENABLED" in options:
+            word = "ENABLED" if value else "DISABLED"
+            hint = (
+                f"; did you mean {word}? YAML reads unquoted on/off/yes/no/true/false as a boolean"
+            )
+        return f"must be one of {expected} (got {_show(value)}){hint}"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']} (got {_show(value)})"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']} (got {_show(value)})"
+    if kind == "too_short":
+        n = ctx["min_length"]
+        return f"needs at least {n} {'entry' if n == 1 else 'entries'} (got {ctx['actual_length']})"
+    if kind == "too_long":
+        return f"allows at most {ctx['max_length']} entries (got {ctx['actual_length']})"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a mapping of fields (got {_kind(value)})"
+    if kind == "list_type":
+        return f"must be a list (got {_kind(value)})"
+    return str(err["msg"])
+
+
+def _unknown_field(name: str, allowed: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    if not close:
+        close = [a for a in allowed if a.lower() == name.lower()]
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown field ({hint}allowed: {', '.join(allowed)})"
+
+
+def _fields_at(root: type[BaseModel], loc: Path) -> list[str]:
+    """The field names of the model found by following `loc` from `root`."""
+    model: Any = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        info = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        if info is None:
+            return []
+        model = _inner_model(info.annotation)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or n for n, f in model.model_fields.items()]
+    return []
+
+
+def _inner_model(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _inner_model(typing.get_args(annotation)[0])
+    if origin in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _inner_model(arg)
+            if isinstance(found, type) and issubclass(found, BaseModel):
+                return found
+    return annotation
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, bytes):
+        return "binary data"
+    if isinstance(value, int | float):
+        return "a number"
+    return type(value).__name__
+
+
+def _show(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:40] + "…"
+        return repr(shown)
+    if isinstance(value, int | float):
+        return str(value)
+    return _kind(value)

@@ -1,0 +1,100 @@
+"""What `quotactl apply` writes: a validated document as config items, only what changed.
+
+A document with any error is refused whole: nothing is written. Unchanged items are not
+rewritten (no stream record, no reconcile). Share items in the table but not in the document
+are kept unless `prune` is set; they are reported so nobody is surprised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from quota_controller.domain.config.items import (
+    QUEUE_ITEM,
+    SHARE_PREFIX,
+    SORT_KEY,
+    document_to_items,
+    is_config_key,
+)
+from quota_controller.domain.config.model import CHANGE_ID
+from quota_controller.domain.config.validation import ValidationReport, validate_document
+from quota_controller.domain.status import generation
+
+
+@dataclass
+class ConfigWrite:
+    """The items to put and the share items to delete for one document."""
+
+    queue: str | None
+    report: ValidationReport
+    puts: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    # What the write leaves out of the table's items and why (said to the user).
+    notes: list[str] = field(default_factory=list)
+    # Each item written or deleted as it was read (None: it did not exist), so the write can
+    # refuse to replace an edit someone made since.
+    expected: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the document is valid (and so may be written)."""
+        return self.report.ok
+
+
+def plan_config_write(
+    raw: Any,
+    existing: Iterable[Mapping[str, Any]],
+    *,
+    by: str,
+    at: str,
+    prune: bool,
+) -> ConfigWrite:
+    """Validate `raw` and work out the item writes against the queue's `existing` items.
+    `at` (ISO-8601, the write's time) is also the moment quota windows are checked from."""
+    try:
+        now: datetime | None = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        now = None
+    if now is not None and now.tzinfo is None:
+        now = None
+    report = validate_document(raw, now)
+    if not report.ok or report.document is None:
+        return ConfigWrite(None, report)
+    queue = report.document.queue_name
+    out = ConfigWrite(queue, report)
+    current = {i[SORT_KEY]: i for i in existing if is_config_key(i.get(SORT_KEY))}
+    wanted = document_to_items(raw, bookkeeping={"updatedBy": by, "updatedAt": at})
+    # An approval given with `quotactl approve` survives an apply of a file that does not
+    # mention it (write `approvedChange: null` to withdraw it); it only ever matches one change.
+    approval = (current.get(QUEUE_ITEM) or {}).get("approvedChange")
+    if approval and "approvedChange" not in raw:
+        if isinstance(approval, str) and CHANGE_ID.fullmatch(approval):
+            wanted[0]["approvedChange"] = approval
+        else:
+            # Kept, it would reject the whole queue config the user just applied as valid.
+            out.notes.append(
+                f"approvedChange {str(approval)[:40]!r} on item QUEUE is not a change id "
+                "(12 lowercase hex digits, as `quotactl status` shows): dropped"
+            )
+    for item in wanted:
+        if item.get("approvedChange", "") is None:
+            del item["approvedChange"]
+    for item in wanted:
+        key = item[SORT_KEY]
+        if key in current and generation(current[key]) == generation(item):
+            out.unchanged.append(key)
+        else:
+            out.puts.append(item)
+            out.expected[key] = current.get(key)
+    wanted_keys = {i[SORT_KEY] for i in wanted}
+    for key in sorted(current):
+        if key.startswith(SHARE_PREFIX) and key not in wanted_keys:
+            (out.deletes if prune else out.kept).append(key)
+            if prune:
+                out.expected[key] = current[key]
+    return out

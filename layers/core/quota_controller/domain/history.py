@@ -1,0 +1,371 @@
+"""Job history: one compact record per service job, merged from events that arrive at least once
+and in any order.
+
+A record holds what the reports need: the job's queue, share, instance type and count,
+priority and submit time, its latest status, when it first waited (RUNNABLE) and was first
+scheduled, the stuck reasons Batch named, and per attempt its start, stop, reason and whether
+it was preempted (with the cause Batch gave).
+
+`merge(a, b)` is a join: commutative, associative and idempotent. Every field is combined by an
+operator that is (min of times first seen, max of times last seen, union of attempts and stuck
+reasons, OR of "preempted", and for the status the newest observation by a total order), so a
+replayed event changes nothing and any order of the same events gives one record. Pure: no boto3,
+no environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from quota_controller.domain.alerts.classify import stuck_code
+from quota_controller.domain.alerts.events import JobDetail, PreemptedAttempt, epoch_ms, queue_name
+
+# The order a job moves through; a tie in time is broken by it (a job does not go back but
+# through a preemption, which raises its preempted-attempt count: that is ordered first).
+STATUS_RANK = {
+    "SUBMITTED": 0,
+    "PENDING": 1,
+    "RUNNABLE": 2,
+    "SCHEDULED": 3,
+    "STARTING": 4,
+    "RUNNING": 5,
+    "SUCCEEDED": 6,
+    "FAILED": 6,
+}
+TERMINAL = ("SUCCEEDED", "FAILED")
+
+# Preemption causes from the reason Batch gives a preempted attempt. Batch documents only the
+# cross-share text ("Cross-share preemption triggered to reclaim borrowed capacity",
+# batch/latest/userguide/service-job-preemption-events.html); a reason that names none of these
+# stays UNKNOWN with its text kept.
+CAUSE_WORDS = (
+    ("cross-share", "CAPACITY_RECLAIM"),
+    ("reclaim", "CAPACITY_RECLAIM"),
+    ("in-share", "IN_SHARE_PRIORITY"),
+    ("higher-priority", "IN_SHARE_PRIORITY"),
+    ("capacity limits", "QUOTA_REDUCTION"),
+)
+
+
+def preemption_cause(reason: str | None) -> str:
+    """CAPACITY_RECLAIM, IN_SHARE_PRIORITY, QUOTA_REDUCTION or UNKNOWN from Batch's reason."""
+    text = (reason or "").lower()
+    return next((cause for word, cause in CAUSE_WORDS if word in text), "UNKNOWN")
+
+
+class HistoryDetail(JobDetail):
+    """A job as a State Change / Queue Blocked event or DescribeServiceJob shows it, with the
+    fields only the history reads."""
+
+    scheduledAt: int | None = None
+
+    _ms_scheduled = field_validator("scheduledAt", mode="before")(epoch_ms)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class AttemptRecord(_Record):
+    """One attempt of a job (a SageMaker training job)."""
+
+    startedAt: int | None = None
+    stoppedAt: int | None = None
+    reason: str | None = None
+    preempted: bool = False
+
+    @property
+    def cause(self) -> str | None:
+        """The preemption cause, None for an attempt that was not preempted."""
+        return preemption_cause(self.reason) if self.preempted else None
+
+
+class JobRecord(_Record):
+    """What the history keeps of one service job (times are epoch milliseconds)."""
+
+    queue: str
+    jobId: str
+    jobName: str | None = None
+    share: str | None = None
+    instanceType: str | None = None
+    count: int | None = None
+    priority: int | None = None
+    retries: int | None = None  # preemptionRetriesBeforeTermination
+    submittedAt: int | None = None
+    # The latest status and the time of the observation that showed it.
+    status: str | None = None
+    statusAt: int | None = None
+    statusReason: str | None = None
+    firstRunnableAt: int | None = None
+    firstScheduledAt: int | None = None
+    stuckReasons: tuple[str, ...] = ()
+    preemptedAttempts: int = 0
+    attempts: dict[str, AttemptRecord] = Field(default_factory=dict)
+    firstSeenAt: int | None = None
+    lastSeenAt: int | None = None
+
+    @property
+    def done(self) -> bool:
+        """The job ended (SUCCEEDED or FAILED)."""
+        return self.status in TERMINAL
+
+    def ordered_attempts(self) -> list[AttemptRecord]:
+        """The attempts by start time (never by their order in a list), oldest first."""
+        return sorted(
+            self.attempts.values(),
+            key=lambda a: (a.startedAt or 0, a.stoppedAt or 0, a.reason or ""),
+        )
+
+    def ended_at(self) -> int | None:
+        """When the job ended, None while it has not."""
+        if not self.done:
+            return None
+        stops = [a.stoppedAt for a in self.attempts.values() if a.stoppedAt is not None]
+        return max(stops, default=self.statusAt)
+
+
+def _attempt_key(attempt: PreemptedAttempt) -> str:
+    resource = attempt.serviceResourceId
+    if resource is not None and resource.value:
+        return resource.value
+    return f"started:{attempt.startedAt}"
+
+
+def observe(
+    detail: HistoryDetail, seen_at: datetime, status: str | None = None
+) -> JobRecord | None:
+    """What one observation of a job (an event's detail at its time, or a DescribeServiceJob
+    answer when it was read) says about it; None when it names no job or no queue."""
+    queue = queue_name(detail.jobQueue)
+    job_id = detail.jobId or (detail.jobArn or "").rsplit("/", 1)[-1]
+    if not queue or not job_id:
+        return None
+    at = int(seen_at.timestamp() * 1000)
+    state = detail.status or status
+    attempts: dict[str, AttemptRecord] = {}
+    for attempt in detail.attempts:
+        attempts[_attempt_key(attempt)] = AttemptRecord(
+            startedAt=attempt.startedAt, stoppedAt=attempt.stoppedAt, reason=attempt.statusReason
+        )
+    summary = detail.preemptionSummary
+    for attempt in summary.recentPreemptedAttempts if summary else []:
+        key = _attempt_key(attempt)
+        attempts[key] = _merge_attempt(
+            attempts.get(key),
+            AttemptRecord(
+                startedAt=attempt.startedAt,
+                stoppedAt=attempt.stoppedAt,
+                reason=attempt.statusReason,
+                preempted=True,
+            ),
+        )
+    usage = detail.capacityUsage[0] if detail.capacityUsage else None
+    config = detail.preemptionConfiguration
+    retries = config.preemptionRetriesBeforeTermination if config else None
+    code = stuck_code(detail.statusReason or "") if state == "RUNNABLE" else None
+    return JobRecord(
+        queue=queue,
+        jobId=job_id,
+        jobName=detail.jobName,
+        share=detail.quotaShareName,
+        instanceType=usage.capacityUnit if usage else None,
+        count=int(usage.quantity) if usage else None,
+        priority=detail.schedulingPriority,
+        retries=retries if isinstance(retries, int) else None,
+        submittedAt=detail.createdAt,
+        status=state,
+        statusAt=at if state else None,
+        statusReason=detail.statusReason,
+        firstRunnableAt=at if state == "RUNNABLE" else None,
+        firstScheduledAt=_min(
+            detail.scheduledAt,
+            at if state == "SCHEDULED" else None,
+        ),
+        stuckReasons=(code,) if code else (),
+        preemptedAttempts=summary.preemptedAttemptCount if summary else 0,
+        attempts=attempts,
+        firstSeenAt=at,
+        lastSeenAt=at,
+    )
+
+
+def lacks_identity(record: JobRecord) -> bool:
+    """Whether the record misses what the reports group by (share, instance type, count):
+    State Change and Queue Blocked details may not carry them (the user guide's examples show
+    no quotaShareName or capacityUsage; emulator variant `event_detail_fields`)."""
+    return record.share is None or record.instanceType is None or record.count is None
+
+
+def enrich(record: JobRecord, detail: HistoryDetail) -> JobRecord:
+    """The record with the fields Batch never changes for a job (name, share, instance type and
+    count, retries, submit time; the priority when none is known) filled from a
+    DescribeServiceJob answer. Only gaps are filled, so the merge's join stays a join: the
+    answer's status, read later than the events, is not taken as an observation here. Its
+    preempted attempts are facts that only grow, so they are merged in too."""
+    usage = detail.capacityUsage[0] if detail.capacityUsage else None
+    config = detail.preemptionConfiguration
+    retries = config.preemptionRetriesBeforeTermination if config else None
+    attempts = dict(record.attempts)
+    summary = detail.preemptionSummary
+    for attempt in summary.recentPreemptedAttempts if summary else []:
+        key = _attempt_key(attempt)
+        attempts[key] = _merge_attempt(
+            attempts.get(key),
+            AttemptRecord(
+                startedAt=attempt.startedAt,
+                stoppedAt=attempt.stoppedAt,
+                reason=attempt.statusReason,
+                preempted=True,
+            ),
+        )
+    return record.model_copy(
+        update={
+            "attempts": dict(sorted(attempts.items())),
+            "preemptedAttempts": max(
+                record.preemptedAttempts, summary.preemptedAttemptCount if summary else 0
+            ),
+            "jobName": _first(record.jobName, detail.jobName),
+            "share": _first(record.share, detail.quotaShareName),
+            "instanceType": _first(record.instanceType, usage.capacityUnit if usage else None),
+            "count": _first(record.count, int(usage.quantity) if usage else None),
+            "retries": _first(record.retries, retries if isinstance(retries, int) else None),
+            "submittedAt": _first(record.submittedAt, detail.createdAt),
+            "priority": record.priority
+            if record.priority is not None
+            else detail.schedulingPriority,
+        }
+    )
+
+
+def _min(*values: int | None) -> int | None:
+    return min((v for v in values if v is not None), default=None)
+
+
+def _max(*values: int | None) -> int | None:
+    return max((v for v in values if v is not None), default=None)
+
+
+def _first(a: Any, b: Any) -> Any:
+    """A field Batch never changes for a job: whichever is known (the smaller if both are,
+    so the answer does not depend on the order)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _merge_attempt(a: AttemptRecord | None, b: AttemptRecord) -> AttemptRecord:
+    if a is None:
+        return b
+    reasons = [r for r in (a.reason, b.reason) if r]
+    return AttemptRecord(
+        startedAt=_min(a.startedAt, b.startedAt),
+        stoppedAt=_max(a.stoppedAt, b.stoppedAt),
+        reason=max(reasons) if reasons else None,
+        preempted=a.preempted or b.preempted,
+    )
+
+
+def _status_order(r: JobRecord) -> tuple[int, int, int, str, int]:
+    return (
+        r.statusAt if r.statusAt is not None else -1,
+        r.preemptedAttempts,
+        STATUS_RANK.get(r.status or "", -1),
+        r.statusReason or "",
+        r.priority if r.priority is not None else -1,
+    )
+
+
+def merge(a: JobRecord | None, b: JobRecord) -> JobRecord:
+    """Two records of one job as one (a join: any order and any repetition, one answer)."""
+    if a is None:
+        return b
+    if (a.queue, a.jobId) != (b.queue, b.jobId):
+        raise ValueError(f"cannot merge job {a.queue}/{a.jobId} with {b.queue}/{b.jobId}")
+    latest = max(a, b, key=_status_order)
+    attempts = dict(a.attempts)
+    for key, attempt in b.attempts.items():
+        attempts[key] = _merge_attempt(attempts.get(key), attempt)
+    return JobRecord(
+        queue=a.queue,
+        jobId=a.jobId,
+        jobName=_first(a.jobName, b.jobName),
+        share=_first(a.share, b.share),
+        instanceType=_first(a.instanceType, b.instanceType),
+        count=_first(a.count, b.count),
+        # Priority can be updated while the job waits: the newest observation's, else known.
+        priority=latest.priority if latest.priority is not None else _first(a.priority, b.priority),
+        retries=_first(a.retries, b.retries),
+        submittedAt=_first(a.submittedAt, b.submittedAt),
+        status=latest.status,
+        statusAt=latest.statusAt,
+        statusReason=latest.statusReason,
+        firstRunnableAt=_min(a.firstRunnableAt, b.firstRunnableAt),
+        firstScheduledAt=_min(a.firstScheduledAt, b.firstScheduledAt),
+        stuckReasons=tuple(sorted(set(a.stuckReasons) | set(b.stuckReasons))),
+        preemptedAttempts=max(a.preemptedAttempts, b.preemptedAttempts),
+        attempts=dict(sorted(attempts.items())),
+        firstSeenAt=_min(a.firstSeenAt, b.firstSeenAt),
+        lastSeenAt=_max(a.lastSeenAt, b.lastSeenAt),
+    )
+
+
+def merge_all(records: Iterable[JobRecord]) -> dict[tuple[str, str], JobRecord]:
+    """Records merged per (queue, job ID)."""
+    out: dict[tuple[str, str], JobRecord] = {}
+    for record in records:
+        key = (record.queue, record.jobId)
+        out[key] = merge(out.get(key), record)
+    return out
+
+
+# A record's sort key in the index of jobs by end: open jobs (still waiting or running) sort
+# after every ended one, so "ended at or after T" also finds every job not ended yet.
+OPEN_END = 99_999_999_999_999
+
+
+def end_key(record: JobRecord) -> int:
+    """The index key `endAt`: when the job ended, OPEN_END while it has not."""
+    ended = record.ended_at()
+    return OPEN_END if ended is None else ended
+
+
+def expires_at(record: JobRecord, retention_days: int) -> int:
+    """Epoch seconds at which DynamoDB's TTL may delete the record: retention after it was
+    last seen."""
+    last = record.lastSeenAt or record.statusAt or 0
+    return last // 1000 + retention_days * 86400
+
+
+def to_item(record: JobRecord, retention_days: int) -> dict[str, Any]:
+    """The table item of a record (without the version the store adds)."""
+    data = record.model_dump(mode="json", exclude_none=True)
+    data["stuckReasons"] = list(record.stuckReasons)
+    data["attempts"] = {
+        k: a.model_dump(mode="json", exclude_none=True) for k, a in record.attempts.items()
+    }
+    data["endAt"] = end_key(record)
+    data["expiresAt"] = expires_at(record, retention_days)
+    return data
+
+
+def from_item(item: dict[str, Any]) -> JobRecord:
+    """A table item back to its record (DynamoDB's Decimals become ints)."""
+    return JobRecord.model_validate(_plain(item))
+
+
+def _plain(value: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

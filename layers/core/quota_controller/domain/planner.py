@@ -1,0 +1,816 @@
+"""plan(desired, observed) -> ordered Batch requests. Pure: no I/O, deterministic.
+
+The plan holds only the requests that can be made now, in dependency order; what has to wait for
+Batch (a resource still CREATING, a share that must be disabled before it can be deleted) is
+listed in `waits`, and the reconcile is requeued. "Converged" means an empty plan with no waits.
+
+Dependency order (AWS guide, "Create quota management resources"): scheduling policy ->
+service environment (VALID) -> job queue (VALID) -> quota shares. Teardown runs in reverse,
+and a share or queue is disabled before it is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
+from quota_controller.domain.config.model import (
+    MAX_QUOTA_SHARES,
+    OWNER_TAG,
+    CapacityLimit,
+    QueueSettings,
+    QuotaShareSpec,
+)
+from quota_controller.domain.observed import (
+    ObservedEnvironment,
+    ObservedShare,
+    ObservedState,
+)
+
+QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
+
+ReductionKind = Literal[
+    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted"
+]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where the resources live: the ARN prefix is derived from it."""
+
+    account: str
+    region: str
+    partition: str = "aws"
+
+    def arn(self, resource: str) -> str:
+        """`arn:<partition>:batch:<region>:<account>:<resource>`."""
+        return f"arn:{self.partition}:batch:{self.region}:{self.account}:{resource}"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A change that can make running jobs preemptible (share None: the environment)."""
+
+    kind: ReductionKind
+    share: str | None
+    unit: str | None
+    before: int | None
+    after: int | None
+
+    def describe(self) -> str:
+        """One line for status, alerts and the CLI."""
+        who = f"share {self.share}" if self.share else "the service environment"
+        if self.kind == "deleted" and not self.share:
+            return "the job queue: deleted (its jobs are terminated)"
+        if self.kind == "limit":
+            return f"{who}: {self.unit} {self.before} -> {self.after}"
+        if self.kind == "unit-removed":
+            return f"{who}: {self.unit} removed (was {self.before})"
+        if self.kind == "borrow":
+            return f"{who}: borrow limit {_pct(self.before)} -> {_pct(self.after)}"
+        if self.kind == "strategy":
+            return f"{who}: stops borrowing (strategy no longer LEND_AND_BORROW)"
+        if self.kind == "lending" and self.unit:
+            return (
+                f"{who}: lends less {self.unit} ({self.before} -> {self.after} lendable: "
+                "capacity other shares borrowed from it is reclaimed)"
+            )
+        if self.kind == "lending":
+            return f"{who}: stops lending (strategy RESERVE)"
+        return f"{who}: {self.kind}"
+
+
+def _pct(value: int | None) -> str:
+    return "unlimited" if value == -1 else f"{value}%"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One Batch request: `operation` with `params`, as botocore takes them."""
+
+    operation: str
+    params: Mapping[str, Any]
+    resource: str
+    summary: str
+    share: str | None = None
+    reductions: tuple[Reduction, ...] = ()
+    # Deleting a share terminates its jobs: only when it has no active job, unless forced.
+    deletes_share: bool = False
+    # DeleteJobQueue terminates the queue's jobs too (API_DeleteJobQueue).
+    deletes_queue: bool = False
+
+    @property
+    def is_reduction(self) -> bool:
+        """True when applying it can make jobs preemptible."""
+        return bool(self.reductions)
+
+
+@dataclass
+class Plan:
+    """The requests to make now, what must wait, and conflicts no request can fix."""
+
+    actions: list[Action] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+    @property
+    def converged(self) -> bool:
+        """Nothing to do, nothing to wait for."""
+        return not self.actions and not self.waits and not self.conflicts
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The desired state of one queue, as far as the config is valid.
+
+    `settings` None means the queue has no config any more and is torn down. Shares named in
+    `frozen_shares` are invalid in the config: they are left exactly as they are in Batch.
+    `managed` names the policy and environment the controller last applied (from status), so a
+    renamed or removed resource can still be found and cleaned up.
+    """
+
+    queue: str
+    settings: QueueSettings | None
+    shares: Mapping[str, QuotaShareSpec] = field(default_factory=dict)
+    frozen_shares: frozenset[str] = frozenset()
+    force: bool = False
+    managed_policy: str | None = None
+    managed_environment: str | None = None
+    # Replaced resources not yet confirmed gone: read until they are retired.
+    retiring_policies: tuple[str, ...] = ()
+    retiring_environments: tuple[str, ...] = ()
+    # Tags last applied to each share (ListQuotaShares does not return tags).
+    applied_share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The id of the last approved change applied (status): a change id is never reused.
+    last_approved_change: str | None = None
+    # The change the last reconcile held (status heldChange: its digest and since date it).
+    held_change: Mapping[str, Any] | None = None
+
+
+def plan(desired: Desired, observed: ObservedState, scope: Scope) -> Plan:
+    """The ordered Batch requests that move `observed` towards `desired`."""
+    out = Plan()
+    if desired.settings is None:
+        _teardown(desired, observed, out)
+    else:
+        settings = desired.settings
+        policy_arn = _policy(settings, desired.queue, observed, scope, out)
+        env = _environment(settings, desired.queue, observed, out)
+        queue_ready = _queue(settings, desired.queue, observed, policy_arn, env, out)
+        _shares(desired, observed, queue_ready, scope, out)
+        _retire_replaced(desired, observed, out)
+    if out.conflicts:
+        # Nothing is applied while a conflict stands (reconcile alerts instead): plan nothing.
+        out.actions.clear()
+    return out
+
+
+# -- scheduling policy -----------------------------------------------------------------------
+
+
+def _policy(
+    settings: QueueSettings, queue: str, observed: ObservedState, scope: Scope, out: Plan
+) -> str:
+    name = settings.scheduling_policy_name
+    arn = scope.arn(f"scheduling-policy/{name}")
+    tags = _tags(settings.schedulingPolicy.tags, queue)
+    policy = observed.policy if observed.policy and observed.policy.name == name else None
+    if policy is None:
+        out.actions.append(
+            Action(
+                "CreateSchedulingPolicy",
+                {"name": name, "quotaSharePolicy": dict(QUOTA_SHARE_POLICY), "tags": tags},
+                f"scheduling policy {name}",
+                "create the quota-share scheduling policy (FIFO)",
+            )
+        )
+        return arn
+    if _owned_elsewhere(
+        policy.tags, queue, f"scheduling policy {name}", "schedulingPolicy.name", out
+    ) or _not_adopted(
+        policy.tags,
+        queue,
+        settings.schedulingPolicy.adopt,
+        f"scheduling policy {name}",
+        "schedulingPolicy",
+        out,
+    ):
+        return policy.arn
+    if policy.quotaSharePolicy is None:
+        out.conflicts.append(
+            f"scheduling policy {name} exists as a fair-share policy; a policy's type can never "
+            "change, so name another policy in schedulingPolicy.name"
+        )
+    _retag(policy.arn, policy.tags, tags, f"scheduling policy {name}", out)
+    return policy.arn
+
+
+# -- service environment ---------------------------------------------------------------------
+
+
+def _environment(
+    settings: QueueSettings, queue: str, observed: ObservedState, out: Plan
+) -> ObservedEnvironment | None:
+    spec = settings.serviceEnvironment
+    name = settings.service_environment_name
+    tags = _tags(spec.tags, queue)
+    env = observed.environments.get(name)
+    desired_limits = _limits(spec.capacityLimits)
+    if env is None or env.status == "DELETED":
+        out.actions.append(
+            Action(
+                "CreateServiceEnvironment",
+                {
+                    "serviceEnvironmentName": name,
+                    "serviceEnvironmentType": "SAGEMAKER_TRAINING",
+                    "state": spec.state,
+                    "capacityLimits": _limit_list(spec.capacityLimits),
+                    "tags": tags,
+                },
+                f"service environment {name}",
+                "create the SAGEMAKER_TRAINING service environment "
+                f"({_limits_text(desired_limits)})",
+            )
+        )
+        out.waits.append(f"service environment {name} to be created")
+        return None
+    if _owned_elsewhere(
+        env.tags,
+        queue,
+        f"service environment {name}",
+        "serviceEnvironment.serviceEnvironmentName",
+        out,
+    ) or _not_adopted(
+        env.tags, queue, spec.adopt, f"service environment {name}", "serviceEnvironment", out
+    ):
+        return None
+    if env.serviceEnvironmentType != "SAGEMAKER_TRAINING":
+        out.conflicts.append(
+            f"service environment {name} has type {env.serviceEnvironmentType}, not "
+            "SAGEMAKER_TRAINING; name another environment"
+        )
+        return None
+    if env.transitional:
+        out.waits.append(f"service environment {name} is {env.status}")
+        return env
+    params: dict[str, Any] = {}
+    reductions = tuple(_limit_reductions(None, env.limits(), desired_limits))
+    if env.limits() != desired_limits:
+        params["capacityLimits"] = _tightening_first(
+            env.limits(), desired_limits, reductions, f"service environment {name}", out
+        )
+    if env.state != spec.state:
+        params["state"] = spec.state
+    if params:
+        out.actions.append(
+            Action(
+                "UpdateServiceEnvironment",
+                {"serviceEnvironment": env.serviceEnvironmentArn, **params},
+                f"service environment {name}",
+                _change_text(
+                    env.limits(), desired_limits, env.state, spec.state, "service environment"
+                ),
+                reductions=reductions,
+            )
+        )
+    _retag(env.serviceEnvironmentArn, env.tags, tags, f"service environment {name}", out)
+    return env
+
+
+# -- job queue -------------------------------------------------------------------------------
+
+
+def _queue(
+    settings: QueueSettings,
+    queue: str,
+    observed: ObservedState,
+    policy_arn: str,
+    env: ObservedEnvironment | None,
+    out: Plan,
+) -> bool:
+    """Plan the job queue; returns True when shares may be created or changed now."""
+    spec = settings.jobQueue
+    tags = _tags(spec.tags, queue)
+    time_limits = [a.model_dump() for a in spec.jobStateTimeLimitActions]
+    current = observed.queue
+    # An update planned in this pass makes the environment UPDATING: attach nothing to it yet.
+    env_updating = any(
+        a.operation == "UpdateServiceEnvironment"
+        and env is not None
+        and a.params.get("serviceEnvironment") == env.serviceEnvironmentArn
+        for a in out.actions
+    )
+    env_ready = env is not None and env.status == "VALID" and not env_updating
+    if current is None or current.status == "DELETED":
+        if not env_ready or env is None:
+            out.waits.append(f"job queue {queue} waits for its service environment to be VALID")
+            return False
+        params: dict[str, Any] = {
+            "jobQueueName": queue,
+            "jobQueueType": "SAGEMAKER_TRAINING",
+            "state": spec.state,
+            "priority": spec.priority,
+            "schedulingPolicyArn": policy_arn,
+            "serviceEnvironmentOrder": [
+                {"order": 1, "serviceEnvironment": env.serviceEnvironmentArn}
+            ],
+            "tags": tags,
+        }
+        if time_limits:
+            params["jobStateTimeLimitActions"] = time_limits
+        out.actions.append(
+            Action("CreateJobQueue", params, f"job queue {queue}", "create the job queue")
+        )
+        out.waits.append(f"job queue {queue} to be created")
+        return False
+    if _not_adopted(current.tags, queue, spec.adopt, f"job queue {queue}", "jobQueue", out):
+        return False
+    if current.jobQueueType not in (None, "SAGEMAKER_TRAINING"):
+        out.conflicts.append(
+            f"job queue {queue} exists with type {current.jobQueueType}; quota management needs "
+            "SAGEMAKER_TRAINING and a queue's type cannot change: use another jobQueueName"
+        )
+        return False
+    if current.transitional:
+        out.waits.append(f"job queue {queue} is {current.status}")
+        return False
+    params = {}
+    changes: list[str] = []
+    switched: list[Reduction] = []
+    if current.priority != spec.priority:
+        params["priority"] = spec.priority
+        changes.append(f"priority {current.priority} -> {spec.priority}")
+    if current.state != spec.state:
+        params["state"] = spec.state
+        changes.append(f"state {current.state} -> {spec.state}")
+    observed_limits = [a.model_dump() for a in current.jobStateTimeLimitActions]
+    if _sorted_dicts(observed_limits) != _sorted_dicts(time_limits):
+        params["jobStateTimeLimitActions"] = time_limits
+        changes.append("jobStateTimeLimitActions")
+    if current.schedulingPolicyArn is None:
+        out.conflicts.append(
+            f"job queue {queue} was created without a scheduling policy; Batch cannot add one "
+            "later, so quota shares are impossible on it: use another jobQueueName"
+        )
+        return False
+    in_use = next(
+        (p for p in observed.policies.values() if p.arn == current.schedulingPolicyArn), None
+    )
+    if in_use is not None and in_use.quotaSharePolicy is None:
+        out.conflicts.append(
+            f"job queue {queue} uses the fair-share scheduling policy {in_use.name}; a queue's "
+            "policy type cannot change, so it can never hold quota shares: use another "
+            "jobQueueName"
+        )
+        return False
+    if current.schedulingPolicyArn != policy_arn:
+        if observed.policy is None or observed.policy.arn != policy_arn:
+            out.waits.append(f"job queue {queue} waits for its new scheduling policy")
+        else:
+            params["schedulingPolicyArn"] = policy_arn
+            changes.append(f"scheduling policy -> {settings.scheduling_policy_name}")
+    attached = [o.serviceEnvironment for o in current.serviceEnvironmentOrder]
+    if env is not None and attached and env.serviceEnvironmentArn not in attached:
+        if env_ready:
+            params["serviceEnvironmentOrder"] = [
+                {"order": 1, "serviceEnvironment": env.serviceEnvironmentArn}
+            ]
+            changes.append(f"service environment -> {env.serviceEnvironmentName}")
+            # The queue's jobs run on what it is attached to: a smaller environment is a
+            # reduction of every job's room, like lowering the environment's limits.
+            old = observed.environment_by_arn(attached[0])
+            switched = _limit_reductions(None, old.limits() if old else {}, env.limits())
+        else:
+            out.waits.append(f"job queue {queue} waits for its new service environment")
+    if params:
+        out.actions.append(
+            Action(
+                "UpdateJobQueue",
+                {"jobQueue": current.jobQueueArn, **params},
+                f"job queue {queue}",
+                "update the job queue: " + ", ".join(changes),
+                reductions=tuple(switched),
+            )
+        )
+    _retag(current.jobQueueArn, current.tags, tags, f"job queue {queue}", out)
+    return current.status == "VALID" and not params
+
+
+# -- quota shares ----------------------------------------------------------------------------
+
+
+def _shares(
+    desired: Desired, observed: ObservedState, queue_ready: bool, scope: Scope, out: Plan
+) -> None:
+    queue_arn = (
+        observed.queue.jobQueueArn if observed.queue else scope.arn(f"job-queue/{desired.queue}")
+    )
+    # Removals first: a job queue holds at most MAX_QUOTA_SHARES shares, so a share renamed at
+    # the limit can only be created once the old name is gone (a removed share takes two
+    # passes, disable then delete, and holds its slot until Batch has deleted it).
+    for name in sorted(observed.shares):
+        if name in desired.shares or name in desired.frozen_shares:
+            continue
+        _remove_share(observed.shares[name], desired.force, out)
+    # A share being deleted still holds its slot (quota shares have no DELETED status: a deleted
+    # share leaves ListQuotaShares).
+    free = MAX_QUOTA_SHARES - len(observed.shares)
+    for name in sorted(desired.shares):
+        spec = desired.shares[name]
+        current = observed.shares.get(name)
+        if current is None:
+            if not queue_ready:
+                out.waits.append(f"quota share {name} waits for job queue {desired.queue}")
+            elif free <= 0:
+                out.waits.append(
+                    f"quota share {name} waits for a removed share to be deleted (a job queue "
+                    f"holds at most {MAX_QUOTA_SHARES} quota shares)"
+                )
+            else:
+                free -= 1
+                out.actions.append(_create_share(spec, desired.queue, queue_arn))
+                out.waits.append(f"quota share {name} to be created")
+            continue
+        if current.transitional:
+            out.waits.append(f"quota share {name} is {current.status}")
+            continue
+        update = _update_share(spec, current, out)
+        if update is not None:
+            out.actions.append(update)
+        desired_tags = _tags(spec.tags, desired.queue)
+        applied = desired.applied_share_tags.get(name)
+        if applied is not None and dict(applied) != desired_tags:
+            _retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
+
+
+def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:
+    params: dict[str, Any] = {
+        "quotaShareName": spec.quotaShareName,
+        "jobQueue": queue_arn,
+        "capacityLimits": _limit_list(spec.capacityLimits),
+        "resourceSharingConfiguration": _sharing(spec),
+        "preemptionConfiguration": spec.preemptionConfiguration.model_dump(),
+        "state": spec.state,
+        "tags": _tags(spec.tags, queue),
+    }
+    return Action(
+        "CreateQuotaShare",
+        params,
+        f"quota share {spec.quotaShareName}",
+        f"create quota share {spec.quotaShareName} "
+        f"({_limits_text(_limits(spec.capacityLimits))}, "
+        f"{spec.resourceSharingConfiguration.strategy})",
+        share=spec.quotaShareName,
+    )
+
+
+def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Action | None:
+    name = spec.quotaShareName
+    params: dict[str, Any] = {}
+    changes: list[str] = []
+    reductions: list[Reduction] = []
+    want, have = _limits(spec.capacityLimits), current.limits()
+    if want != have:
+        lowered = _limit_reductions(name, have, want)
+        params["capacityLimits"] = _tightening_first(
+            have, want, lowered, f"quota share {name}", out
+        )
+        changes.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
+        reductions.extend(lowered)
+    sharing = spec.resourceSharingConfiguration
+    strategy_before = current.resourceSharingConfiguration.strategy
+    borrow_before = current.effective_borrow_limit
+    if sharing.strategy != strategy_before or sharing.effective_borrow_limit != borrow_before:
+        params["resourceSharingConfiguration"] = _sharing(spec)
+        if sharing.strategy != strategy_before:
+            changes.append(f"strategy {strategy_before} -> {sharing.strategy}")
+        else:
+            changes.append(
+                f"borrow limit {_pct(borrow_before)} -> {_pct(sharing.effective_borrow_limit)}"
+            )
+        reductions.extend(_borrow_reductions(name, borrow_before, sharing.effective_borrow_limit))
+        if strategy_before in _LENDING and sharing.strategy not in _LENDING:
+            # Capacity it lent is reclaimed from the borrowers: the guard reads their jobs.
+            reductions.append(Reduction("lending", name, None, None, None))
+    preemption = spec.preemptionConfiguration.inSharePreemption
+    if preemption != current.preemptionConfiguration.inSharePreemption:
+        params["preemptionConfiguration"] = {"inSharePreemption": preemption}
+        changes.append(f"in-share preemption -> {preemption}")
+    if spec.state != current.state:
+        params["state"] = spec.state
+        changes.append(f"state {current.state} -> {spec.state}")
+        if spec.state == "DISABLED":
+            reductions.append(Reduction("disabled", name, None, None, None))
+    if not params:
+        return None
+    return Action(
+        "UpdateQuotaShare",
+        {"quotaShareArn": current.quotaShareArn, **params},
+        f"quota share {name}",
+        f"update quota share {name}: " + ", ".join(changes),
+        share=name,
+        reductions=tuple(reductions),
+    )
+
+
+def _remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
+    name = current.quotaShareName
+    if current.transitional:
+        out.waits.append(f"quota share {name} is {current.status} (being removed)")
+        return
+    if current.state != "DISABLED":
+        out.actions.append(
+            Action(
+                "UpdateQuotaShare",
+                {"quotaShareArn": current.quotaShareArn, "state": "DISABLED"},
+                f"quota share {name}",
+                f"disable quota share {name} before deleting it (no new jobs)",
+                share=name,
+                reductions=(Reduction("disabled", name, None, None, None),),
+            )
+        )
+        out.waits.append(f"quota share {name} to be disabled before it is deleted")
+        return
+    out.actions.append(
+        Action(
+            "DeleteQuotaShare",
+            {"quotaShareArn": current.quotaShareArn},
+            f"quota share {name}",
+            f"delete quota share {name}" + (" (forced: its jobs are terminated)" if force else ""),
+            share=name,
+            reductions=(Reduction("deleted", name, None, None, None),),
+            deletes_share=not force,
+        )
+    )
+
+
+# -- replaced and removed resources ----------------------------------------------------------
+
+
+def _retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> None:
+    """Delete the environment or policy a rename replaced, once the queue no longer uses it."""
+    settings = desired.settings
+    assert settings is not None
+    queue = observed.queue
+    attached = {o.serviceEnvironment for o in queue.serviceEnvironmentOrder} if queue else set()
+    for name, env in sorted(observed.environments.items()):
+        if name == settings.service_environment_name or env.tags.get(OWNER_TAG) != desired.queue:
+            continue
+        if env.status == "DELETED":
+            continue
+        if env.serviceEnvironmentArn in attached or name in attached:
+            continue
+        _retire_environment(env, out)
+    for name, policy in sorted(observed.policies.items()):
+        if (
+            name != settings.scheduling_policy_name
+            and policy.tags.get(OWNER_TAG) == desired.queue
+            and (queue is None or queue.schedulingPolicyArn != policy.arn)
+        ):
+            out.actions.append(
+                Action(
+                    "DeleteSchedulingPolicy",
+                    {"arn": policy.arn},
+                    f"scheduling policy {name}",
+                    f"delete the replaced scheduling policy {name}",
+                )
+            )
+
+
+def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
+    name = env.serviceEnvironmentName
+    if env.transitional:
+        out.waits.append(f"service environment {name} is {env.status} (being removed)")
+    elif env.state != "DISABLED":
+        out.actions.append(
+            Action(
+                "UpdateServiceEnvironment",
+                {"serviceEnvironment": env.serviceEnvironmentArn, "state": "DISABLED"},
+                f"service environment {name}",
+                f"disable service environment {name} before deleting it",
+            )
+        )
+        out.waits.append(f"service environment {name} to be disabled before it is deleted")
+    else:
+        out.actions.append(
+            Action(
+                "DeleteServiceEnvironment",
+                {"serviceEnvironment": env.serviceEnvironmentArn},
+                f"service environment {name}",
+                f"delete service environment {name}",
+            )
+        )
+
+
+def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
+    """Remove everything of a queue whose config is gone: shares, queue, policy, environment."""
+    for name in sorted(observed.shares):
+        _remove_share(observed.shares[name], desired.force, out)
+    queue = observed.queue
+    if queue is not None and queue.status != "DELETED":
+        if queue.tags.get(OWNER_TAG) != desired.queue:
+            out.conflicts.append(
+                f"job queue {queue.jobQueueName} is not marked as managed by this controller "
+                f"(tag {OWNER_TAG}); it is left in place"
+            )
+            return
+        if observed.shares:
+            out.waits.append(f"job queue {queue.jobQueueName} waits for its shares to be deleted")
+            return
+        if queue.transitional:
+            out.waits.append(f"job queue {queue.jobQueueName} is {queue.status}")
+        elif queue.state != "DISABLED":
+            out.actions.append(
+                Action(
+                    "UpdateJobQueue",
+                    {"jobQueue": queue.jobQueueArn, "state": "DISABLED"},
+                    f"job queue {queue.jobQueueName}",
+                    f"disable job queue {queue.jobQueueName} before deleting it",
+                )
+            )
+            out.waits.append(f"job queue {queue.jobQueueName} to be disabled")
+        else:
+            out.actions.append(
+                Action(
+                    "DeleteJobQueue",
+                    {"jobQueue": queue.jobQueueArn},
+                    f"job queue {queue.jobQueueName}",
+                    f"delete job queue {queue.jobQueueName}",
+                    deletes_queue=True,
+                )
+            )
+            out.waits.append(f"job queue {queue.jobQueueName} to be deleted")
+        return
+    for name, policy in sorted(observed.policies.items()):
+        if policy.tags.get(OWNER_TAG) == desired.queue:
+            out.actions.append(
+                Action(
+                    "DeleteSchedulingPolicy",
+                    {"arn": policy.arn},
+                    f"scheduling policy {name}",
+                    f"delete scheduling policy {name}",
+                )
+            )
+    for _, env in sorted(observed.environments.items()):
+        if env.tags.get(OWNER_TAG) == desired.queue and env.status != "DELETED":
+            _retire_environment(env, out)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _owned_elsewhere(
+    tags: Mapping[str, str], queue: str, resource: str, rename_at: str, out: Plan
+) -> bool:
+    """A resource another queue's document manages (its owner tag names that queue) is never
+    changed, retagged or attached here: two documents would undo each other's limits on every
+    reconcile, and removing this one would tear down what the other still uses. An untagged
+    resource is `_not_adopted`'s case."""
+    owner = tags.get(OWNER_TAG)
+    if owner is None or owner == queue:
+        return False
+    out.conflicts.append(
+        f"{resource} is managed by job queue {owner}'s document (tag {OWNER_TAG}); each queue "
+        f"needs its own: name another in {rename_at}"
+    )
+    return True
+
+
+def _not_adopted(
+    tags: Mapping[str, str], queue: str, adopt: bool, resource: str, part: str, out: Plan
+) -> bool:
+    """An existing resource without the owner tag was not created by the controller (or was
+    created by hand before it): it is never changed, tagged or torn down unless the document
+    says `adopt: true` on it, since other jobs may run on it. Adopted, it gets the owner tag and
+    is managed (and torn down with the document) like one the controller created."""
+    if tags.get(OWNER_TAG) == queue or adopt:
+        return False
+    out.conflicts.append(
+        f"{resource} exists and was not created by this controller (no tag {OWNER_TAG}); it "
+        f"is left untouched: set {part}.adopt: true to manage it (its limits, state and tags "
+        "become the document's), or name another"
+    )
+    return True
+
+
+def _tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
+    return {**user, OWNER_TAG: queue}
+
+
+def _retag(
+    arn: str,
+    have: Mapping[str, str],
+    want: Mapping[str, str],
+    resource: str,
+    out: Plan,
+    share: str | None = None,
+) -> None:
+    # `share` lets status record the share's applied tags (ListQuotaShares returns none).
+    # Untag first: Batch counts the tags a TagResource adds against the 50 a resource may hold
+    # before any are removed, so replacing many keys the other way round never converges.
+    # The owner tag is always wanted, so it is never among the keys removed.
+    add = {k: v for k, v in want.items() if have.get(k) != v}
+    remove = sorted(k for k in have if k not in want and not k.startswith("aws:"))
+    if remove:
+        out.actions.append(
+            Action(
+                "UntagResource",
+                {"resourceArn": arn, "tagKeys": remove},
+                resource,
+                "remove tags " + ", ".join(remove),
+                share=share,
+            )
+        )
+    if add:
+        out.actions.append(
+            Action(
+                "TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags", share=share
+            )
+        )
+
+
+_LENDING = ("LEND", "LEND_AND_BORROW")
+
+
+def _tightening_first(
+    have: Mapping[str, int],
+    want: Mapping[str, int],
+    lowered: Sequence[Reduction],
+    resource: str,
+    out: Plan,
+) -> list[dict[str, Any]]:
+    """The capacityLimits to send now. A request that lowers some limits and raises others
+    sends only the lowering first (each limit at the lower of before and after): a raise could
+    dispatch a job the lowering would then preempt, after the guard read the jobs. The raise
+    follows in the next reconcile, once the resource is VALID again."""
+    target = [{"capacityUnit": u, "maxCapacity": m} for u, m in want.items()]
+    raised = any(have.get(u, 0) < m for u, m in want.items())
+    if not lowered or not raised:
+        return target
+    clamped = [
+        {"capacityUnit": u, "maxCapacity": min(m, have[u])} for u, m in want.items() if u in have
+    ]
+    if not clamped:
+        return target  # every unit replaced: nothing to lower first
+    out.waits.append(f"{resource} waits: its raised limits follow once the lowered are applied")
+    return clamped
+
+
+def _limits(limits: list[CapacityLimit]) -> dict[str, int]:
+    return {c.capacityUnit: c.maxCapacity for c in limits}
+
+
+def _limit_list(limits: list[CapacityLimit]) -> list[dict[str, Any]]:
+    return [{"capacityUnit": c.capacityUnit, "maxCapacity": c.maxCapacity} for c in limits]
+
+
+def _limits_text(limits: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} x {u}" for u, n in limits.items()) or "none"
+
+
+def _sharing(spec: QuotaShareSpec) -> dict[str, Any]:
+    sharing = spec.resourceSharingConfiguration
+    out: dict[str, Any] = {"strategy": sharing.strategy}
+    if sharing.strategy == "LEND_AND_BORROW":
+        out["borrowLimit"] = sharing.effective_borrow_limit
+    return out
+
+
+def _limit_reductions(
+    share: str | None, have: Mapping[str, int], want: Mapping[str, int]
+) -> list[Reduction]:
+    out = []
+    for unit, before in have.items():
+        after = want.get(unit)
+        if after is None:
+            out.append(Reduction("unit-removed", share, unit, before, 0))
+        elif after < before:
+            out.append(Reduction("limit", share, unit, before, after))
+    return out
+
+
+def _borrow_reductions(share: str, before: int | None, after: int | None) -> list[Reduction]:
+    if before is None:
+        return []
+    if after is None:
+        return [Reduction("strategy", share, None, before, None)]
+    if (before == -1 and after != -1) or (after != -1 and after < before):
+        return [Reduction("borrow", share, None, before, after)]
+    return []
+
+
+def _change_text(
+    have: Mapping[str, int], want: Mapping[str, int], state_before: str, state: str, what: str
+) -> str:
+    parts = []
+    if have != want:
+        parts.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
+    if state_before != state:
+        parts.append(f"state {state_before} -> {state}")
+    return f"update the {what}: " + ", ".join(parts)
+
+
+def _sorted_dicts(items: list[dict[str, Any]]) -> list[tuple[tuple[str, Any], ...]]:
+    return sorted(tuple(sorted(d.items())) for d in items)

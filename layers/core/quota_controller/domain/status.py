@@ -1,0 +1,187 @@
+"""Status as data: per queue and per share, conditions next to the config they describe.
+
+Status items live in the config table under sort keys `STATUS#QUEUE` and
+`STATUS#SHARE#<name>`; the stream filter and the handler ignore them, so writing status never
+sets off another reconcile. `observedGeneration` is the hash of the config item the status
+reflects (DynamoDB items have no generation counter, and console edits would not bump one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from quota_controller.domain.table_keys import (
+    BOOKKEEPING_FIELDS,
+    PARTITION_KEY,
+    SORT_KEY,
+    plain,
+)
+
+STATUS_PREFIX = "STATUS#"
+QUEUE_STATUS = "STATUS#QUEUE"
+CHANGE_PREFIX = "CHANGE#"
+LEASE_ITEM = "LOCK#RECONCILE"
+# Room for clock skew between two functions on top of a lease's own length.
+LEASE_MARGIN_SECONDS = 60
+
+
+def lease_bound(lease_seconds: int) -> int:
+    """The longest a lease can hold a queue: a reconcile writes `expiresAt` at most
+    `lease_seconds` (the reconcile function's timeout) ahead, so an expiry later than this
+    from now is stale (not a running reconcile's), and a queue found locked for longer than
+    this was held by something other than one reconcile."""
+    return lease_seconds + LEASE_MARGIN_SECONDS
+
+
+ConditionType = Literal["Valid", "Applied", "Healthy", "Blocked"]
+CONDITION_TYPES: tuple[ConditionType, ...] = ("Valid", "Applied", "Healthy", "Blocked")
+# Volatile attributes that do not count as a change of status (no write for them alone).
+_VOLATILE = ("updatedAt",)
+
+
+def share_status_key(name: str) -> str:
+    """The sort key of a share's status item."""
+    return f"{STATUS_PREFIX}SHARE#{name}"
+
+
+def generation(item: Mapping[str, Any] | None) -> str | None:
+    """A short hash of a config item's content (without keys and bookkeeping)."""
+    if item is None:
+        return None
+    content = {
+        k: plain(v)
+        for k, v in item.items()
+        if k not in (PARTITION_KEY, SORT_KEY) and k not in BOOKKEEPING_FIELDS
+    }
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition: type, True/False, a CamelCase reason and a sentence."""
+
+    type: ConditionType
+    status: bool
+    reason: str
+    message: str = ""
+
+
+# Status attributes the controller reads back, and the type each must have. An item the
+# controller did not write that way (a console edit, a NULL) is read as if the attribute were
+# missing: one odd status item must never stop its queue from being reconciled.
+_STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
+    "conditions": list,
+    "alerted": list,
+    "waitingFor": list,
+    "errors": list,
+    "heldChange": (dict, type(None)),
+    "managed": dict,
+    "resources": dict,
+    "appliedTags": dict,
+    "observedGeneration": (str, type(None)),
+    "lastApprovedChange": (str, type(None)),
+    "requeueChain": (str, type(None)),
+    "requeueChainFrom": (str, type(None)),
+    "lastAppliedAt": str,
+    "lastError": (str, type(None)),
+    "unsettled": dict,
+    "recentWrites": list,
+}
+
+
+def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A status item without the attributes that do not have the type the controller writes
+    (conditions without a type, non-text alert keys and tag values dropped too)."""
+    out = {k: v for k, v in item.items() if not _mistyped(k, v)}
+    if "conditions" in out:
+        out["conditions"] = [
+            c
+            for c in out["conditions"]
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
+        ]
+    if "alerted" in out:
+        out["alerted"] = [a for a in out["alerted"] if isinstance(a, str)]
+    if "appliedTags" in out and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in out["appliedTags"].items()
+    ):
+        del out["appliedTags"]
+    return out
+
+
+def _mistyped(key: str, value: Any) -> bool:
+    wanted = _STATUS_TYPES.get(key)
+    return wanted is not None and not isinstance(value, wanted)
+
+
+def conditions(
+    previous: Mapping[str, Any] | None,
+    current: list[Condition],
+    observed_generation: str | None,
+    now: str,
+) -> list[dict[str, Any]]:
+    """Conditions as stored, keeping lastTransitionTime when a condition's status is unchanged."""
+    before = {c.get("type"): c for c in (previous or {}).get("conditions", [])}
+    out = []
+    for cond in current:
+        status = "True" if cond.status else "False"
+        prior = before.get(cond.type)
+        changed = prior is None or prior.get("status") != status
+        out.append(
+            {
+                "type": cond.type,
+                "status": status,
+                "reason": cond.reason,
+                "message": cond.message,
+                "observedGeneration": observed_generation,
+                "lastTransitionTime": (
+                    now if changed or prior is None else prior.get("lastTransitionTime", now)
+                ),
+            }
+        )
+    return out
+
+
+def differs(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """True when a status item changed in anything but its volatile attributes."""
+    if old is None:
+        return True
+
+    def strip(item: Mapping[str, Any]) -> str:
+        return json.dumps(
+            {k: plain(v) for k, v in item.items() if k not in _VOLATILE and k != PARTITION_KEY},
+            sort_keys=True,
+            default=str,
+        )
+
+    return strip(old) != strip(new)
+
+
+def condition(status_item: Mapping[str, Any] | None, kind: ConditionType) -> dict[str, Any]:
+    """The stored condition of that type ({} when absent)."""
+    for cond in (status_item or {}).get("conditions", []):
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+@dataclass(frozen=True)
+class AppliedShareTags:
+    """A share's status: the tags the controller last applied to it, and its ARN."""
+
+    queue: str
+    share: str
+    arn: str
+    tags: dict[str, str]
+
+
+@dataclass
+class ResyncView:
+    """The queues to reconcile and the applied tags of their shares (`resync_view`)."""
+
+    queues: list[str] = field(default_factory=list)
+    applied_share_tags: list[AppliedShareTags] = field(default_factory=list)

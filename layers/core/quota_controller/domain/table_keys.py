@@ -1,0 +1,83 @@
+"""The config table's key layout and value conversion, without the document model.
+
+Key schema: partition key `queue` (the job queue name), sort key `item`: `QUEUE` for the queue
+item, `SHARE#<quotaShareName>` for a share; sort keys starting with a controller prefix
+(`STATUS#`, `CHANGE#`, `LOCK#`) belong to the controller. `quota_controller.domain.config.items`
+builds documents from these items; modules that only read or write items (the table adapter,
+status) import this one, so the functions that never validate a document (resync) do not load
+the document model (see `make bench`, cold_start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any, SupportsBytes
+
+PARTITION_KEY = "queue"
+SORT_KEY = "item"
+QUEUE_ITEM = "QUEUE"
+SHARE_PREFIX = "SHARE#"
+CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#", "LOCK#")
+# Attributes the controller and quotactl keep on config items; not part of the document.
+BOOKKEEPING_FIELDS: tuple[str, ...] = ("updatedBy", "updatedAt")
+# The fields of a quota document, in the order they are written (re-exported by config.model).
+TOP_LEVEL_FIELDS: tuple[str, ...] = (
+    "jobQueue",
+    "schedulingPolicy",
+    "serviceEnvironment",
+    "reductionPolicy",
+    "approvedChange",
+    "force",
+    "quotaShares",
+    "windows",
+)
+# Every attribute a config item may hold (the QUEUE item's fields, a share's, bookkeeping;
+# a test keeps it equal to the model's). `quotactl apply` replaces an item only while each of
+# these is as it read it, present or absent: a field someone added since would be lost.
+CONFIG_ATTRIBUTES: tuple[str, ...] = (
+    *TOP_LEVEL_FIELDS,
+    "quotaShareName",
+    "capacityLimits",
+    "resourceSharingConfiguration",
+    "preemptionConfiguration",
+    "state",
+    "tags",
+    *BOOKKEEPING_FIELDS,
+)
+
+
+def share_key(name: str) -> str:
+    """The sort key of a share item."""
+    return SHARE_PREFIX + name
+
+
+def is_config_key(sort_key: object) -> bool:
+    """True for the sort keys of config items (the ones that should trigger a reconcile)."""
+    return isinstance(sort_key, str) and (
+        sort_key == QUEUE_ITEM or sort_key.startswith(SHARE_PREFIX)
+    )
+
+
+def is_controller_key(sort_key: object) -> bool:
+    """True for the sort keys the controller writes (status, change records, the lease)."""
+    return isinstance(sort_key, str) and sort_key.startswith(CONTROLLER_PREFIXES)
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB values as plain Python: Decimal -> int (or float), Binary -> bytes, sets ->
+    sorted lists (binary sets by their bytes: boto3's Binary has no order).
+
+    boto3's Binary is recognised by `bytes()` (it has `__bytes__`), not by its class: the core
+    imports no boto3 (docs/ARCHITECTURE.md, the import contract)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, SupportsBytes) and not isinstance(value, str):
+        return bytes(value)
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((plain(v) for v in value), key=lambda v: (type(v).__name__, v))
+    return value

@@ -1,0 +1,65 @@
+"""The guard step on a plan: read the jobs its reductions concern, then let the reduction
+policy decide (`impact.guard`, pure). Shared by reconcile and `quotactl plan`."""
+
+from __future__ import annotations
+
+from quota_controller.domain.impact import (
+    ActiveJob,
+    GuardedAction,
+    defer_loosening,
+    guard,
+    layout_risks,
+)
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.planner import Desired, Plan
+from quota_controller.ports import BatchGateway
+
+
+def guard_plan(
+    the_plan: Plan,
+    desired: Desired,
+    observed: ObservedState,
+    batch: BatchGateway,
+    now: str | None = None,
+) -> tuple[list[GuardedAction], str | None]:
+    """Read the jobs reductions concern (only then) and let the reduction policy decide.
+
+    A reduction can hurt jobs of any share of the queue: its own share's, every job on a
+    reduced environment (of the shares the document keeps, frozen, removed but waiting), the
+    borrowers of a lender that lends less, queued jobs a time-limit rule would terminate. So
+    a plan with a reduction reads every unfinished job of the queue (ListServiceJobs per
+    status). No queue, no jobs: nothing is read. In a run that applies a reduction, the
+    requests that loosen wait for the next run (`defer_loosening`): they are added to the
+    plan's waits. `now` dates a new hold (the change id of a later hold differs)."""
+    jobs: dict[str, list[ActiveJob]] = {}
+    every: list[ActiveJob] = []
+    queue_jobs: list[ActiveJob] = []
+    queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
+    if queue_exists and any(a.is_reduction or a.deletes_queue for a in the_plan.actions):
+        every = batch.queue_jobs(desired.queue)
+        for job in every:
+            jobs.setdefault(job.share, []).append(job)
+        if any(a.deletes_queue for a in the_plan.actions):
+            queue_jobs = every
+    new_limits = {
+        name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
+        for name, spec in desired.shares.items()
+    }
+    settings = desired.settings
+    policy = settings.reductionPolicy if settings else "warn"
+    approved = settings.approvedChange if settings else None
+    decided, held = guard(
+        the_plan.actions,
+        jobs,
+        new_limits,
+        policy,
+        approved,
+        desired.last_approved_change,
+        queue_jobs,
+        extra_risks=layout_risks(the_plan.actions, observed, every),
+        previous_hold=desired.held_change,
+        now=now,
+    )
+    decided, waits = defer_loosening(decided)
+    the_plan.waits.extend(waits)
+    return decided, held

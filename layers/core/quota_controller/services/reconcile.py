@@ -1,0 +1,1245 @@
+"""reconcile(queue): load the desired document, validate, observe Batch, plan, guard, apply,
+write status and change records, and say whether to come back later.
+
+Level-triggered: the caller only names the queue. The stream, the requeue queue, the resync
+schedule and `quotactl reconcile` all call this function, and running it twice changes nothing
+the second time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.domain.alerts.render import detail_lines
+from quota_controller.domain.config.items import (
+    PARTITION_KEY,
+    QUEUE_ITEM,
+    SHARE_PREFIX,
+    SORT_KEY,
+    AssembledDocument,
+    is_controller_key,
+    share_key,
+    validate_items,
+)
+from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.desired import desired_state, names_to_observe
+from quota_controller.domain.impact import (
+    ActiveJob,
+    GuardedAction,
+    change_id,
+    hold_since,
+    risky_actions,
+)
+from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
+from quota_controller.domain.planner import Action, Desired, Plan, plan
+from quota_controller.domain.service_limits import cut, fit_item
+from quota_controller.domain.status import (
+    CHANGE_PREFIX,
+    CONDITION_TYPES,
+    LEASE_ITEM,
+    QUEUE_STATUS,
+    STATUS_PREFIX,
+    Condition,
+    conditions,
+    differs,
+    generation,
+    lease_bound,
+    share_status_key,
+    well_formed,
+)
+from quota_controller.ports import (
+    ActionFailed,
+    ActionUnsettled,
+    BatchGateway,
+    Clock,
+    ConfigStore,
+    Notifier,
+    RetryableError,
+)
+from quota_controller.services.guard import guard_plan
+
+# Requests no later request of a plan depends on: a refusal does not stop the run.
+_INDEPENDENT = frozenset({"TagResource", "UntagResource"})
+
+Outcome = Literal[
+    "converged", "progressing", "blocked", "rejected", "failed", "locked", "absent", "superseded"
+]
+# At most this many alert keys are remembered in the queue status (a bound on the item size).
+_ALERT_MEMORY = 100
+# How long a create Batch refused may stay invisible to every read before the refusal counts:
+# Batch documents no read-after-write consistency, and a retried create whose first answer was
+# lost is refused while the resource it made may not show yet. Longer than any lag seen.
+SETTLE_SECONDS = 300
+# A quota window's next edge is waited for by a requeue when it is at most this far ahead
+# (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
+WINDOW_REQUEUE_HORIZON = 7 * 86400
+
+# The author of a change (`updatedBy`), as change records and alerts quote it.
+AUTHOR_MAX = 1_024
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """Timing of the reconcile loop."""
+
+    requeue_seconds: int = 30
+    lease_seconds: int = 120
+    change_ttl_days: int = 90
+
+
+@dataclass
+class Deps:
+    """What reconcile talks to; each is a port (a Protocol)."""
+
+    store: ConfigStore
+    batch: BatchGateway
+    notifier: Notifier
+    clock: Clock
+    owner: str = "reconcile"
+    settings: ReconcileSettings = field(default_factory=ReconcileSettings)
+
+
+@dataclass
+class ReconcileResult:
+    """What a reconcile did and whether the caller should come back (`requeue_after`)."""
+
+    queue: str
+    outcome: Outcome
+    applied: list[Action] = field(default_factory=list)
+    held: list[GuardedAction] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    held_change: str | None = None
+    requeue_after: int | None = None
+    # What sent it: "stream", or the requeue message's reason ("resync", "waiting", ...).
+    trigger: str = ""
+    # Shares whose tags were to be read but could not be yet (locked, or the share is settling):
+    # the requeue carries them on.
+    tags_pending: list[str] = field(default_factory=list)
+    # The requeue chain this run starts (status requeueChain): its requeue message carries it,
+    # and a requeued message of an older chain is dropped (outcome "superseded").
+    chain: str | None = None
+    # A locked run: since when (epoch seconds) the queue has been found locked, carried by
+    # the requeue so a queue held for longer than any reconcile can hold it is alerted.
+    locked_since: float | None = None
+
+
+def reconcile(
+    queue: str,
+    deps: Deps,
+    read_share_tags: Collection[str] = (),
+    chain: str | None = None,
+    *,
+    requeues: bool = True,
+    locked_since: float | None = None,
+) -> ReconcileResult:
+    """Converge one job queue; raises RetryableError when the caller should retry the record.
+
+    `read_share_tags` names shares whose tags the resync saw drift from what was applied: their
+    tags are read from Batch (ListQuotaShares returns none) and put back to the document's.
+    `chain` is the requeue chain of a requeued "waiting" message: one run per queue keeps a
+    chain going (status `requeueChain`); a message of any other chain does nothing, so the
+    resync, stream records and locked retries never multiply a waiting queue's requeues.
+    `requeues` False (`quotactl reconcile`, which sends no requeue) keeps the chain status has.
+    `locked_since` (a requeued locked run) is when the queue was first found locked.
+    """
+    now = deps.clock.now()
+    if not deps.store.acquire_lease(queue, deps.owner, now, deps.settings.lease_seconds):
+        since = now.timestamp() if locked_since is None else locked_since
+        if now.timestamp() - since > lease_bound(deps.settings.lease_seconds):
+            _report_locked(queue, deps, now, since)
+        return ReconcileResult(
+            queue,
+            "locked",
+            requeue_after=deps.settings.requeue_seconds,
+            tags_pending=sorted(read_share_tags),
+            chain=chain,  # a locked chain message stays in its chain (superseded if it lost)
+            locked_since=since,
+        )
+    try:
+        return _Run(queue, deps, now, frozenset(read_share_tags), chain, requeues).run_and_report()
+    finally:
+        deps.store.release_lease(queue, deps.owner)
+
+
+def _report_locked(queue: str, deps: Deps, now: datetime, since: float) -> None:
+    """The queue has been locked for longer than one reconcile can hold it: something other
+    than a reconcile holds or keeps taking `LOCK#RECONCILE`. Say so once (RECONCILE_FAILED)
+    and stop status saying Applied; the next run that gets the lease sets both right."""
+    items = {i.get(SORT_KEY): i for i in deps.store.load_partition(queue)}
+    lease = items.get(LEASE_ITEM) or {}
+    previous = well_formed(items[QUEUE_STATUS]) if QUEUE_STATUS in items else None
+    stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    held_since = datetime.fromtimestamp(since, UTC).isoformat(timespec="seconds")
+    message = (
+        f"{LEASE_ITEM} of {queue} is held by {str(lease.get('owner', 'unknown'))[:80]!r} "
+        f"(expiresAt {str(lease.get('expiresAt', 'unknown'))[:40]}); no reconcile has run since "
+        f"{held_since.replace('+00:00', 'Z')}, longer than a reconcile can hold it "
+        f"({lease_bound(deps.settings.lease_seconds)} s)"
+    )
+    key = f"{queue}:locked"
+    alerted = list((previous or {}).get("alerted") or [])
+    if key not in alerted:
+        deps.notifier.publish(
+            Alert(
+                kind="RECONCILE_FAILED",
+                severity="critical",
+                jobQueue=queue,
+                summary=f"Cannot reconcile {queue}: its reconcile lease is held",
+                detail=message,
+                nextSteps=[
+                    f"Find what writes item {LEASE_ITEM} of queue {queue} and stop it, or "
+                    "delete the item: a reconcile holds it for at most "
+                    f"{deps.settings.lease_seconds} s",
+                    "Changes to the config are not applied until then",
+                ],
+                occurredAt=stamp,
+                dedupKey=key,
+            )
+        )
+        alerted.append(key)
+    item = dict(previous or {SORT_KEY: QUEUE_STATUS})
+    kept = [c for c in item.get("conditions") or [] if c.get("type") != "Applied"]
+    [applied] = conditions(previous, [Condition("Applied", False, "Locked", message)], None, stamp)
+    applied["observedGeneration"] = next(
+        (c.get("observedGeneration") for c in kept), item.get("observedGeneration")
+    )
+    item["conditions"] = sorted([*kept, applied], key=_condition_order)
+    item["alerted"] = alerted[-_ALERT_MEMORY:]
+    item["lastError"] = message
+    item["updatedAt"] = stamp
+    if differs(previous, item):
+        deps.store.write_status(queue, [item], [])
+
+
+def _condition_order(cond: Mapping[str, Any]) -> int:
+    kind = cond.get("type")
+    return CONDITION_TYPES.index(kind) if kind in CONDITION_TYPES else len(CONDITION_TYPES)
+
+
+class _Run:
+    def __init__(
+        self,
+        queue: str,
+        deps: Deps,
+        now: datetime,
+        read_share_tags: frozenset[str] = frozenset(),
+        chain: str | None = None,
+        requeues: bool = True,
+    ):
+        self.queue = queue
+        self.chain = chain
+        self.requeues = requeues
+        self.deps = deps
+        self.now = now
+        self.read_share_tags = read_share_tags
+        # Tags read from Batch in this run, by share (what the share carried before the plan).
+        self.share_tags: dict[str, dict[str, str]] = {}
+        self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.result = ReconcileResult(queue, "converged")
+        items = deps.store.load_partition(queue)
+        # Every item the controller did not write is config: a stray sort key (`SHARE-x`) is
+        # reported by the validator instead of hiding a share.
+        self.config = {
+            i[SORT_KEY]: i
+            for i in items
+            if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
+        }
+        self.status = {
+            i[SORT_KEY]: well_formed(i)
+            for i in items
+            if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+        }
+        self.queue_status = self.status.get(QUEUE_STATUS)
+        # Alerts already sent for problems that still stand (so repeated reconciles stay
+        # quiet), and the keys of what this run found: only those are remembered, so a problem
+        # that is fixed and later comes back is alerted again.
+        self.alerted: list[str] = list((self.queue_status or {}).get("alerted", []))
+        self.raised: list[str] = []
+        # The last approved change applied (the next change id depends on it), and the id
+        # this run's approvedChange approves, if it approves what the guard holds.
+        self.last_approved: str | None = (self.queue_status or {}).get("lastApprovedChange")
+        self.approving: str | None = None
+        # When the change held now was first held (status heldChange.since): its id depends
+        # on it, so a later hold of the same requests is a new change to approve.
+        self.hold_since: str | None = None
+        # Alerts that could not be published: the run still writes status, then raises
+        # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
+        self.unsent: list[str] = []
+        # Creates Batch refused while no read showed the resource, by resource: since when
+        # (status `unsettled`). Within SETTLE_SECONDS the run waits for a read to settle it.
+        self.unsettled: dict[str, str] = {}
+        # This controller's writes of the last SETTLE_SECONDS, the last per resource and
+        # operation (status `recentWrites`): a plan repeating one of them is a read that lags.
+        self.recent_writes = _recent_writes(self.queue_status, now)
+        # Refused requests the run went on past (tags: None is a queue-level resource), and
+        # whether a refusal stopped the run (every request after it is left for the retry).
+        self.failed_shares: set[str | None] = set()
+        self.stopped = False
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def run_and_report(self) -> ReconcileResult:
+        try:
+            result = self.run()
+        except Exception:
+            # Whatever cut the run short, the alerts it published are not sent again by the
+            # retry (a failure to remember them must not hide the original error).
+            with contextlib.suppress(Exception):
+                self._remember_alerts()
+            raise
+        if self.unsent:
+            raise RetryableError("; ".join(self.unsent))
+        return result
+
+    def run(self) -> ReconcileResult:
+        status = self.queue_status or {}
+        if (
+            self.chain is not None
+            and not self.read_share_tags  # tags to read: work no other message carries
+            and self.chain
+            not in (
+                status.get("requeueChain"),
+                # the run of this very message wrote its successor, then failed to send it
+                status.get("requeueChainFrom"),
+            )
+        ):
+            # A later run started its own chain (or needs none): this message has no work left.
+            self.result.outcome = "superseded"
+            return self.result
+        if not self.config and self.queue_status is None:
+            self.result.outcome = "absent"
+            return self.result
+        assembled, report = validate_items(self.queue, self.config.values(), self.now)
+        if report.queue_wide_errors or (self.config and report.settings is None):
+            return self._reject(assembled, report)
+        desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
+        self._alert_invalid_shares(assembled, report)
+        policies, environments = names_to_observe(desired)
+        observed = self.deps.batch.observe(self.queue, policies, environments)
+        desired = self._with_share_tags_read(desired, observed)
+        the_plan = plan(desired, observed, self.deps.batch.scope)
+        self._drop_repeated_writes(the_plan)
+        self.result.waits = list(the_plan.waits)
+        if the_plan.conflicts:
+            return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
+        decided, self.result.held_change = guard_plan(
+            the_plan, desired, observed, self.deps.batch, now=self.stamp
+        )
+        self.result.waits = list(the_plan.waits)  # with the loosening deferred by the guard
+        self.hold_since = hold_since(risky_actions(decided), desired.held_change, self.stamp)
+        settings = desired.settings
+        if (
+            settings is not None
+            and settings.reductionPolicy == "block"
+            and settings.approvedChange is not None
+            and settings.approvedChange == self.result.held_change
+        ):
+            self.approving = self.result.held_change
+        # Warn before a reduction preempts anything: a risky change whose alert cannot be
+        # published now waits for the next attempt instead of being applied unannounced.
+        unannounced = self._alert_risks(decided)
+        failure = self._apply(decided, observed, unannounced, the_plan.waits)
+        self.result.waits = list(the_plan.waits)
+        self._finish(desired, observed, report, the_plan, decided, failure)
+        return self.result
+
+    def _with_share_tags_read(self, desired: Desired, observed: ObservedState) -> Desired:
+        """The desired state planned against the tags Batch shows for the shares the resync
+        flagged, instead of the tags status says were applied (a console edit is undone).
+
+        Every flagged share's tags are recorded in its status, also those of a share the plan
+        leaves alone (invalid in the config, or removed and waiting to be idle), so the resync
+        stops flagging it; only shares the document keeps are retagged (the planner's rule)."""
+        for name in sorted(self.read_share_tags):
+            share = observed.shares.get(name)
+            if share is None:
+                continue  # gone: the plan recreates it if the document keeps it
+            if share.transitional:
+                self.result.tags_pending.append(name)
+                continue
+            tags = self.deps.batch.share_tags(share.quotaShareArn)
+            if tags is None:
+                continue  # deleted since, or the read was refused: status keeps its tags
+            self.share_tags[name] = {k: v for k, v in tags.items() if not k.startswith("aws:")}
+        if not self.share_tags:
+            return desired
+        return dataclasses.replace(
+            desired, applied_share_tags={**desired.applied_share_tags, **self.share_tags}
+        )
+
+    def _apply(
+        self,
+        decided: list[GuardedAction],
+        observed: ObservedState,
+        unannounced: set[str | None],
+        waits: list[str],
+    ) -> str | None:
+        records: list[dict[str, Any]] = []
+        failure: str | None = None
+        refused: list[str] = []
+        seq = itertools.count()
+        try:
+            for guarded in decided:
+                if not guarded.applies:
+                    self.result.held.append(guarded)
+                    continue
+                action = guarded.action
+                if guarded.risks and action.share in unannounced:
+                    refused.append(
+                        f"{action.summary}: not applied, its PREEMPTION_RISK alert could not be "
+                        "published (retried with the next attempt)"
+                    )
+                    self.result.errors.append(refused[-1])
+                    failure = "; ".join(refused)
+                    self.stopped = True
+                    break
+                try:
+                    self.deps.batch.execute(action)
+                except ActionUnsettled as exc:
+                    wait = self._unsettled(exc)
+                    if wait is None:
+                        refused.append(str(exc))
+                        self.result.errors.append(refused[-1])
+                        failure = "; ".join(refused)
+                    else:
+                        waits.append(wait)
+                    self.stopped = True
+                    break  # later requests may depend on this one
+                except ActionFailed as exc:
+                    refused.append(str(exc))
+                    self.result.errors.append(refused[-1])
+                    failure = "; ".join(refused)
+                    if action.operation in _INDEPENDENT:
+                        # No later request depends on a resource's tags: one tag Batch (or
+                        # an organization's tag policy) refuses must not stop the rest of
+                        # the plan at every resync.
+                        self.failed_shares.add(action.share)
+                        continue
+                    self.stopped = True
+                    break  # later requests may depend on this one
+                self.result.applied.append(action)
+                if action.operation.startswith(("Create", "Delete")):
+                    # A new life of the resource: what was written to the old one is past.
+                    for key, entry in list(self.recent_writes.items()):
+                        if entry["resource"] == action.resource:
+                            del self.recent_writes[key]
+                self.recent_writes[_write_key(action)] = {
+                    "resource": action.resource,
+                    "operation": action.operation,
+                    "params": _params_digest(action),
+                    "at": self.stamp,
+                }
+                records.append(self._change_record(action, guarded, observed, next(seq)))
+                if guarded.risks and self.approving and self.last_approved != self.approving:
+                    self._remember_approval(self.approving)
+        finally:
+            # Whatever was applied is recorded, even when a retryable error cuts the run.
+            if records:
+                self.deps.store.record_changes(self.queue, [_fitted(r) for r in records])
+        return failure
+
+    def _drop_repeated_writes(self, the_plan: Plan) -> None:
+        """Creates, deletes and reductions this controller made within SETTLE_SECONDS with the
+        same parameters wait instead of being made again: the reads lag (Batch documents no
+        read-after-write consistency); a repeated create or delete is refused, and a repeated
+        reduction would be guarded, held or announced again as a new change although Batch
+        already has it. A later write of the resource replaces the entry, so editing back and
+        forth is never mistaken for a lagging read. The cost: a console edit that undoes one of
+        these writes within SETTLE_SECONDS is put right only once that time has passed."""
+        kept: list[Action] = []
+        for action in the_plan.actions:
+            if not _unsafe_to_repeat(action):
+                kept.append(action)  # a tag or a raise made twice is the same state
+                continue
+            done = self.recent_writes.get(_write_key(action))
+            if done is None or done["params"] != _params_digest(action):
+                kept.append(action)
+                continue
+            where = f"quota share {action.share} " if action.share else ""
+            the_plan.waits.append(
+                f"{where}{action.summary}: made at {done['at']}, reads do not show it yet"
+            )
+        the_plan.actions = kept
+
+    def _unsettled(self, exc: ActionUnsettled) -> str | None:
+        """The wait for a refused create no read shows yet, or None once it has stayed so for
+        SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
+        action = exc.action
+        previous = ((self.queue_status or {}).get("unsettled") or {}).get(action.resource)
+        since = previous if isinstance(previous, str) else self.stamp
+        try:
+            waited = (self.now - datetime.fromisoformat(since)).total_seconds()
+        except ValueError:
+            since, waited = self.stamp, 0.0
+        if waited >= SETTLE_SECONDS:
+            return None
+        self.unsettled[action.resource] = since
+        where = f"quota share {action.share} " if action.share else ""
+        return (
+            f"{where}{action.summary}: Batch refused it ({exc.message}) and no read shows it yet "
+            "(an earlier attempt may have made it); read again with the next attempt"
+        )
+
+    def _remember_approval(self, change: str) -> None:
+        """The approval is used: say so in status at once, not only at the end of the run (a
+        later request that fails, or a retryable error, must not leave it usable again)."""
+        self.last_approved = change
+        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
+        item["lastApprovedChange"] = change
+        # If this write fails, the status write at the end of the run records it.
+        with contextlib.suppress(RetryableError):
+            self.deps.store.write_status(self.queue, [_fitted(item)], [])
+
+    def _change_record(
+        self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
+    ) -> dict[str, Any]:
+        source = share_key(action.share) if action.share else QUEUE_ITEM
+        by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
+        before: dict[str, Any] = {}
+        if action.share and action.share in observed.shares:
+            before = observed.shares[action.share].model_dump(
+                include={"capacityLimits", "resourceSharingConfiguration", "state"}
+            )
+        change_id = f"{self.stamp}-{seq:02d}"
+        expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
+        return {
+            SORT_KEY: f"{CHANGE_PREFIX}{change_id}",
+            "changeId": change_id,
+            "at": self.stamp,
+            # A console edit may store any type, and text of any length: who made a change
+            # needs no more than AUTHOR_MAX characters (cut with a marker).
+            "by": None if by is None else cut(str(by), AUTHOR_MAX),
+            "operation": action.operation,
+            "resource": action.resource,
+            "quotaShareName": action.share,
+            "summary": action.summary,
+            "before": before,
+            "after": {k: v for k, v in action.params.items() if k != "tags"},
+            "reductions": [r.describe() for r in action.reductions],
+            "atRisk": [j.jobId for r in guarded.risks for j in r.jobs],
+            # Units whose lendable capacity the request lowered (a lender lowered, switched to
+            # RESERVE or deleted): the alerts attribute reclaimed borrowing to it.
+            "lendingReduced": sorted(_lent_less(action, observed)),
+            "expiresAt": int(expires.timestamp()),
+        }
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
+        messages = [assembled.describe(p) for p in report.errors]
+        gen = generation(self.config.get(QUEUE_ITEM))
+        self._publish(
+            Alert(
+                kind="CONFIG_REJECTED",
+                severity="warning",
+                jobQueue=self.queue,
+                summary=f"Quota config of {self.queue} rejected: {len(messages)} problem(s)",
+                detail=detail_lines(messages[:50]),
+                nextSteps=[
+                    "Fix the items named above (quotactl validate checks a file first)",
+                    "AWS Batch keeps the last applied state until the config is valid",
+                ],
+                occurredAt=self.stamp,
+                dedupKey=f"{self.queue}:rejected:{_digest(messages)}",
+            )
+        )
+        # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
+        # share, a held change) still stand as far as it knows, so their keys are kept.
+        self.raised[:0] = [k for k in self.alerted if k not in self.raised]
+        queue_status = self._queue_status(
+            gen,
+            [
+                Condition("Valid", False, "ConfigInvalid", "; ".join(messages[:20])),
+                _keep(self.queue_status, "Applied"),
+                _keep(self.queue_status, "Healthy"),
+                _keep(self.queue_status, "Blocked"),
+            ],
+        )
+        queue_status["errors"] = messages[:50]
+        self._write([queue_status], [])
+        self.result.outcome = "rejected"
+        self.result.errors = messages
+        return self.result
+
+    def _fail(
+        self,
+        conflicts: list[str],
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+    ) -> ReconcileResult:
+        self.result.errors = list(conflicts)
+        self._publish(
+            Alert(
+                kind="RECONCILE_FAILED",
+                severity="critical",
+                jobQueue=self.queue,
+                summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
+                detail=detail_lines(conflicts),
+                nextSteps=[
+                    "Change the config as the message says: nothing is applied while the "
+                    "conflict stands, and retrying does not clear it",
+                ],
+                occurredAt=self.stamp,
+                dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
+            )
+        )
+        # Alerted above, with the advice a conflict needs: not again as a failed request.
+        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
+        self.result.outcome = "failed"
+        self.result.requeue_after = None
+        return self.result
+
+    def _finish(
+        self,
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+        decided: list[GuardedAction],
+        failure: str | None,
+        *,
+        announced: bool = False,
+    ) -> None:
+        result = self.result
+        held = [g for g in decided if not g.applies]
+        if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
+            self._publish(
+                Alert(
+                    kind="RECONCILE_FAILED",
+                    severity="critical",
+                    jobQueue=self.queue,
+                    summary=f"Reconcile of {self.queue} failed: {failure}",
+                    detail=detail_lines([failure]),
+                    nextSteps=["Check the message; the next resync retries automatically"],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:failed:{_digest([failure])}",
+                )
+            )
+        self._alert_invalid_resources(desired, observed)
+        converged = not the_plan.actions and not the_plan.waits and not failure
+        if failure:
+            result.outcome = "failed"
+        elif held and all(g.decision == "blocked" for g in held) and not the_plan.waits:
+            result.outcome = "blocked"
+        elif converged:
+            result.outcome = "converged"
+        else:
+            result.outcome = "progressing"
+        if the_plan.waits or result.applied or any(g.decision != "blocked" for g in held):
+            result.requeue_after = self.deps.settings.requeue_seconds
+        if failure:
+            result.requeue_after = None
+        elif report.next_edge is not None:
+            # The layout changes at a window's edge: come back then (the resync is only the
+            # safety net). Waits over 15 minutes travel as SQS hops, and no reconcile runs
+            # until the edge; an edge more than a week out is left to a later run.
+            edge = max(1, math.ceil((report.next_edge - self.now).total_seconds()))
+            if edge <= WINDOW_REQUEUE_HORIZON:
+                result.requeue_after = min(result.requeue_after or edge, edge)
+        if result.requeue_after is not None and self.requeues:
+            result.chain = f"{self.stamp} {self.deps.owner}"
+        self._write_status(desired, observed, report, the_plan, held, failure)
+
+    # -- status ------------------------------------------------------------------------------
+
+    def _write_status(
+        self,
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+        held: list[GuardedAction],
+        failure: str | None,
+    ) -> None:
+        queue_item = self.config.get(QUEUE_ITEM)
+        gen = generation(queue_item)
+        queue_held = [g for g in held if g.action.share is None]
+        queue_waits = [w for w in the_plan.waits if not w.startswith("quota share")]
+        applied_ok = (
+            not failure and not queue_waits and not [a for a in the_plan.actions if a.share is None]
+        )
+        conds = [
+            Condition("Valid", True, "ConfigValid", _warnings_text(report)),
+            Condition(
+                "Applied",
+                applied_ok or (not failure and not queue_waits and bool(self.result.applied)),
+                "Failed" if failure else ("Waiting" if queue_waits else "Applied"),
+                failure or "; ".join(queue_waits),
+            ),
+            _queue_health(desired, observed),
+            Condition(
+                "Blocked",
+                bool(queue_held),
+                queue_held[0].decision.title().replace("-", "") if queue_held else "NotBlocked",
+                "; ".join(g.reason for g in queue_held),
+            ),
+        ]
+        queue_status = self._queue_status(gen, conds)
+        queue_status["waitingFor"] = list(the_plan.waits)
+        if report.windows:
+            # Quota windows: those in force (the layout applied is theirs) and the next edge.
+            queue_status["windowsInForce"] = list(report.in_force)
+            queue_status["nextWindowEdge"] = (
+                report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
+                if report.next_edge
+                else None
+            )
+        queue_status["lastError"] = failure
+        if self.unsettled:
+            queue_status["unsettled"] = dict(self.unsettled)
+        if self.recent_writes:
+            queue_status["recentWrites"] = list(self.recent_writes.values())
+        if self.result.applied:
+            queue_status["lastAppliedAt"] = self.stamp
+        elif self.queue_status and self.queue_status.get("lastAppliedAt"):
+            queue_status["lastAppliedAt"] = self.queue_status["lastAppliedAt"]
+        queue_status["heldChange"] = (
+            {
+                "id": self.result.held_change,
+                "decision": held[0].decision,
+                "reasons": [g.reason for g in held],
+                "jobs": sorted({j.jobId for g in held for r in g.risks for j in r.jobs}),
+                "changes": [g.action.summary for g in held],
+                # Each job the held change would hurt and how (queued jobs a deletion
+                # terminates too).
+                "atRisk": [
+                    {"jobId": a.job.jobId, "status": a.job.status, "why": a.why}
+                    for g in held
+                    for a in g.at_risk
+                ],
+                # What dates the hold: the requests' own hash and when they were first held.
+                "digest": change_id(risky_actions(held)) if risky_actions(held) else None,
+                "since": self.hold_since,
+            }
+            if held
+            else None
+        )
+        settings = desired.settings
+        if settings is not None:
+            queue_status["managed"] = _managed(
+                (self.queue_status or {}).get("managed") or {},
+                settings.scheduling_policy_name,
+                settings.service_environment_name,
+                observed,
+            )
+        queue_status["resources"] = {
+            "schedulingPolicyArn": observed.policy.arn if observed.policy else None,
+            "jobQueueArn": observed.queue.jobQueueArn if observed.queue else None,
+            "serviceEnvironmentArns": sorted(
+                e.serviceEnvironmentArn for e in observed.environments.values()
+            ),
+        }
+        items: list[dict[str, Any]] = [queue_status]
+        deletes: list[str] = []
+        by_share: dict[str, list[GuardedAction]] = {}
+        for guarded in held:
+            if guarded.action.share:
+                by_share.setdefault(guarded.action.share, []).append(guarded)
+        names = set(desired.shares) | set(desired.frozen_shares) | set(observed.shares)
+        for name in sorted(names):
+            item = self._share_status(
+                name, desired, observed, the_plan, by_share.get(name, []), report, failure
+            )
+            if item is not None:
+                items.append(item)
+        for key in self.status:
+            if (
+                key.startswith(STATUS_PREFIX + "SHARE#")
+                and key[len(STATUS_PREFIX + "SHARE#") :] not in names
+            ):
+                deletes.append(key)
+        if desired.settings is None and _torn_down(self.queue, observed, the_plan):
+            # Torn down: nothing is left to describe (and the resync stops listing the queue).
+            deletes = list(self.status)
+            items = []
+        self._write(items, deletes)
+
+    def _share_status(
+        self,
+        name: str,
+        desired: Desired,
+        observed: ObservedState,
+        the_plan: Plan,
+        held: list[GuardedAction],
+        report: ValidationReport,
+        failure: str | None,
+    ) -> dict[str, Any] | None:
+        key = share_status_key(name)
+        previous = self.status.get(key)
+        config = self.config.get(share_key(name))
+        gen = generation(config)
+        current = observed.shares.get(name)
+        pending = [a for a in the_plan.actions if a.share == name]
+        waits = [w for w in the_plan.waits if w.startswith(f"quota share {name} ")]
+        invalid = [p for p in report.errors if p.share == name]
+        if name in desired.frozen_shares:
+            valid = Condition(
+                "Valid",
+                False,
+                "ConfigInvalid",
+                "; ".join(str(p) for p in invalid) or "invalid",
+            )
+        elif config is None:
+            valid = Condition("Valid", True, "Removed", "the share item was removed")
+        else:
+            valid = Condition("Valid", True, "ConfigValid", "")
+        applied_now = [a for a in self.result.applied if a.share == name]
+        not_applied = [a for a in pending if a not in applied_now]
+        # A refusal concerns this share when it was one of its requests or it stopped the run
+        # (a conflict or a guard failure stops everything); a refused tag of another resource
+        # does not.
+        failed = failure is not None and (
+            self.stopped or name in self.failed_shares or not self.failed_shares
+        )
+        applied = not failed and not not_applied and not waits and name not in desired.frozen_shares
+        conds = [
+            valid,
+            Condition(
+                "Applied",
+                applied,
+                "Applied"
+                if applied
+                else (
+                    "Frozen"
+                    if name in desired.frozen_shares
+                    else ("Waiting" if waits else "Pending")
+                ),
+                "; ".join(waits + [g.reason for g in held]) if not applied else "",
+            ),
+            Condition(
+                "Healthy",
+                current is not None and current.status == "VALID",
+                current.status if current else "NotFound",
+                "" if current else "the quota share does not exist in Batch",
+            ),
+            Condition(
+                "Blocked",
+                bool(held),
+                held[0].decision.title().replace("-", "") if held else "NotBlocked",
+                "; ".join(g.reason for g in held),
+            ),
+        ]
+        item: dict[str, Any] = {
+            SORT_KEY: key,
+            "quotaShareName": name,
+            "observedGeneration": gen,
+            "conditions": conditions(previous, conds, gen, self.stamp),
+            "quotaShareArn": current.quotaShareArn if current else None,
+            "updatedAt": self.stamp,
+        }
+        spec = desired.shares.get(name)
+        if spec is not None and any(
+            a.operation in ("CreateQuotaShare", "TagResource", "UntagResource") for a in applied_now
+        ):
+            item["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": self.queue}
+        elif name in self.share_tags:
+            # Read from Batch and nothing to put back: what the share carries is what applies.
+            item["appliedTags"] = self.share_tags[name]
+        elif previous and previous.get("appliedTags") is not None:
+            item["appliedTags"] = previous["appliedTags"]
+        if applied_now:
+            item["lastAppliedAt"] = self.stamp
+        elif previous and previous.get("lastAppliedAt"):
+            item["lastAppliedAt"] = previous["lastAppliedAt"]
+        return item
+
+    def _queue_status(self, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
+        return {
+            SORT_KEY: QUEUE_STATUS,
+            "observedGeneration": gen,
+            "conditions": conditions(self.queue_status, conds, gen, self.stamp),
+            "alerted": self.raised[-_ALERT_MEMORY:],
+            "managed": (self.queue_status or {}).get("managed", {}),
+            "lastApprovedChange": self.last_approved,
+            "requeueChain": self.result.chain
+            if self.requeues
+            else (self.queue_status or {}).get("requeueChain"),
+            "requeueChainFrom": self.chain
+            if self.requeues
+            else (self.queue_status or {}).get("requeueChainFrom"),
+            "updatedAt": self.stamp,
+        }
+
+    def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
+        # Fitted before the comparison: an item cut to fit compares equal to its stored self.
+        items = [_fitted(i) for i in items]
+        changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
+        if changed or deletes:
+            self.deps.store.write_status(self.queue, changed, deletes)
+
+    # -- alerts ------------------------------------------------------------------------------
+
+    def _publish(self, alert: Alert) -> bool:
+        """Publish unless already sent; False when it could not be published (see `unsent`)."""
+        if alert.dedupKey in self.raised:
+            return True
+        if alert.dedupKey not in self.alerted:
+            try:
+                self.deps.notifier.publish(alert)
+            except RetryableError as exc:
+                self.unsent.append(str(exc))
+                return False
+            self.result.alerts.append(alert)
+        self.raised.append(alert.dedupKey)
+        return True
+
+    def _remember_alerts(self) -> None:
+        """A run cut short by a retryable error still remembers the alerts it published, so
+        the retry does not send them again."""
+        sent = [k for k in self.raised if k not in self.alerted]
+        if not sent:
+            return
+        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
+        item["alerted"] = [*(item.get("alerted") or []), *sent][-_ALERT_MEMORY:]
+        item["updatedAt"] = self.stamp
+        self.deps.store.write_status(self.queue, [_fitted(item)], [])
+
+    def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
+        by_share: dict[str, list[str]] = {}
+        for problem in report.errors:
+            if problem.share_index is not None and problem.share_index < len(assembled.share_items):
+                name = assembled.share_items[problem.share_index][len(SHARE_PREFIX) :]
+                by_share.setdefault(name, []).append(assembled.describe(problem))
+        for name, messages in sorted(by_share.items()):
+            self._publish(
+                Alert(
+                    kind="CONFIG_REJECTED",
+                    severity="warning",
+                    jobQueue=self.queue,
+                    quotaShareName=name,
+                    summary=f"Quota share {name} of {self.queue}: config rejected",
+                    detail=detail_lines(messages),
+                    nextSteps=[
+                        f"Fix item SHARE#{name}; the share keeps its last applied settings",
+                        "The queue's other shares are still reconciled",
+                    ],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:{name}:rejected:{_digest(messages)}",
+                )
+            )
+        self.result.errors.extend(m for ms in by_share.values() for m in ms)
+
+    def _alert_invalid_resources(self, desired: Desired, observed: ObservedState) -> None:
+        """One alert per resource Batch reports INVALID (jobs it holds are not scheduled); the
+        status says it too (Healthy False). Raised again by every run while it lasts, so it is
+        alerted once, and again if it comes back after a fix."""
+        invalid: list[tuple[str, str | None, str]] = []
+        if observed.queue is not None and observed.queue.status == "INVALID":
+            invalid.append(("job queue", None, observed.queue.statusReason or ""))
+        for env in _queue_environments(desired, observed):
+            if env.status == "INVALID":
+                invalid.append((f"service environment {env.serviceEnvironmentName}", None, ""))
+        # A frozen share (its item invalid) is still the queue's share in Batch: it counts too.
+        for name in sorted({*desired.shares, *desired.frozen_shares}):
+            share = observed.shares.get(name)
+            if share is not None and share.status == "INVALID":
+                invalid.append((f"quota share {name}", name, ""))
+        for what, share_name, reason in invalid:
+            self._publish(
+                Alert(
+                    kind="RECONCILE_FAILED",
+                    severity="critical",
+                    jobQueue=self.queue,
+                    quotaShareName=share_name,
+                    summary=f"AWS Batch reports the {what} of {self.queue} INVALID"
+                    + (f": {reason}" if reason else ""),
+                    detail=detail_lines(
+                        [
+                            f"The {what} is INVALID in AWS Batch"
+                            + (f" ({reason})" if reason else "")
+                            + ". Jobs it holds are not scheduled until it is VALID again."
+                        ]
+                    ),
+                    nextSteps=[
+                        "Check the resource in the AWS Batch console (statusReason of the job "
+                        "queue); quotactl status shows what the controller sees",
+                        "The controller re-applies the document at every resync; this alert "
+                        "is not repeated while the resource stays INVALID",
+                    ],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:{share_name or '-'}:invalid:{what}",
+                )
+            )
+
+    def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
+        """Publish PREEMPTION_RISK alerts; returns the shares (None: the environment) whose
+        alert could not be published."""
+        unannounced: set[str | None] = set()
+        risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
+        by_share: dict[str | None, list[GuardedAction]] = {}
+        for guarded in risky:
+            by_share.setdefault(guarded.action.share, []).append(guarded)
+        for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
+            decision = group[0].decision
+            jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
+            changes = [r.describe() for g in group for r in g.risks]
+            changes += [
+                f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk
+            ]
+            deletes = any(g.action.deletes_share or g.action.deletes_queue for g in group)
+            where = (
+                f"quota share {share}"
+                if share
+                else "the job queue"
+                if any(g.action.deletes_queue for g in group)
+                else "the service environment"
+            )
+            verb = {
+                "apply-with-warning": "applied",
+                "blocked": "held until approved" if deletes else "held (reductionPolicy block)",
+                "draining": "held until usage fits (reductionPolicy drain)",
+            }.get(decision, decision)
+            steps = {
+                "apply-with-warning": [
+                    "Expect these queued jobs to be terminated: resubmit them to another share "
+                    "or queue if they must run",
+                    "Restore the removed item in the config to keep them",
+                ]
+                if deletes
+                else [
+                    "Expect these jobs to be preempted and requeued (or failed once "
+                    "preemptionRetriesBeforeTermination is used up)",
+                    "Revert the change in the config to keep them running",
+                ],
+                "blocked": [
+                    f"Approve exactly this change: set approvedChange: {self.result.held_change} "
+                    f"on queue {self.queue} (quotactl approve {self.queue} "
+                    f"{self.result.held_change})",
+                    *(
+                        ["Or cancel the queued jobs: the removal applies once none is left"]
+                        if deletes
+                        else []
+                    ),
+                    "Or revert the change in the config",
+                ],
+                "draining": [
+                    "Nothing to do: the change applies once the jobs above finish",
+                    "Set reductionPolicy: warn to apply it now",
+                ],
+            }.get(decision, [])
+            sent = self._publish(
+                Alert(
+                    kind="PREEMPTION_RISK",
+                    severity="warning",
+                    jobQueue=self.queue,
+                    quotaShareName=share,
+                    jobs=[_alert_job(j) for j in jobs.values()],
+                    summary=f"Reducing {where} of {self.queue} puts {len(jobs)} job(s) at risk: "
+                    f"change {verb}",
+                    detail=detail_lines(changes)
+                    + "\nJobs at risk are predicted (not yet preempted, preemption order is "
+                    "Batch's): not-yet-running first, then lower priority, then newest.",
+                    nextSteps=steps,
+                    occurredAt=self.stamp,
+                    dedupKey=(
+                        f"{self.queue}:{share or '-'}:risk:{self.result.held_change}:{decision}"
+                    ),
+                    change=ChangeRef(id=self.result.held_change or "", at=self.stamp)
+                    if self.result.held_change
+                    else None,
+                )
+            )
+            if not sent:
+                unannounced.add(share)
+        return unannounced
+
+
+def _lent_less(action: Action, observed: ObservedState) -> set[str]:
+    before = observed.shares.get(action.share or "")
+    if before is None or before.resourceSharingConfiguration.strategy not in _LENDS:
+        return set()
+    if action.operation == "DeleteQuotaShare":
+        return set(before.limits())
+    sharing = action.params.get("resourceSharingConfiguration") or {}
+    if sharing.get("strategy", before.resourceSharingConfiguration.strategy) not in _LENDS:
+        return set(before.limits())
+    after = {
+        str(c["capacityUnit"]): int(c["maxCapacity"])
+        for c in action.params.get("capacityLimits") or []
+    }
+    if "capacityLimits" not in action.params:
+        return set()
+    return {u for u, m in before.limits().items() if after.get(u, 0) < m}
+
+
+_LENDS = ("LEND", "LEND_AND_BORROW")
+
+
+def _fitted(item: dict[str, Any]) -> dict[str, Any]:
+    """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted
+    in it has no size of its own: a 60 KB attribute name in four messages); its keys are kept
+    and `truncated` says what was cut."""
+    value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
+    return value
+
+
+def _alert_job(job: ActiveJob) -> AlertJob:
+    return AlertJob(
+        jobId=job.jobId,
+        jobName=job.jobName,
+        jobArn=job.jobArn,
+        statusBefore=job.status,
+        capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
+        schedulingPriority=job.priority,
+    )
+
+
+def _managed(
+    previous: Mapping[str, Any], policy: str, environment: str, observed: ObservedState
+) -> dict[str, Any]:
+    """Names the controller manages, and replaced ones it must still retire (until gone)."""
+
+    def alive_env(name: str) -> bool:
+        env = observed.environments.get(name)
+        return env is not None and env.status != "DELETED"
+
+    old_policies = [previous.get("schedulingPolicy"), *previous.get("retiringPolicies", [])]
+    old_envs = [previous.get("serviceEnvironment"), *previous.get("retiringEnvironments", [])]
+    return {
+        "schedulingPolicy": policy,
+        "serviceEnvironment": environment,
+        "retiringPolicies": sorted(
+            {n for n in old_policies if n and n != policy and n in observed.policies}
+        ),
+        "retiringEnvironments": sorted(
+            {n for n in old_envs if n and n != environment and alive_env(n)}
+        ),
+    }
+
+
+def _queue_health(desired: Desired, observed: ObservedState) -> Condition:
+    """Healthy: the job queue is VALID and so is the service environment it runs on."""
+    queue = observed.queue
+    if queue is None or queue.status != "VALID":
+        message = (queue.statusReason or "") if queue else "job queue not found"
+        return Condition("Healthy", False, "JobQueueNotValid", message)
+    bad = [
+        e.serviceEnvironmentName
+        for e in _queue_environments(desired, observed)
+        if e.status == "INVALID"
+    ]
+    if bad:
+        return Condition(
+            "Healthy",
+            False,
+            "ServiceEnvironmentNotValid",
+            f"service environment {', '.join(bad)} is INVALID",
+        )
+    return Condition("Healthy", True, "JobQueueValid", queue.statusReason or "")
+
+
+def _queue_environments(desired: Desired, observed: ObservedState) -> list[ObservedEnvironment]:
+    """The environments the queue runs on (its serviceEnvironmentOrder, as Batch reports it)
+    and the one the document names, each once."""
+    found: dict[str, ObservedEnvironment] = {}
+    order = observed.queue.serviceEnvironmentOrder if observed.queue else []
+    for entry in order:
+        env = observed.environment_by_arn(entry.serviceEnvironment)
+        if env is not None:
+            found.setdefault(env.serviceEnvironmentName, env)
+    settings = desired.settings
+    named = observed.environments.get(settings.service_environment_name) if settings else None
+    if named is not None:
+        found.setdefault(named.serviceEnvironmentName, named)
+    return list(found.values())
+
+
+def _torn_down(queue: str, observed: ObservedState, the_plan: Plan) -> bool:
+    """Nothing of a removed queue is left in Batch: no request to make, nothing to wait for,
+    and every resource gone or DELETED (Batch lists deleted resources for a while). A policy
+    or environment not tagged as this queue's is left in place by the teardown: it does not
+    count."""
+
+    def gone(resource: Any) -> bool:
+        return resource is None or resource.status == "DELETED"
+
+    def ours(resource: ObservedPolicy | ObservedEnvironment) -> bool:
+        return resource.tags.get(OWNER_TAG) == queue
+
+    return (
+        not the_plan.actions
+        and not the_plan.waits
+        and gone(observed.queue)
+        and all(gone(s) for s in observed.shares.values())
+        and all(gone(e) or not ours(e) for e in observed.environments.values())
+        and not any(ours(p) for p in observed.policies.values())
+    )
+
+
+def _keep(previous: Mapping[str, Any] | None, kind: str) -> Condition:
+    for cond in (previous or {}).get("conditions", []):
+        if cond.get("type") == kind:
+            return Condition(
+                cond["type"],
+                cond.get("status") == "True",
+                cond.get("reason", ""),
+                cond.get("message", ""),
+            )
+    return Condition(kind, False, "Unknown", "")  # type: ignore[arg-type]
+
+
+def _warnings_text(report: ValidationReport) -> str:
+    return "; ".join(f"warning: {w}" for w in report.warnings)
+
+
+def _unsafe_to_repeat(action: Action) -> bool:
+    return action.is_reduction or action.operation.startswith(("Create", "Delete"))
+
+
+def _write_key(action: Action) -> str:
+    return f"{action.operation} {action.resource}"
+
+
+def _params_digest(action: Action) -> str:
+    import json
+
+    return _digest([json.dumps(action.params, sort_keys=True, default=str)])
+
+
+def _recent_writes(status: Mapping[str, Any] | None, now: datetime) -> dict[str, dict[str, str]]:
+    """The writes status remembers that are younger than SETTLE_SECONDS, by resource and
+    operation (entries of another shape are dropped)."""
+    kept: dict[str, dict[str, str]] = {}
+    for entry in (status or {}).get("recentWrites") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        fields = {k: entry.get(k) for k in ("resource", "operation", "params", "at")}
+        if not all(isinstance(v, str) for v in fields.values()):
+            continue
+        try:
+            age = (now - datetime.fromisoformat(str(fields["at"]))).total_seconds()
+        except ValueError:
+            continue
+        if 0 <= age < SETTLE_SECONDS:
+            kept[f"{fields['operation']} {fields['resource']}"] = {
+                k: str(v) for k, v in fields.items()
+            }
+    return kept
+
+
+def _digest(parts: Sequence[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+__all__ = [
+    "Deps",
+    "ReconcileResult",
+    "ReconcileSettings",
+    "RetryableError",
+    "reconcile",
+]

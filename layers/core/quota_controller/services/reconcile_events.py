@@ -1,0 +1,212 @@
+"""From event-source batches to reconcile(queue): the stream, the requeue queue, the schedule.
+
+Each record only names a queue (level-triggered); a queue named by several records of one batch
+is reconciled once, because the reconcile reads the table after every record of the batch was
+written. A record whose reconcile raises RetryableError is reported as a batch item failure, so
+the event source retries it (the stream bisects and finally sends it to the on-failure DLQ; the
+requeue queue redrives it to its DLQ). Invalid config is not an error here: reconcile turns it
+into status and an alert.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+# Imported before pydantic, the batch utility skips building its parser models (not used here).
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
+from quota_controller.ports import Requeuer
+from quota_controller.services.reconcile import Deps, ReconcileResult, reconcile
+
+
+class MalformedRecord(ValueError):
+    """A record that names no queue; retried, then it lands in the DLQ (never silently lost)."""
+
+
+@dataclass
+class BatchOutcome:
+    """What one event batch did, per queue."""
+
+    results: dict[str, ReconcileResult] = field(default_factory=dict)
+    skipped: int = 0
+
+
+def queue_of_stream_record(record: DynamoDBRecord) -> str | None:
+    """The queue a stream record concerns, or None for a non-config item (status, changes)."""
+    stream = record.dynamodb
+    keys = (stream.keys if stream else None) or {}
+    if not keys:
+        raise MalformedRecord(f"stream record {record.event_id} has no keys")
+    queue, item = keys.get(PARTITION_KEY), keys.get(SORT_KEY)
+    if not isinstance(queue, str) or not queue:
+        raise MalformedRecord(f"stream record {record.event_id} has no {PARTITION_KEY!r} key")
+    return queue if is_config_key(item) else None
+
+
+@dataclass(frozen=True)
+class RequeueMessage:
+    """A requeue message: which queue, and not before when (epoch seconds)."""
+
+    queue: str
+    not_before: float = 0.0
+    reason: str = ""
+    read_share_tags: tuple[str, ...] = ()
+    chain: str | None = None
+    # Since when (epoch seconds) the queue has been found locked by this message's runs.
+    locked_since: float | None = None
+
+
+# The longest wait a requeue asks for: the next quota-window edge, at most a week and a day
+# ahead for a recurring window (a one-off window further out is reached by the resync, whose
+# runs requeue for it once it is this close). Anything later is run now, not sent back forever.
+MAX_REQUEUE_WAIT = 8 * 86400
+
+
+def parse_requeue(record: SQSRecord) -> RequeueMessage:
+    """The queue a requeue message names: {"queue": "<name>", "notBefore": <epoch>,
+    "reason": "...", "readShareTags": ["<share>", ...]}."""
+    try:
+        body = json.loads(record.body)
+    except (TypeError, ValueError) as exc:
+        raise MalformedRecord(f"message {record.message_id} is not JSON: {exc}") from None
+    queue = body.get("queue") if isinstance(body, dict) else None
+    if not isinstance(queue, str) or not queue:
+        raise MalformedRecord(f"message {record.message_id} names no queue")
+    not_before = body.get("notBefore", 0)
+    if not isinstance(not_before, int | float):
+        raise MalformedRecord(f"message {record.message_id} has a non-numeric notBefore")
+    chain = body.get("chain")
+    if chain is not None and not isinstance(chain, str):
+        raise MalformedRecord(f"message {record.message_id}: chain is not text")
+    read_share_tags = body.get("readShareTags", [])
+    if not isinstance(read_share_tags, list) or not all(
+        isinstance(n, str) and n for n in read_share_tags
+    ):
+        raise MalformedRecord(f"message {record.message_id}: readShareTags is not a list of names")
+    locked_since = body.get("lockedSince")
+    if locked_since is not None and (
+        isinstance(locked_since, bool)
+        or not isinstance(locked_since, int | float)
+        or not math.isfinite(locked_since)
+    ):
+        locked_since = None  # not written by the controller: start counting again
+    return RequeueMessage(
+        queue,
+        float(not_before),
+        str(body.get("reason", "")),
+        tuple(read_share_tags),
+        chain,
+        None if locked_since is None else float(locked_since),
+    )
+
+
+def handle_event(
+    event: dict[str, Any],
+    context: Any,
+    deps_factory: Callable[[], Deps],
+    requeuer: Requeuer,
+    on_result: Callable[[ReconcileResult], None] | None = None,
+) -> dict[str, Any]:
+    """Process a stream or SQS batch; returns the partial-batch response."""
+    records = event.get("Records") or []
+    source = records[0].get("eventSource") if records else None
+    outcome = BatchOutcome()
+    deps = deps_factory()
+
+    tags_read: dict[str, set[str]] = {}
+
+    def run(
+        queue: str | None,
+        trigger: str,
+        read_share_tags: tuple[str, ...] = (),
+        chain: str | None = None,
+        locked_since: float | None = None,
+    ) -> None:
+        if queue is None:
+            outcome.skipped += 1
+            return
+        unread = set(read_share_tags) - tags_read.get(queue, set())
+        if queue in outcome.results and not unread:
+            return
+        result = reconcile(queue, deps, unread, chain, locked_since=locked_since)
+        result.trigger = trigger
+        if on_result is not None:
+            on_result(result)
+        if result.outcome == "superseded":
+            return  # did nothing: another message of this batch for the queue still runs
+        tags_read.setdefault(queue, set()).update(unread)
+        outcome.results[queue] = result
+        if result.requeue_after is not None:
+            # A locked run did nothing: its requeue keeps what sent it (a resync's reconcile
+            # then still counts what it repairs as DriftRepaired).
+            reason = trigger if result.outcome == "locked" else result.outcome
+            requeuer.requeue(
+                queue,
+                result.requeue_after,
+                reason,
+                result.tags_pending,
+                result.chain,
+                result.locked_since if result.outcome == "locked" else None,
+            )
+
+    def run_stream(record: DynamoDBRecord) -> None:
+        run(queue_of_stream_record(record), "stream")
+
+    if source == "aws:dynamodb":
+        processor = BatchProcessor(
+            event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False
+        )
+        return dict(
+            process_partial_response(
+                event=event,
+                record_handler=run_stream,
+                processor=processor,
+                context=context,
+            )
+        )
+
+    def run_requeued(record: SQSRecord) -> None:
+        message = parse_requeue(record)
+        early = message.not_before - deps.clock.now().timestamp()
+        if 1 < early <= MAX_REQUEUE_WAIT:
+            # SQS delays at most 900 s: a longer wait comes back for the rest of it.
+            requeuer.requeue(
+                message.queue,
+                int(early),
+                message.reason,
+                message.read_share_tags,
+                message.chain,
+                message.locked_since,
+            )
+            return
+        # Due, or a wait no requeue asks for (a time in milliseconds, infinity): run now rather
+        # than send it back forever. A reconcile is always safe to run.
+        run(
+            message.queue,
+            message.reason or "requeue",
+            message.read_share_tags,
+            message.chain,
+            message.locked_since,
+        )
+
+    # A batch where every record failed is still a partial response: the source retries it.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+    return dict(
+        process_partial_response(
+            event=event,
+            record_handler=run_requeued,
+            processor=processor,
+            context=context,
+        )
+    )
