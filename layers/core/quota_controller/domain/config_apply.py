@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.config.items import (
@@ -53,8 +54,15 @@ def plan_config_write(
     at: str,
     prune: bool,
 ) -> ConfigWrite:
-    """Validate `raw` and work out the item writes against the queue's `existing` items."""
-    report = validate_document(raw)
+    """Validate `raw` and work out the item writes against the queue's `existing` items.
+    `at` (ISO-8601, the write's time) is also the moment quota windows are checked from."""
+    try:
+        now: datetime | None = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        now = None
+    if now is not None and now.tzinfo is None:
+        now = None
+    report = validate_document(raw, now)
     if not report.ok or report.document is None:
         return ConfigWrite(None, report)
     queue = report.document.queue_name

@@ -30,6 +30,7 @@ TOP_LEVEL_FIELDS: tuple[str, ...] = (
     "approvedChange",
     "force",
     "quotaShares",
+    "windows",
 )
 # Every attribute a config item may hold (the QUEUE item's fields, a share's, bookkeeping;
 # a test keeps it equal to the model's). `quotactl apply` replaces an item only while each of

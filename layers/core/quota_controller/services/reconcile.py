@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -89,6 +90,9 @@ _ALERT_MEMORY = 100
 # Batch documents no read-after-write consistency, and a retried create whose first answer was
 # lost is refused while the resource it made may not show yet. Longer than any lag seen.
 SETTLE_SECONDS = 300
+# A quota window's next edge is waited for by a requeue when it is at most this far ahead
+# (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
+WINDOW_REQUEUE_HORIZON = 7 * 86400
 
 # The author of a change (`updatedBy`), as change records and alerts quote it.
 AUTHOR_MAX = 1_024
@@ -332,7 +336,7 @@ class _Run:
         if not self.config and self.queue_status is None:
             self.result.outcome = "absent"
             return self.result
-        assembled, report = validate_items(self.queue, self.config.values())
+        assembled, report = validate_items(self.queue, self.config.values(), self.now)
         self.describe = assembled.describe
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
@@ -663,6 +667,13 @@ class _Run:
             result.requeue_after = self.deps.settings.requeue_seconds
         if failure:
             result.requeue_after = None
+        elif report.next_edge is not None:
+            # The layout changes at a window's edge: come back then (the resync is only the
+            # safety net). Waits over 15 minutes travel as SQS hops, and no reconcile runs
+            # until the edge; an edge more than a week out is left to a later run.
+            edge = max(1, math.ceil((report.next_edge - self.now).total_seconds()))
+            if edge <= WINDOW_REQUEUE_HORIZON:
+                result.requeue_after = min(result.requeue_after or edge, edge)
         if result.requeue_after is not None and self.requeues:
             result.chain = f"{self.stamp} {self.deps.owner}"
         self._write_status(desired, observed, report, the_plan, held, failure)
@@ -711,6 +722,14 @@ class _Run:
         ]
         queue_status = self._queue_status(gen, conds)
         queue_status["waitingFor"] = list(the_plan.waits)
+        if report.windows:
+            # Quota windows: those in force (the layout applied is theirs) and the next edge.
+            queue_status["windowsInForce"] = list(report.in_force)
+            queue_status["nextWindowEdge"] = (
+                report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
+                if report.next_edge
+                else None
+            )
         queue_status["lastError"] = failure
         if self.unsettled:
             queue_status["unsettled"] = dict(self.unsettled)

@@ -67,8 +67,10 @@ class RequeueMessage:
     locked_since: float | None = None
 
 
-# The longest wait a requeue asks for (RequeueSeconds is at most 900 s), with room to spare.
-MAX_REQUEUE_WAIT = 2 * 900
+# The longest wait a requeue asks for: the next quota-window edge, at most a week and a day
+# ahead for a recurring window (a one-off window further out is reached by the resync, whose
+# runs requeue for it once it is this close). Anything later is run now, not sent back forever.
+MAX_REQUEUE_WAIT = 8 * 86400
 
 
 def parse_requeue(record: SQSRecord) -> RequeueMessage:

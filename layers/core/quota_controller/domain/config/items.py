@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.config.model import TOP_LEVEL_FIELDS
@@ -194,13 +195,14 @@ def items_to_document(queue: str, items: Iterable[Mapping[str, Any]]) -> Assembl
 
 
 def validate_items(
-    queue: str, items: Iterable[Mapping[str, Any]]
+    queue: str, items: Iterable[Mapping[str, Any]], now: datetime | None = None
 ) -> tuple[AssembledDocument, ValidationReport]:
-    """Rebuild a queue's document from its items and validate it; item problems come first."""
+    """Rebuild a queue's document from its items and validate it (its layout in force at
+    `now`, when it has windows); item problems come first."""
     assembled = items_to_document(queue, items)
     if assembled.raw is None:
         return assembled, ValidationReport(errors=list(assembled.problems))
-    report = validate_document(assembled.raw)
+    report = validate_document(assembled.raw, now)
     report.errors[:0] = assembled.problems
     bad = {p.share_index for p in report.errors}
     report.valid_shares = {i: s for i, s in report.valid_shares.items() if i not in bad}

@@ -12,6 +12,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -25,6 +26,17 @@ from quota_controller.domain.config.model import (
     QuotaDocument,
     QuotaShareSpec,
     ServiceEnvironmentSpec,
+)
+from quota_controller.domain.config.windows import (
+    HORIZON,
+    MAX_WINDOWS,
+    Window,
+    apply,
+    equal_precedence_overlaps,
+    in_force,
+    moments,
+    next_edge,
+    show_time,
 )
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
@@ -62,6 +74,11 @@ class ValidationReport:
     settings: QueueSettings | None = None
     # Shares that passed validation, by their index in the document.
     valid_shares: dict[int, QuotaShareSpec] = field(default_factory=dict)
+    # The document's windows (when they all passed), the names of those in force at the
+    # moment validated (settings and shares are that moment's layout), and the next edge.
+    windows: list[Window] = field(default_factory=list)
+    in_force: tuple[str, ...] = ()
+    next_edge: datetime | None = None
 
     @property
     def shares(self) -> list[QuotaShareSpec]:
@@ -110,8 +127,37 @@ def format_path(path: Iterable[PathPart]) -> str:
     return out
 
 
-def validate_document(raw: object) -> ValidationReport:
-    """Validate a parsed quota document (the mapping read from YAML, JSON or the config table)."""
+def validate_document(raw: object, now: datetime | None = None) -> ValidationReport:
+    """Validate a parsed quota document (the mapping read from YAML, JSON or the config table).
+
+    With `windows`, each window is checked alone and then every moment's layout from `now`
+    (default: the current time) for a year; the first moment a combination of windows makes
+    invalid is reported. The report's settings and shares are then the layout in force at
+    `now` (`quota_controller.domain.config.windows`), and it says which windows are in force
+    and when the layout next changes."""
+    if not isinstance(raw, Mapping) or "windows" not in raw:
+        return _validate_layout(raw)
+    when = now or datetime.now(UTC)
+    report = _validate_layout(apply(raw, ()))
+    windows = _check_windows(raw, report, when)
+    if windows is None:
+        return report
+    report.windows = windows
+    active = in_force(windows, when)
+    report.in_force = tuple(w.name for w in active)
+    report.next_edge = next_edge(windows, when)
+    if active:
+        effective = _validate_layout(apply(raw, active))
+        invalid = {p.share_index for p in report.errors if p.share_index is not None}
+        report.settings = effective.settings
+        report.valid_shares = {
+            i: share for i, share in effective.valid_shares.items() if i not in invalid
+        }
+    return report
+
+
+def _validate_layout(raw: object) -> ValidationReport:
+    """A document without windows: every rule of one layout."""
     report = ValidationReport()
     if raw is None:
         report.errors.append(Problem((), "the document is empty"))
@@ -130,7 +176,11 @@ def validate_document(raw: object) -> ValidationReport:
         if key not in TOP_LEVEL_FIELDS:
             report.errors.append(Problem((str(key),), _unknown_field(str(key), TOP_LEVEL_FIELDS)))
 
-    settings_raw = {k: v for k, v in raw.items() if k in TOP_LEVEL_FIELDS and k != "quotaShares"}
+    settings_raw = {
+        k: v
+        for k, v in raw.items()
+        if k in TOP_LEVEL_FIELDS and k not in ("quotaShares", "windows")
+    }
     try:
         report.settings = QueueSettings.model_validate(settings_raw)
     except ValidationError as exc:
@@ -188,6 +238,128 @@ def validate_document(raw: object) -> ValidationReport:
     if report.settings is not None:
         report.warnings.extend(_capacity_warnings(report.settings, parsed))
     return report
+
+
+def _check_windows(
+    raw: Mapping[str, Any], report: ValidationReport, now: datetime
+) -> list[Window] | None:
+    """Each window alone, then every moment's layout from `now` on; the windows when all of
+    them pass, else None. Window problems are queue-wide: a schedule that can make the layout
+    invalid changes nothing until it is fixed."""
+    entries = raw.get("windows")
+    if entries is None:
+        return []
+    before = len(report.errors)
+    if not isinstance(entries, list):
+        report.errors.append(
+            Problem(("windows",), f"must be a list of windows (got {_kind(entries)})")
+        )
+        return None
+    if len(entries) > MAX_WINDOWS:
+        report.errors.append(
+            Problem(("windows",), f"has {len(entries)} windows; at most {MAX_WINDOWS} are allowed")
+        )
+        return None
+    parsed: list[tuple[int, Window]] = []
+    for index, entry in enumerate(entries):
+        try:
+            parsed.append((index, Window.model_validate(entry)))
+        except ValidationError as exc:
+            report.errors.extend(_problems(exc, Window, ("windows", index)))
+    names = [(i, w.name) for i, w in parsed]
+    for i, name in names:
+        if [n for _, n in names].count(name) > 1 and i != next(j for j, n in names if n == name):
+            report.errors.append(
+                Problem(("windows", i, "name"), f"{name!r} is the name of an earlier window too")
+            )
+    shares = raw.get("quotaShares")
+    known = {n for s in shares if (n := _share_name(s))} if isinstance(shares, list) else set()
+    for index, window in parsed:
+        for j, override in enumerate(window.quotaShares):
+            if override.quotaShareName not in known:
+                report.errors.append(
+                    Problem(
+                        ("windows", index, "quotaShares", j, "quotaShareName"),
+                        f"names quota share {override.quotaShareName!r}, which the document "
+                        "does not have (a window changes shares, it does not add them)",
+                    )
+                )
+        _never_in_force(index, window, now, report)
+    if len(report.errors) > before:
+        return None
+    windows = [w for _, w in parsed]
+    _check_moments(raw, windows, {w.name: i for i, w in parsed}, now, report)
+    return None if len(report.errors) > before else windows
+
+
+def _never_in_force(index: int, window: Window, now: datetime, report: ValidationReport) -> None:
+    if window.next_occurrence(now) is not None:
+        return
+    if window.recurring and window.next_occurrence(window.from_ or now) is None:
+        report.errors.append(
+            Problem(
+                ("windows", index),
+                "is never in force: none of its days falls between its from and until",
+            )
+        )
+        return
+    ended = window.until or now
+    report.warnings.append(
+        Problem(
+            ("windows", index, "until"),
+            f"ended at {show_time(ended)}; it no longer changes anything and can be removed",
+            severity="warning",
+        )
+    )
+
+
+def _check_moments(
+    raw: Mapping[str, Any],
+    windows: list[Window],
+    index: Mapping[str, int],
+    now: datetime,
+    report: ValidationReport,
+) -> None:
+    """Every combination of windows in force from now on, at the first moment it occurs."""
+    before = len(report.errors)
+    base = {str(p) for p in _validate_layout(apply(raw, ())).errors}
+    seen: set[tuple[str, ...]] = set()
+    for moment in moments(windows, now, now + HORIZON):
+        if not moment.windows or moment.names in seen:
+            continue
+        seen.add(moment.names)
+        when = show_time(moment.at)
+        for one, two, target in equal_precedence_overlaps(moment):
+            # Said on the later of the two in the document, naming the earlier.
+            a, b = sorted((one, two), key=lambda w: index[w.name])
+            what = (
+                "the service environment"
+                if target == "serviceEnvironment"
+                else (f"quota share {target}")
+            )
+            report.errors.append(
+                Problem(
+                    ("windows", index[b.name]),
+                    f"is in force together with window {a.name!r} at {when} with the same "
+                    f"priority ({a.precedence}), and both set {what}: give one of them a "
+                    "higher priority",
+                )
+            )
+        if len(report.errors) > before:
+            return
+        effective = _validate_layout(apply(raw, moment.windows))
+        found = [p for p in effective.errors if str(p) not in base]
+        if found:
+            names = ", ".join(moment.names)
+            last = index[moment.windows[-1].name]
+            report.errors.extend(
+                Problem(
+                    ("windows", last),
+                    f"at {when} (windows in force: {names}) the layout would be invalid: {p}",
+                )
+                for p in found
+            )
+            return
 
 
 def _scoped(problem: Problem, share: str | None, index: int) -> Problem:
@@ -420,6 +592,16 @@ def _message(err: Any, root: type[BaseModel], loc: Path) -> str:
         )
     if kind == "string_type" and err["loc"] and isinstance(err["loc"][-1], int):
         return "mapping keys must be text"
+    if kind in (
+        "timezone_aware",
+        "datetime_parsing",
+        "datetime_from_date_parsing",
+        "datetime_type",
+    ):
+        return (
+            "must be an ISO-8601 time with its zone, e.g. 2026-12-05T18:00Z or "
+            f"2026-12-05T19:00+01:00 (got {_show(value)})"
+        )
     if kind == "bool_type":
         return f"must be true or false (got {_show(value)})"
     if kind == "string_type":
@@ -469,12 +651,12 @@ def _fields_at(root: type[BaseModel], loc: Path) -> list[str]:
             continue
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return []
-        info = model.model_fields.get(part)
+        info = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
         if info is None:
             return []
         model = _inner_model(info.annotation)
     if isinstance(model, type) and issubclass(model, BaseModel):
-        return list(model.model_fields)
+        return [f.alias or n for n, f in model.model_fields.items()]
     return []
 
 
