@@ -69,7 +69,13 @@ _CHANGE_SLACK = timedelta(minutes=5)
 
 
 class _QueueContext:
-    def __init__(self, queue: str, deps: AlertDeps, changes_since: datetime | None):
+    def __init__(
+        self,
+        queue: str,
+        deps: AlertDeps,
+        changes_since: datetime | None,
+        at: datetime | None = None,
+    ):
         self.queue = queue
         items = deps.store.load_partition(queue)
         # The reconciler's view of the config: every item the controller did not write.
@@ -83,7 +89,8 @@ class _QueueContext:
             # not hold: its jobs are attributed from Batch's reason and the change records.
             # When the whole queue is rejected (say, a stray sort key), the reconciler applies
             # nothing and what is written may not be what Batch runs: no config, no guess.
-            _, report = validate_items(queue, config)
+            # With quota windows, the layout in force when the batch's first event happened.
+            _, report = validate_items(queue, config, at)
             document = None if report.queue_wide_errors else report.valid_part
         self._deps = deps
         self._document = document
@@ -145,7 +152,7 @@ def handle_alert_batch(
                 say("not an alert", job_id=job_id, detail_type=batch_event.detail_type)
                 continue
             if obs.queue not in contexts:
-                contexts[obs.queue] = _QueueContext(obs.queue, deps, changes_since)
+                contexts[obs.queue] = _QueueContext(obs.queue, deps, changes_since, earliest)
             queue_ctx = contexts[obs.queue]
             if not queue_ctx.managed:
                 outcome.ignored += 1
