@@ -290,3 +290,25 @@ def test_a_document_without_windows_validates_as_before() -> None:
     doc = guide_layout().build()
     report = validate_document(doc)
     assert (report.errors, report.windows, report.in_force, report.next_edge) == ([], [], (), None)
+
+
+def test_a_recurring_window_past_its_until_is_a_warning_not_a_rejection() -> None:
+    report = validate_document(document(nights(until="2026-11-01T00:00Z")), NOW)
+    assert report.errors == []
+    assert [str(w) for w in report.warnings] == [
+        "windows[0].until: ended at 2026-11-01T00:00Z; it no longer changes anything and can "
+        "be removed"
+    ]
+
+
+def test_a_window_more_than_a_year_ahead_is_checked_too() -> None:
+    far = loan(
+        **{"from": "2028-01-01T00:00Z", "until": "2028-01-02T00:00Z"},
+        serviceEnvironment={"capacityLimits": limits(4, "ml.m5.xlarge")},
+    )
+    found = errors(document(far))
+    assert found
+    assert found[0].startswith(
+        "windows[0]: at 2028-01-01T00:00Z (windows in force: loan) the layout would be invalid"
+    )
+    assert validate_document(document(far), NOW).warnings == []

@@ -75,8 +75,6 @@ _KEPT_ON_REJECTION = (
     "recentWrites",
     "lastAppliedAt",
     "resources",
-    "waitingFor",
-    "lastError",
 )
 # Requests no later request of a plan depends on: a refusal does not stop the run.
 _INDEPENDENT = frozenset({"TagResource", "UntagResource"})
@@ -667,7 +665,7 @@ class _Run:
             result.requeue_after = self.deps.settings.requeue_seconds
         if failure:
             result.requeue_after = None
-        elif report.next_edge is not None:
+        if report.next_edge is not None:
             # The layout changes at a window's edge: come back then (the resync is only the
             # safety net). Waits over 15 minutes travel as SQS hops, and no reconcile runs
             # until the edge; an edge more than a week out is left to a later run.
@@ -696,21 +694,24 @@ class _Run:
         applied_ok = (
             not failure and not queue_waits and not [a for a in the_plan.actions if a.share is None]
         )
+        queue_applied = applied_ok or (
+            not failure and not queue_waits and bool(self.result.applied)
+        )
         conds = [
             Condition("Valid", True, "ConfigValid", _warnings_text(report)),
             Condition(
                 "Applied",
-                applied_ok or (not failure and not queue_waits and bool(self.result.applied)),
-                "Failed"
+                queue_applied,
+                "Applied"
+                if queue_applied
+                else "Failed"
                 if failure
                 else "Waiting"
                 if queue_waits
-                else "Pending"
-                if queue_held and not applied_ok
-                else "Applied",
-                failure
-                or "; ".join(queue_waits)
-                or ("; ".join(g.reason for g in queue_held) if not applied_ok else ""),
+                else "Pending",
+                ""
+                if queue_applied
+                else failure or "; ".join(queue_waits) or "; ".join(g.reason for g in queue_held),
             ),
             _queue_health(desired, observed),
             Condition(

@@ -28,10 +28,10 @@ from quota_controller.domain.config.model import (
     ServiceEnvironmentSpec,
 )
 from quota_controller.domain.config.windows import (
-    HORIZON,
     MAX_WINDOWS,
     Window,
     apply,
+    check_until,
     equal_precedence_overlaps,
     in_force,
     moments,
@@ -293,24 +293,24 @@ def _check_windows(
 
 
 def _never_in_force(index: int, window: Window, now: datetime, report: ValidationReport) -> None:
-    if window.next_occurrence(now) is not None:
+    if window.until is not None and window.until <= now:
+        report.warnings.append(
+            Problem(
+                ("windows", index, "until"),
+                f"ended at {show_time(window.until)}; it no longer changes anything and can be "
+                "removed",
+                severity="warning",
+            )
+        )
         return
-    if window.recurring and window.next_occurrence(window.from_ or now) is None:
+    start = max(now, window.from_) if window.from_ is not None else now
+    if window.recurring and window.next_occurrence(start) is None:
         report.errors.append(
             Problem(
                 ("windows", index),
                 "is never in force: none of its days falls between its from and until",
             )
         )
-        return
-    ended = window.until or now
-    report.warnings.append(
-        Problem(
-            ("windows", index, "until"),
-            f"ended at {show_time(ended)}; it no longer changes anything and can be removed",
-            severity="warning",
-        )
-    )
 
 
 def _check_moments(
@@ -324,7 +324,7 @@ def _check_moments(
     before = len(report.errors)
     base = {str(p) for p in _validate_layout(apply(raw, ())).errors}
     seen: set[tuple[str, ...]] = set()
-    for moment in moments(windows, now, now + HORIZON):
+    for moment in moments(windows, now, check_until(windows, now)):
         if not moment.windows or moment.names in seen:
             continue
         seen.add(moment.names)

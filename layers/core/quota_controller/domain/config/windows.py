@@ -355,15 +355,41 @@ def next_edge(windows: Iterable[Window], t: datetime) -> datetime | None:
 
 
 def moments(windows: Sequence[Window], start: datetime, end: datetime) -> list[Moment]:
-    """[start, end) cut at every edge, each piece with the windows in force during it."""
-    cuts = [start, *edges(windows, start, end)]
-    out: list[Moment] = []
-    for i, at in enumerate(cuts):
-        if i + 1 < len(cuts) and cuts[i + 1] == at:
-            continue
-        until = cuts[i + 1] if i + 1 < len(cuts) else None
-        out.append(Moment(at, until, in_force(windows, at)))
+    """[start, end) cut at every edge, each piece with the windows in force during it: one
+    sweep over every window's intervals (not a check of every window at every cut)."""
+    events: dict[datetime, list[tuple[int, Window]]] = {}
+    active: dict[str, Window] = {}
+    for w in windows:
+        for a, b in w.occurrences(start, end):
+            if a <= start:
+                active[w.name] = w
+            else:
+                events.setdefault(a, []).append((1, w))
+            if b < end:
+                events.setdefault(b, []).append((-1, w))
+    out = [Moment(start, None, tuple(sorted(active.values(), key=_order)))]
+    for at in sorted(events):
+        # Ends first: a window ending where the next of its own starts stays in force.
+        for sign, w in sorted(events[at], key=lambda e: e[0]):
+            if sign < 0:
+                active.pop(w.name, None)
+            else:
+                active[w.name] = w
+        out[-1] = Moment(out[-1].at, at, out[-1].windows)
+        out.append(Moment(at, None, tuple(sorted(active.values(), key=_order))))
     return out
+
+
+def check_until(windows: Sequence[Window], now: datetime) -> datetime:
+    """How far ahead every moment is checked: a year, and further to the end of a one-off
+    window (or a year past the start of a bounded recurring one) that lies beyond it."""
+    end = now + HORIZON
+    for w in windows:
+        if not w.recurring and w.until is not None:
+            end = max(end, w.until.astimezone(UTC))
+        elif w.from_ is not None:
+            end = max(end, w.from_.astimezone(UTC) + HORIZON)
+    return end
 
 
 def apply(raw: Mapping[str, Any], windows: Sequence[Window]) -> dict[str, Any]:
