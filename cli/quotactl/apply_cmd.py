@@ -16,7 +16,7 @@ from quota_controller.domain.config.items import (
     plain,
     validate_items,
 )
-from quota_controller.domain.config_apply import plan_config_write
+from quota_controller.domain.config_apply import after_write, plan_config_write
 from quotactl import aws, render
 from quotactl.operating import (
     EXIT_FAILED,
@@ -28,7 +28,7 @@ from quotactl.operating import (
     valid_document,
     who,
 )
-from quotactl.plan_cmd import after_write, plan_against_batch
+from quotactl.plan_cmd import plan_against_batch
 from quotactl.render import plural
 
 

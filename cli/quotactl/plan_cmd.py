@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
-from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
-from quota_controller.domain.config_apply import ConfigWrite, plan_config_write
+from quota_controller.domain.config.items import SORT_KEY, plain, validate_items
+from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import GuardedAction
 from quota_controller.domain.planner import Plan, plan
@@ -233,13 +233,3 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
     )
     for warning in p.warnings:
         print(f"warning: {warning}", file=out)
-
-
-def after_write(items: list[dict[str, Any]], write: ConfigWrite) -> list[dict[str, Any]]:
-    """The queue's config items as the table holds them once `write` is applied: every item
-    that is not the controller's, as the reconciler reads them (a stray key rejects the queue)."""
-    config = {i[SORT_KEY]: i for i in items if not is_controller_key(i.get(SORT_KEY))}
-    for key in write.deletes:
-        config.pop(key, None)
-    config.update({i[SORT_KEY]: i for i in write.puts})
-    return list(config.values())

@@ -33,7 +33,7 @@ from quota_controller.adapters.history_store import DynamoHistoryStore
 from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
 from quota_controller.domain.config.model import QuotaDocument
-from quota_controller.domain.config_apply import ConfigWrite, plan_config_write
+from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import GuardedAction
 from quota_controller.domain.planner import Scope, plan
@@ -173,12 +173,7 @@ def preview_plan(stack: LocalStack, queue: str, raw: dict[str, Any]) -> Preview:
     items = [plain(i) for i in DynamoConfigStore(stack.table).load_partition(queue)]
     stamp = stack.clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
     write = plan_config_write(raw, items, by="quotactl plan", at=stamp, prune=False)
-    # The config the reconciler would read once the write is applied.
-    config = {i[SORT_KEY]: i for i in items if not is_controller_key(i.get(SORT_KEY))}
-    for key in write.deletes:
-        config.pop(key, None)
-    config.update({i[SORT_KEY]: i for i in write.puts})
-    assembled, report = validate_items(queue, list(config.values()))
+    assembled, report = validate_items(queue, after_write(items, write))
     status = {str(i[SORT_KEY]): i for i in items if str(i[SORT_KEY]).startswith(STATUS_PREFIX)}
     desired = desired_state(queue, report, status, assembled)
     batch = BotoBatchGateway(stack.batch, Scope(ACCOUNT, stack.region))

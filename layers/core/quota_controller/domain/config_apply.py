@@ -18,6 +18,7 @@ from quota_controller.domain.config.items import (
     SORT_KEY,
     document_to_items,
     is_config_key,
+    is_controller_key,
 )
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
@@ -44,6 +45,16 @@ class ConfigWrite:
     def ok(self) -> bool:
         """True when the document is valid (and so may be written)."""
         return self.report.ok
+
+
+def after_write(items: Iterable[Mapping[str, Any]], write: ConfigWrite) -> list[dict[str, Any]]:
+    """The queue's config items as the table holds them once `write` is applied: every item
+    that is not the controller's, as the reconciler reads them (a stray key rejects the queue)."""
+    config = {i[SORT_KEY]: dict(i) for i in items if not is_controller_key(i.get(SORT_KEY))}
+    for key in write.deletes:
+        config.pop(key, None)
+    config.update({i[SORT_KEY]: i for i in write.puts})
+    return list(config.values())
 
 
 def plan_config_write(
