@@ -16,7 +16,7 @@ no environment.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -201,44 +201,15 @@ def lacks_identity(record: JobRecord) -> bool:
 
 
 def enrich(record: JobRecord, detail: HistoryDetail) -> JobRecord:
-    """The record with the fields Batch never changes for a job (name, share, instance type and
-    count, retries, submit time; the priority when none is known) filled from a
-    DescribeServiceJob answer. Only gaps are filled, so the merge's join stays a join: the
-    answer's status, read later than the events, is not taken as an observation here. Its
-    preempted attempts are facts that only grow, so they are merged in too."""
-    usage = detail.capacityUsage[0] if detail.capacityUsage else None
-    config = detail.preemptionConfiguration
-    retries = config.preemptionRetriesBeforeTermination if config else None
-    attempts = dict(record.attempts)
-    summary = detail.preemptionSummary
-    for attempt in summary.recentPreemptedAttempts if summary else []:
-        key = _attempt_key(attempt)
-        attempts[key] = _merge_attempt(
-            attempts.get(key),
-            AttemptRecord(
-                startedAt=attempt.startedAt,
-                stoppedAt=attempt.stoppedAt,
-                reason=attempt.statusReason,
-                preempted=True,
-            ),
-        )
-    return record.model_copy(
-        update={
-            "attempts": dict(sorted(attempts.items())),
-            "preemptedAttempts": max(
-                record.preemptedAttempts, summary.preemptedAttemptCount if summary else 0
-            ),
-            "jobName": _first(record.jobName, detail.jobName),
-            "share": _first(record.share, detail.quotaShareName),
-            "instanceType": _first(record.instanceType, usage.capacityUnit if usage else None),
-            "count": _first(record.count, int(usage.quantity) if usage else None),
-            "retries": _first(record.retries, retries if isinstance(retries, int) else None),
-            "submittedAt": _first(record.submittedAt, detail.createdAt),
-            "priority": record.priority
-            if record.priority is not None
-            else detail.schedulingPriority,
-        }
-    )
+    """The record merged with what a DescribeServiceJob answer says that never goes stale: the
+    job's name, share, instance type and count, retries, submit time, priority (when none is
+    known) and attempts, preempted ones included. The answer's status is left out: it is read
+    later than the events and is no observation at their time, so the merge stays a join."""
+    timeless = detail.model_copy(update={"status": None, "statusReason": None})
+    seen = observe(timeless, datetime.fromtimestamp(0, UTC))
+    if seen is None or (seen.queue, seen.jobId) != (record.queue, record.jobId):
+        return record
+    return merge(record, seen.model_copy(update={"firstSeenAt": None, "lastSeenAt": None}))
 
 
 def _min(*values: int | None) -> int | None:
