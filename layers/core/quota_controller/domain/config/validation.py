@@ -266,12 +266,15 @@ def _check_windows(
             parsed.append((index, Window.model_validate(entry)))
         except ValidationError as exc:
             report.errors.extend(_problems(exc, Window, ("windows", index)))
-    names = [(i, w.name) for i, w in parsed]
-    for i, name in names:
-        if [n for _, n in names].count(name) > 1 and i != next(j for j, n in names if n == name):
+    seen: set[str] = set()
+    for i, window in parsed:
+        if window.name in seen:
             report.errors.append(
-                Problem(("windows", i, "name"), f"{name!r} is the name of an earlier window too")
+                Problem(
+                    ("windows", i, "name"), f"{window.name!r} is the name of an earlier window too"
+                )
             )
+        seen.add(window.name)
     shares = raw.get("quotaShares")
     known = {n for s in shares if (n := _share_name(s))} if isinstance(shares, list) else set()
     for index, window in parsed:

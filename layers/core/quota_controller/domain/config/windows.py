@@ -255,7 +255,7 @@ class Window(_Strict):
             raise PydanticCustomError(
                 "quota_rule_at",
                 "is not after from ({start}): the window ends before it starts",
-                {"start": _show(self.from_), "field": "until"},
+                {"start": show_time(self.from_), "field": "until"},
             )
         if not self.quotaShares and self.serviceEnvironment is None:
             raise PydanticCustomError(
@@ -305,13 +305,9 @@ class Window(_Strict):
         return next(iter(self.occurrences(t, t + HORIZON)), None)
 
 
-def _show(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
-
-
 def show_time(t: datetime) -> str:
     """A moment as messages write it: minutes, UTC (`2026-12-05T18:00Z`)."""
-    return _show(t)
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
 
 
 @dataclass(frozen=True)
