@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 from alert_builders import RECLAIM, SHARE_LIMIT, attempt_arn, queue_blocked, sqs, state_change
 from history_builders import at, lifecycle, ms
@@ -91,9 +92,15 @@ class _MemoryStore:
         self.jobs: dict[tuple[str, str], JobRecord] = {}
         self.writes = 0
 
-    def record(self, observation: JobRecord) -> bool:
+    def record(
+        self,
+        observation: JobRecord,
+        complete: Callable[[JobRecord], JobRecord] | None = None,
+    ) -> bool:
         key = (observation.queue, observation.jobId)
         new = merge(self.jobs.get(key), observation)
+        if complete is not None:
+            new = complete(new)
         if new == self.jobs.get(key):
             return False
         self.jobs[key], self.writes = new, self.writes + 1
@@ -180,4 +187,34 @@ def test_a_describe_that_is_throttled_retries_the_jobs_events() -> None:
     response, outcome = handle_history_batch(sqs(*events), store, describe=throttled)
     assert outcome.failed == ["job-a"]
     assert len(response["batchItemFailures"]) == len(events)
-    assert store.jobs == {}
+    # What the events say is kept; the retry reads the job again and completes it.
+    assert store.jobs[("ml-training", "job-a")].share is None
+    full = lifecycle("job-a")[-1]["detail"]
+    response, outcome = handle_history_batch(sqs(*events), store, describe=lambda _: full)
+    assert response == {"batchItemFailures": []}
+    assert store.jobs[("ml-training", "job-a")].share == "team-a"
+
+
+def test_a_known_job_is_described_again_only_where_an_event_may_hide_a_preemption() -> None:
+    described: list[str] = []
+    full = lifecycle("job-a")
+
+    def describe(job_id: str) -> dict:
+        described.append(job_id)
+        return full[-1]["detail"]
+
+    store = _MemoryStore()
+    events = _documented(full)
+    handle_history_batch(sqs(*events[:1]), store, describe=describe)
+    assert described == ["job-a"]  # its share and usage: no event carries them
+    # SCHEDULED, RUNNING: the stored record knows the job, nothing can be hidden.
+    handle_history_batch(sqs(*events[1:3]), store, describe=describe)
+    assert described == ["job-a"]
+    # Back to RUNNABLE after an attempt, without preemptionSummary: read to learn why.
+    handle_history_batch(sqs(*events[3:4]), store, describe=describe)
+    assert described == ["job-a", "job-a"]
+    job = store.jobs[("ml-training", "job-a")]
+    assert [a.cause for a in job.ordered_attempts() if a.preempted] == ["CAPACITY_RECLAIM"]
+    # With the field present (a describe-like event) nothing is read, whatever the status.
+    handle_history_batch(sqs(*full), store, describe=describe)
+    assert described == ["job-a", "job-a"]

@@ -4,7 +4,7 @@ globals. Every port of the product is here, none in a service or an adapter."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -177,8 +177,15 @@ class Claims(Protocol):
 class HistoryStore(Protocol):
     """Where the history is kept."""
 
-    def record(self, observation: JobRecord) -> bool:
-        """Merge an observation into its job's record; True when it changed."""
+    def record(
+        self,
+        observation: JobRecord,
+        complete: Callable[[JobRecord], JobRecord] | None = None,
+    ) -> bool:
+        """Merge an observation into its job's record; True when it changed.
+
+        `complete` is given the merged record (what was stored with the observation) before it
+        is written and returns the record to write: it fills what the events leave out."""
         ...
 
 

@@ -9,7 +9,7 @@ land, and an observation that adds nothing writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from boto3.dynamodb.conditions import Attr, Key
@@ -36,14 +36,21 @@ class DynamoHistoryStore:
         self._table = table
         self.retention_days = retention_days
 
-    def record(self, observation: JobRecord) -> bool:
-        """Merge an observation into its job's item; True when the item changed."""
+    def record(
+        self,
+        observation: JobRecord,
+        complete: Callable[[JobRecord], JobRecord] | None = None,
+    ) -> bool:
+        """Merge an observation into its job's item; True when the item changed. `complete`
+        fills the merged record before it is written (port HistoryStore)."""
         key = {"queue": observation.queue, "jobId": observation.jobId}
         for _ in range(_CONFLICT_RETRIES):
             try:
                 item = self._table.get_item(Key=key, ConsistentRead=True).get("Item")
                 old = from_item(item) if item else None
                 new = merge(old, observation)
+                if complete is not None:
+                    new = complete(new)
                 if new == old:
                     return False
                 version = int(item["version"]) if item else 0
