@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
 from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.config.windows import moments
 from quota_controller.domain.history import JobRecord
 from quotactl import aws, render
 
@@ -188,8 +189,12 @@ def _now_ms(args: argparse.Namespace) -> int:
     return int(controller_clock().now().timestamp() * 1000)
 
 
-def _document(target: aws.Target, queue: str) -> QuotaDocument:
-    """The queue's layout from the config table; HistoryError for an unknown queue."""
+def _document(
+    target: aws.Target, queue: str, since_ms: int | None = None, until_ms: int | None = None
+) -> tuple[QuotaDocument, list[tuple[int, QuotaDocument]]]:
+    """The queue's layout from the config table (in force at `until_ms`, default now), and
+    with a window [since_ms, until_ms] the layouts its quota windows put in force over it
+    (start ms, layout); HistoryError for an unknown queue."""
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         items = store.load_partition(queue)
@@ -199,14 +204,22 @@ def _document(target: aws.Target, queue: str) -> QuotaDocument:
             f"unknown job queue {queue}: {target.where()} has no config for it "
             "(quotactl status lists the managed queues)"
         )
-    _, report = validate_items(queue, config)
+    until = None if until_ms is None else datetime.fromtimestamp(until_ms / 1000, UTC)
+    _, report = validate_items(queue, config, until)
     document = None if report.queue_wide_errors else report.valid_part
     if document is None:
         raise HistoryError(
             f"job queue {queue}'s config in {target.where()} is invalid "
             f"(quotactl status {queue} says why): no quotas to report against"
         )
-    return document
+    layouts: list[tuple[int, QuotaDocument]] = []
+    if report.windows and since_ms is not None and until is not None:
+        since = datetime.fromtimestamp(since_ms / 1000, UTC)
+        for moment in moments(report.windows, since, until):
+            _, then = validate_items(queue, config, moment.at)
+            layout = None if then.queue_wide_errors else then.valid_part
+            layouts.append((int(moment.at.timestamp() * 1000), layout or document))
+    return document, layouts
 
 
 def _records(
@@ -275,12 +288,12 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     until = _now_ms(args)
     since = until - args.since * 1000
     target = aws.connect(args)
-    document = _document(target, args.queue)
+    document, layouts = _document(target, args.queue, since, until)
     records, _ = _records(args, target, since)
     if not any(in_window(r, since, until) for r in records):
         raise _no_jobs(args.queue, args.since)
     try:
-        report = build_report(args.queue, records, document, since, until, prices)
+        report = build_report(args.queue, records, document, since, until, prices, layouts=layouts)
     except ReportError as err:
         raise HistoryError(str(err)) from err
     if args.html:

@@ -5,14 +5,15 @@ is computed, and its limits, is in docs/history.md.
 
 Usage is swept per instance type over the attempts' run intervals (start to stop, clipped to
 the window; a running attempt counts until the window's end). At each moment a share's instances
-up to its quota (`maxCapacity` of the type in the current document) are its own, the rest
-borrowed. Batch does not say which lender a borrower's instances come from, so the borrowed total
+up to its quota (`maxCapacity` of the type in the layout in force then: the document with its
+quota windows applied) are its own, the rest borrowed. Batch does not say which lender a borrower's instances come from, so the borrowed total
 is credited to the lending shares (LEND, LEND_AND_BORROW) in proportion to the idle quota each
 had at that moment, as the simulator does. Idle quota is quota neither used nor lent.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import Counter, defaultdict
@@ -71,9 +72,11 @@ class Report:
     until_ms: int
     shares: list[Figures]
     total: Figures
-    # Per share: instances in use and quota (all types), averaged per time step.
+    # Per share: instances in use and quota (all types), averaged per time step; `quota` is
+    # the quota of the layout in force at the window's end (what the table says now).
     usage: dict[str, list[float]] = field(default_factory=dict)
     quota: dict[str, float] = field(default_factory=dict)
+    quota_series: dict[str, list[float]] = field(default_factory=dict)
     waits: dict[str, list[float]] = field(default_factory=dict)
     # Per cause: preemptions per time step.
     preemptions: dict[str, list[int]] = field(default_factory=dict)
@@ -135,13 +138,27 @@ def build_report(
     since_ms: int,
     until_ms: int,
     prices: Mapping[str, float] | None = None,
+    layouts: Sequence[tuple[int, QuotaDocument]] = (),
 ) -> Report:
-    """Every figure of docs/history.md for the window [since, until], per share and in total."""
+    """Every figure of docs/history.md for the window [since, until], per share and in total.
+
+    `layouts` (start ms, layout) are the layouts in force over the window when quota windows
+    changed them, each until the next one starts; without them `document` holds throughout."""
     if until_ms <= since_ms:
         raise ReportError("the window is empty: --since must reach back before now")
     if prices is not None:
         check_prices(records, prices, since_ms, until_ms)
+    segments = [lay for lay in sorted(layouts, key=lambda lay: lay[0]) if lay[0] < until_ms]
+    segments = segments or [(since_ms, document)]
+    starts = [max(start, since_ms) for start, _ in segments]
+    starts[0] = since_ms
+
+    def layout(t: float) -> QuotaDocument:
+        return segments[max(0, bisect.bisect_right(starts, t) - 1)][1]
+
     names = [s.quotaShareName for s in document.quotaShares]
+    for _, doc in segments:
+        names += [s.quotaShareName for s in doc.quotaShares if s.quotaShareName not in names]
     for r in records:
         if r.share and r.share not in names:
             names.append(r.share)  # a share since removed from the document: quota 0
@@ -152,6 +169,7 @@ def build_report(
     span = until_ms - since_ms
     step_ms = span / BUCKETS
     usage = {n: [0.0] * BUCKETS for n in names}
+    quota_series = {n: [0.0] * BUCKETS for n in names}
     preempt_series: dict[str, list[int]] = defaultdict(lambda: [0] * BUCKETS)
     waits: dict[str, list[float]] = {n: [] for n in names}
 
@@ -184,20 +202,32 @@ def build_report(
 
     # Usage, own / borrowed / lent / idle: a sweep per instance type.
     units = sorted(
-        {c.capacityUnit for s in document.quotaShares for c in s.capacityLimits}
+        {c.capacityUnit for _, doc in segments for s in doc.quotaShares for c in s.capacityLimits}
         | {r.instanceType for r in records if r.instanceType}
     )
-    lends = {
-        s.quotaShareName
-        for s in document.quotaShares
-        if s.resourceSharingConfiguration.strategy in ("LEND", "LEND_AND_BORROW")
-        and s.state == "ENABLED"
-    }
-    for unit in units:
-        quota = {
-            n: (document.share(n).limit_for(unit) if document.share(n) else 0)  # type: ignore[union-attr]
-            for n in names
+
+    def lenders(doc: QuotaDocument) -> set[str]:
+        return {
+            s.quotaShareName
+            for s in doc.quotaShares
+            if s.resourceSharingConfiguration.strategy in ("LEND", "LEND_AND_BORROW")
+            and s.state == "ENABLED"
         }
+
+    def quotas(doc: QuotaDocument, unit: str | None) -> dict[str, int]:
+        """Each share's maxCapacity of `unit` (None: of every type) in a layout."""
+        out = dict.fromkeys(names, 0)
+        for s in doc.quotaShares:
+            out[s.quotaShareName] = sum(
+                c.maxCapacity for c in s.capacityLimits if unit is None or c.capacityUnit == unit
+            )
+        return out
+
+    for (start, doc), end in zip(segments, [*starts[1:], until_ms], strict=True):
+        total_quota = quotas(doc, None)
+        for n in names:
+            _spread(quota_series[n], max(start, since_ms), end, total_quota[n], since_ms, step_ms)
+    for unit in units:
         changes: dict[int, Counter[str]] = defaultdict(Counter)
         for r in records:
             if r.instanceType != unit or not r.share or not r.count:
@@ -210,11 +240,14 @@ def build_report(
                 if hi > lo:
                     changes[lo][r.share] += r.count
                     changes[hi][r.share] -= r.count
-        points = sorted({since_ms, until_ms, *changes})
+        points = sorted({since_ms, until_ms, *starts, *changes})
         running: Counter[str] = Counter()
         for t0, t1 in itertools.pairwise(points):
             running.update(changes.get(t0, Counter()))
             hours = (t1 - t0) / HOUR_MS
+            in_force = layout(t0)
+            quota = quotas(in_force, unit)
+            lends = lenders(in_force)
             own = {n: min(max(running[n], 0), quota[n]) for n in names}
             borrowed = {n: max(running[n], 0) - own[n] for n in names}
             idle = {n: quota[n] - own[n] for n in names}
@@ -240,11 +273,7 @@ def build_report(
         f.waitP50Seconds = percentile(waits[n], 0.50)
         f.waitP95Seconds = percentile(waits[n], 0.95)
     total = _total(list(figures.values()), [w for ws in waits.values() for w in ws])
-    quota_all = {
-        n: float(sum(c.maxCapacity for c in s.capacityLimits))
-        for n in names
-        if (s := document.share(n)) is not None
-    }
+    quota_now = quotas(segments[-1][1], None)
     return Report(
         queue,
         since_ms,
@@ -252,7 +281,8 @@ def build_report(
         list(figures.values()),
         total,
         usage=usage,
-        quota={n: quota_all.get(n, 0.0) for n in names},
+        quota={n: float(quota_now[n]) for n in names},
+        quota_series=quota_series,
         waits=waits,
         preemptions=dict(preempt_series),
     )

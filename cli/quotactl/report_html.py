@@ -23,7 +23,9 @@ def usage_svg(report: Report, share: str, width: int = 440, height: int = 180) -
     """Instances in use (averaged per step) against the share's quota, over the window."""
     series = report.usage.get(share, [0.0] * BUCKETS)
     quota = report.quota.get(share, 0.0)
-    peak = max([1.0, quota, *series])
+    # The quota over time (quota windows change it); flat without windows.
+    quotas = report.quota_series.get(share) or [quota] * BUCKETS
+    peak = max([1.0, quota, *series, *quotas])
     left, top, w, h = 40, 24, width - 50, height - 50
     bottom = top + h
 
@@ -37,14 +39,17 @@ def usage_svg(report: Report, share: str, width: int = 440, height: int = 180) -
         f"{x(k):.1f},{y(v):.1f} {x(k + 1):.1f},{y(v):.1f}" for k, v in enumerate(series)
     )
     area = f"{x(0):.1f},{bottom} {steps} {x(BUCKETS):.1f},{bottom}"
+    quota_steps = " ".join(
+        f"{x(k):.1f},{y(v):.1f} {x(k + 1):.1f},{y(v):.1f}" for k, v in enumerate(quotas)
+    )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'role="img" aria-label="usage of {escape(share)}" font-family="sans-serif" font-size="11">'
         f'<text x="{left}" y="14" font-size="13">{escape(share)}: instances in use vs quota</text>'
         f'<polygon fill="#4e79a7" fill-opacity="0.7" points="{area}"/>'
-        f'<line x1="{left}" y1="{y(quota):.1f}" x2="{left + w}" y2="{y(quota):.1f}" '
+        f'<polyline fill="none" points="{quota_steps}" '
         'stroke="#e15759" stroke-dasharray="6,4"/>'
-        f'<text x="{left + w}" y="{y(quota) - 3:.1f}" text-anchor="end" fill="#e15759">'
+        f'<text x="{left + w}" y="{y(quotas[-1]) - 3:.1f}" text-anchor="end" fill="#e15759">'
         f"quota {quota:g}</text>"
         f'<line x1="{left}" y1="{bottom}" x2="{left + w}" y2="{bottom}" stroke="#333"/>'
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#333"/>'

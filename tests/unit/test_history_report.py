@@ -96,3 +96,32 @@ def test_export_needs_the_run_time_without_preempted_attempts() -> None:
         ("team-c", 3 * H, 1, 3000),
     ]
     assert exported.skipped == {"not finished": 1}
+
+
+def test_a_quota_window_counts_the_layout_in_force_at_each_moment() -> None:
+    from builders import DocBuilder, g5
+
+    # A loan for the first hour: team-a holds 2 of its own (what a1 runs on), nobody lends.
+    loan = QuotaDocument.model_validate(
+        DocBuilder("ml-training")
+        .env(**g5(4))
+        .share("team-a", "LEND_AND_BORROW", 100, **g5(2))
+        .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+        .share("team-c", "LEND", **g5(1))
+        .build()
+    )
+    report = build_report(
+        "ml-training", RECORDS, DOC, SINCE, UNTIL, layouts=[(SINCE, loan), (ms(at(H)), DOC)]
+    )
+    figures = {f.share: f.rounded() for f in report.shares}
+    a, b, c = figures["team-a"], figures["team-b"], figures["team-c"]
+    assert (a["quotaHours"], a["ownHours"], a["borrowedHours"]) == (11.0, 2.0, 0.0)
+    assert (b["lentHours"], c["lentHours"]) == (0.0, 0.0)
+    assert b["idleHours"] == 8.033
+    # The plot's quota line follows the layouts; the label is the quota now.
+    assert report.quota_series["team-a"][0] == 2.0 and report.quota_series["team-a"][-1] == 1.0
+    assert report.quota["team-a"] == 1.0
+    # Without layouts the document holds throughout (the figures above).
+    assert build_report("ml-training", RECORDS, DOC, SINCE, UNTIL).quota_series["team-a"] == [
+        1.0
+    ] * len(report.quota_series["team-a"])
