@@ -6,9 +6,10 @@ is computed, and its limits, is in docs/history.md.
 Usage is swept per instance type over the attempts' run intervals (start to stop, clipped to
 the window; a running attempt counts until the window's end). At each moment a share's instances
 up to its quota (`maxCapacity` of the type in the layout in force then: the document with its
-quota windows applied) are its own, the rest borrowed. Batch does not say which lender a borrower's instances come from, so the borrowed total
-is credited to the lending shares (LEND, LEND_AND_BORROW) in proportion to the idle quota each
-had at that moment, as the simulator does. Idle quota is quota neither used nor lent.
+quota windows applied) are its own, the rest borrowed. Batch does not say which lender a
+borrower's instances come from, so the borrowed total is credited to the lending shares (LEND,
+LEND_AND_BORROW) in proportion to the idle quota each had at that moment, as the simulator does.
+Idle quota is quota neither used nor lent.
 """
 
 from __future__ import annotations

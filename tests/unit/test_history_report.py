@@ -119,7 +119,8 @@ def test_a_quota_window_counts_the_layout_in_force_at_each_moment() -> None:
     assert (b["lentHours"], c["lentHours"]) == (0.0, 0.0)
     assert b["idleHours"] == 8.033
     # The plot's quota line follows the layouts; the label is the quota now.
-    assert report.quota_series["team-a"][0] == 2.0 and report.quota_series["team-a"][-1] == 1.0
+    assert report.quota_series["team-a"][0] == 2.0
+    assert report.quota_series["team-a"][-1] == 1.0
     assert report.quota["team-a"] == 1.0
     # Without layouts the document holds throughout (the figures above).
     assert build_report("ml-training", RECORDS, DOC, SINCE, UNTIL).quota_series["team-a"] == [
