@@ -34,23 +34,26 @@ from quotactl.render import plural
 
 def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     """Validate, then write the changed items to the config table (one transaction)."""
-    valid = valid_document(args.file)
+    # Validated as the reconciler will validate it: at the controller's now (under --local,
+    # the local stack's virtual clock), the moment the write is stamped with.
+    now = clock(args).now().replace(microsecond=0)
+    valid = valid_document(args.file, now)
     if valid is None:
-        return invalid_file(args.file, args.output, out)
+        return invalid_file(args.file, args.output, out, now)
     target = aws.connect(args)
     queue = valid.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         existing = store.load_partition(queue)
     by = who(args, target)
-    at = stamp(clock())
+    at = stamp(now)
     write = plan_config_write(valid.raw, existing, by=by, at=at, prune=args.prune)
     if not write.ok:  # validated above; the same validator cannot disagree, but never write
-        return invalid_file(args.file, args.output, out)
+        return invalid_file(args.file, args.output, out, now)
     # The file is valid alone; with the share items it keeps in the table it may not be (a
     # renamed share without --prune makes 21, a stray item rejects the queue): never write
     # what the reconciler would reject as a whole.
-    assembled, merged = validate_items(queue, after_write([plain(i) for i in existing], write))
+    assembled, merged = validate_items(queue, after_write([plain(i) for i in existing], write), now)
     if merged.queue_wide_errors:
         # Items neither the file nor --prune touch: a key typed in the console (SHARE-team-d).
         stray = sorted(

@@ -57,7 +57,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
     already = queue_item.get("approvedChange") == change
     if not already:
         by = who(args, target)
-        at = stamp(clock())
+        at = stamp(clock(args))
         with aws.failure(
             f"set approvedChange on item QUEUE of job queue {queue} ({target.where()})"
         ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from quota_controller.domain.config import Problem, ValidationReport, validate_document
@@ -25,8 +26,9 @@ class FileResult:
         return self.read_error is None and self.report.ok
 
 
-def load_and_validate(path: str) -> FileResult:
-    """Read, parse and validate one document file; never raises for bad input."""
+def load_and_validate(path: str, now: datetime | None = None) -> FileResult:
+    """Read, parse and validate one document file (its windows from `now`, default the wall
+    clock); never raises for bad input."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -44,7 +46,7 @@ def load_and_validate(path: str) -> FileResult:
         result = FileResult(path, None, ValidationReport(errors=[problem]))
         result.located = [(problem, exc.line, exc.column)]
         return result
-    report = validate_document(source.data)
+    report = validate_document(source.data, now)
     result = FileResult(path, source, report)
     for problem in [*report.errors, *report.warnings]:
         pos = source.position(problem.path)

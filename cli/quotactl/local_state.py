@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,33 @@ def read_state() -> dict[str, Any] | None:
     if not _alive(data.get("pid")) or not _answers(str(data["endpoint"])):
         return None
     return data
+
+
+@dataclass(frozen=True)
+class RecordedClock:
+    """The running stack's virtual clock as `local up` recorded it: `virtual` epoch seconds at
+    wall time `wall`, running `speed` times the wall clock."""
+
+    virtual: float
+    wall: float
+    speed: float
+
+    def now(self) -> datetime:
+        """The stack's now."""
+        seconds = self.virtual + (time.time() - self.wall) * self.speed
+        return datetime.fromtimestamp(seconds, UTC)
+
+
+def virtual_clock(state: dict[str, Any]) -> RecordedClock | None:
+    """The clock a state file records, or None when it records none (or an odd one)."""
+    entry = state.get("clock")
+    if not isinstance(entry, dict):
+        return None
+    values = [entry.get("virtual"), entry.get("wall"), entry.get("speed", 1.0)]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return None
+    virtual, wall, speed = (float(v) for v in values)
+    return RecordedClock(virtual, wall, speed)
 
 
 def state_file(path: Path) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from quota_controller.domain.impact import ActiveJob, Risk
@@ -48,16 +49,30 @@ def run(
         return EXIT_FAILED
 
 
-def clock() -> Clock:
-    # The clock the controller's handlers use: the wall clock, or the local stack's virtual
-    # clock when quotactl runs inside it (so stamps and leases agree with the handlers').
-    from quota_controller.composition import clock
+def clock(args: argparse.Namespace | None = None) -> Clock:
+    """The clock a command dates and validates by: the one the controller's handlers run on.
 
-    return clock()
+    That is the local stack's virtual clock when one runs in this process (its handlers use
+    it), else, under `--local`, the virtual clock of the `quotactl local up` the state file
+    names (a command in another shell must date and validate as that stack's handlers do, not
+    by the wall clock), else the wall clock."""
+    from quota_controller.composition import UtcClock
+    from quota_controller.composition import clock as handlers_clock
+
+    here = handlers_clock()
+    if isinstance(here, UtcClock) and args is not None and getattr(args, "local", False):
+        from quotactl.local_state import read_state, virtual_clock
+
+        recorded = virtual_clock(read_state() or {})
+        if recorded is not None:
+            return recorded
+    return here
 
 
-def stamp(clock: Clock) -> str:
-    return clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+def stamp(when: Clock | datetime) -> str:
+    """A write's time as items record it (`2026-03-16T19:00:00Z`): a clock's now, or a moment."""
+    moment = when if isinstance(when, datetime) else when.now()
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def who(args: argparse.Namespace, target: aws.Target) -> str:
@@ -77,14 +92,15 @@ def _local_user() -> str:
     return os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
 
 
-def invalid_file(path: str, fmt: str, out: TextIO) -> int:
-    """Report an invalid document as `quotactl validate` does (as text on stderr); exit 1."""
+def invalid_file(path: str, fmt: str, out: TextIO, now: datetime | None = None) -> int:
+    """Report an invalid document as `quotactl validate` does (as text on stderr), validated
+    at `now` as the command validated it; exit 1."""
     from quotactl.validate_cmd import cmd_validate
 
     if fmt == "table":
-        cmd_validate([path], "text", False, sys.stderr)
+        cmd_validate([path], "text", False, sys.stderr, now)
     else:
-        cmd_validate([path], fmt, False, out)
+        cmd_validate([path], fmt, False, out, now)
     return EXIT_FAILED
 
 
@@ -98,8 +114,9 @@ class ValidFile:
     warnings: list[str]
 
 
-def valid_document(path: str) -> ValidFile | None:
-    result = load_and_validate(path)
+def valid_document(path: str, now: datetime | None = None) -> ValidFile | None:
+    """The file's document when it is valid at `now` (its windows checked from then)."""
+    result = load_and_validate(path, now)
     document = result.report.document
     if not result.ok or result.source is None or document is None:
         return None

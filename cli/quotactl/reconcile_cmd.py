@@ -56,7 +56,7 @@ def cmd_reconcile(args: argparse.Namespace, out: TextIO) -> int:
         store=DynamoConfigStore(target.table),
         batch=BotoBatchGateway(target.batch_client(), target.scope()),
         notifier=notifier,
-        clock=clock(),
+        clock=clock(args),
         owner=f"quotactl-{user}-{uuid.uuid4().hex[:8]}",
     )
     with aws.failure(f"reconcile job queue {args.queue} ({target.where()})"):

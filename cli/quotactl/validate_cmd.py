@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TextIO
 
 from quota_controller.domain.config import Problem
@@ -13,9 +14,12 @@ from quotactl.render import plural
 EXIT_OK, EXIT_INVALID = 0, 1
 
 
-def cmd_validate(files: Sequence[str], fmt: str, quiet: bool, out: TextIO) -> int:
-    """Validate each file; 0 when all are valid (warnings allowed), 1 otherwise."""
-    results = [load_and_validate(f) for f in files]
+def cmd_validate(
+    files: Sequence[str], fmt: str, quiet: bool, out: TextIO, now: datetime | None = None
+) -> int:
+    """Validate each file (windows from `now`, default the wall clock); 0 when all are valid
+    (warnings allowed), 1 otherwise."""
+    results = [load_and_validate(f, now) for f in files]
     if fmt == "text":
         for result in results:
             print_result(result, quiet, out)
