@@ -342,13 +342,16 @@ class DynamoConfigStore:
         items: Sequence[Mapping[str, Any]],
         deletes: Sequence[str],
         expected: Mapping[str, Mapping[str, Any] | None] | None = None,
+        unchanged: Mapping[str, Mapping[str, Any] | None] | None = None,
     ) -> None:
         """Write a document's items and delete pruned share items in one transaction.
 
         With `expected` (each key's item as it was read, None for one that did not exist),
         every put and delete holds only if its item is still as read: an edit made since, in
         the console or by another apply, is never overwritten or deleted; the whole
-        transaction is refused with ConfigChanged instead."""
+        transaction is refused with ConfigChanged instead. `unchanged` (the same, for items
+        the write does not touch but was decided on: `quotactl lend` reads the shares' limits)
+        refuses it too when one of those changed."""
         name = self._table.name
         # The resource's client serializes Python values itself (boto3's transformation).
         wire: list[dict[str, Any]] = []
@@ -365,12 +368,21 @@ class DynamoConfigStore:
             if expected is not None:
                 delete.update(_unchanged_since_read(expected.get(key)))
             wire.append({"Delete": delete})
+        checked = list(unchanged or {})
+        for key in checked:
+            check: dict[str, Any] = {
+                "TableName": name,
+                "Key": {PARTITION_KEY: queue, SORT_KEY: key},
+            }
+            check.update(_unchanged_since_read((unchanged or {}).get(key)))
+            wire.append({"ConditionCheck": check})
         client = self._table.meta.client
         try:
             # TransactWriteItems takes at most 100 items: a queue has at most 21 config items.
             client.transact_write_items(TransactItems=wire)
         except (ClientError, BotoCoreError) as err:
-            changed = _conditions_failed(err, [*(str(i[SORT_KEY]) for i in items), *deletes])
+            keys = [*(str(i[SORT_KEY]) for i in items), *deletes, *checked]
+            changed = _conditions_failed(err, keys)
             if changed:
                 raise ConfigChanged(queue, changed) from err
             self._guard("write config", err)
