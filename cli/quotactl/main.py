@@ -166,6 +166,10 @@ def _operator_command(name: str) -> Callable[[argparse.Namespace, TextIO], int]:
         from quotactl.changes_cmd import cmd_history as command
     elif name == "reconcile":
         from quotactl.reconcile_cmd import cmd_reconcile as command
+    elif name == "lend":
+        from quotactl.lend_cmd import cmd_lend as command
+    elif name == "windows":
+        from quotactl.windows_cmd import cmd_windows as command
     else:
         from quotactl.approve_cmd import cmd_approve as command
     return command

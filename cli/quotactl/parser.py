@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from quotactl import aws
@@ -186,7 +187,17 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-OPERATOR_COMMANDS = ("plan", "apply", "status", "history", "reconcile", "approve", "delete")
+OPERATOR_COMMANDS = (
+    "plan",
+    "apply",
+    "status",
+    "history",
+    "reconcile",
+    "approve",
+    "delete",
+    "lend",
+    "windows",
+)
 
 
 def _whole(low: int, high: int) -> Any:
@@ -223,6 +234,36 @@ def _change_id(value: str) -> str:
     return value
 
 
+def moment(value: str) -> datetime:
+    """An ISO-8601 time with its zone (`2026-12-05T18:00Z`, `2026-12-05T19:00+01:00`), UTC."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO-8601 time (e.g. 2026-12-05T18:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} has no time zone: add Z for UTC or an offset (e.g. {value}Z)"
+        )
+    return when.astimezone(UTC)
+
+
+UNIT_COUNT = re.compile(r"([^=\s]+)=([0-9]+)")
+
+
+def _loan_word(value: str) -> tuple[str, int] | str:
+    """UNIT=COUNT (what `lend` moves), or a word without `=` (the job queue)."""
+    if "=" not in value:
+        return value
+    found = UNIT_COUNT.fullmatch(value)
+    if found is None or int(found[2]) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not UNIT=COUNT with a whole COUNT >= 1 (e.g. ml.g5.xlarge=1)"
+        )
+    return found[1], int(found[2])
+
+
 def _positive(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number >= 1")
@@ -241,6 +282,13 @@ def _add_operator_commands(sub: Any) -> None:
     p = command("plan", "preview what the reconciler would do for a file (changes nothing)")
     document_options(p)
     p.add_argument("--prune", action="store_true", help="preview as if applied with --prune")
+    p.add_argument(
+        "--at",
+        type=moment,
+        metavar="TIME",
+        help="preview the layout in force at TIME (ISO-8601 with a zone, e.g. "
+        "2026-12-05T18:00Z; quota windows), against AWS Batch as it is now (default: now)",
+    )
 
     p = command("apply", "validate a file and write it to the config table")
     document_options(p)
@@ -283,3 +331,37 @@ def _add_operator_commands(sub: Any) -> None:
         "--all", action="store_true", help="every config item: the controller tears it down"
     )
     p.add_argument("--dry-run", action="store_true", help="show what would be deleted")
+
+    p = command("lend", "lend a share's units to another share until a time (a one-off window)")
+    p.add_argument(
+        "words",
+        nargs="+",
+        type=_loan_word,
+        metavar="UNIT=COUNT... [QUEUE]",
+        help="what to lend, e.g. ml.g5.xlarge=1 (repeatable), and the job queue (default: the "
+        "table's one queue that has both shares)",
+    )
+    p.add_argument("--from", dest="lender", required=True, metavar="SHARE", help="the lender")
+    p.add_argument("--to", dest="borrower", required=True, metavar="SHARE", help="the borrower")
+    p.add_argument(
+        "--until",
+        type=moment,
+        required=True,
+        metavar="TIME",
+        help="when the units go back (ISO-8601 with a zone, e.g. 2026-12-05T18:00Z)",
+    )
+    p.add_argument(
+        "--from-time",
+        type=moment,
+        metavar="TIME",
+        help="when the loan starts (default: now)",
+    )
+    p.add_argument(
+        "--name", metavar="NAME", help="the window's name (default: loan-LENDER-to-BORROWER-TIME)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="show the window, write nothing")
+    p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
+
+    p = command("windows", "a queue's quota windows: what is in force now and the next edges")
+    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("--limit", type=_positive, default=5, metavar="N", help="edges to show")

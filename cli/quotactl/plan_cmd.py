@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
@@ -47,15 +48,20 @@ class Preview:
     write: ConfigWrite
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The moment previewed (`--at`, else now) and the windows in force then.
+    at: datetime | None = None
+    windows_in_force: tuple[str, ...] = ()
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     """Validate, read the table and Batch, and print the ordered actions and their impact."""
-    valid = valid_document(args.file)
+    # The layout in force at --at (else now, on the controller's clock), validated from then.
+    now = args.at or clock(args).now().replace(microsecond=0)
+    valid = valid_document(args.file, now)
     if valid is None:
-        return invalid_file(args.file, args.output, out)
+        return invalid_file(args.file, args.output, out, now)
     target = aws.connect(args)
-    preview = _preview(valid, target, prune=args.prune)
+    preview = _preview(valid, target, prune=args.prune, now=now)
     if isinstance(preview, list):  # the config the reconciler would see is refused whole
         print(
             f"quotactl plan: with the items already in {target.where()}, the reconciler would "
@@ -72,15 +78,17 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | list[str]:
+def _preview(
+    valid: ValidFile, target: aws.Target, *, prune: bool, now: datetime
+) -> Preview | list[str]:
     queue = valid.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         items = [plain(i) for i in store.load_partition(queue)]
     # What the table holds after `apply` (with or without --prune): the reconciler sees that,
     # not the file alone, so share items kept in the table are part of the preview.
-    write = plan_config_write(valid.raw, items, by="quotactl plan", at=stamp(clock()), prune=prune)
-    assembled, report = validate_items(queue, after_write(items, write))
+    write = plan_config_write(valid.raw, items, by="quotactl plan", at=stamp(now), prune=prune)
+    assembled, report = validate_items(queue, after_write(items, write), now)
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
     desired, observed, the_plan, batch = plan_against_batch(queue, target, items, assembled, report)
@@ -100,6 +108,8 @@ def _preview(valid: ValidFile, target: aws.Target, *, prune: bool) -> Preview | 
         write,
         problems=[assembled.describe(p) for p in report.errors],
         warnings=[str(w) for w in report.warnings],
+        at=now,
+        windows_in_force=report.in_force,
     )
 
 
@@ -132,6 +142,8 @@ def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
         "jobQueue": p.queue,
         "table": p.table,
         "region": p.region,
+        "at": stamp(p.at) if p.at else None,
+        "windowsInForce": list(p.windows_in_force),
         "converged": p.the_plan.converged,
         "actions": [
             {
@@ -176,6 +188,13 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
         print(
             f"Plan for job queue {p.queue} (table {p.table} in {p.region}): "
             f"{plural(len(actions), 'action')}, {plural(len(p.the_plan.waits), 'wait')}",
+            file=out,
+        )
+    if p.at is not None and (getattr(args, "at", None) or p.windows_in_force):
+        windows = ", ".join(p.windows_in_force) or "none, the base layout"
+        print(
+            f"Layout in force at {stamp(p.at)} (windows: {windows}), against AWS Batch as it "
+            "is now.",
             file=out,
         )
     if p.the_plan.converged:

@@ -1,0 +1,199 @@
+"""A loan (`quotactl lend`): some units of one share's capacity limits moved to another share
+from a moment until a moment, written as a one-off quota window that gives them back itself.
+
+The window sets both shares' whole `capacityLimits` for the loan's time: the lender's as in
+force when the loan starts minus the units, the borrower's plus them. So a loan is refused when
+another window changes either share's capacity limits while it lasts: the loan would hide that
+change (or be hidden by it), since a window's fields replace the base's rather than add to it.
+
+Pure: the caller passes the document (as the table holds it) and `now`; `loan_window` returns
+the window to add, or the problems, each naming the option it concerns and the rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from quota_controller.domain.config.model import NAME_MAX
+from quota_controller.domain.config.windows import (
+    Window,
+    layout_at,
+    moments,
+    parse_windows,
+    show_time,
+)
+from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
+
+DESCRIPTION_MAX = 512
+
+
+@dataclass(frozen=True)
+class Loan:
+    """What `quotactl lend` was asked: units (instance type -> count) from lender to borrower,
+    from `start` (None: now) until `until`."""
+
+    lender: str
+    borrower: str
+    units: Sequence[tuple[str, int]]
+    until: datetime
+    start: datetime | None = None
+    name: str | None = None
+
+    def describe(self) -> str:
+        """`1 x ml.g5.xlarge from team-c to team-a`."""
+        what = ", ".join(f"{n} x {unit}" for unit, n in self.units)
+        return f"{what} from {self.lender} to {self.borrower}"
+
+
+@dataclass(frozen=True)
+class LoanWindow:
+    """The window a loan is written as (as the document writes it), or why it cannot be."""
+
+    window: dict[str, Any] | None
+    problems: list[str]
+
+
+def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -> LoanWindow:
+    """The one-off window that makes `loan` in the document `raw` (whose windows are valid),
+    or the problems that refuse it. `by` (who lends) goes into the window's description."""
+    start = (loan.start or now).astimezone(UTC)
+    until = loan.until.astimezone(UTC)
+    problems = _time_problems(start, until, now)
+    shares = _shares(raw)
+    for option, name in (("--from", loan.lender), ("--to", loan.borrower)):
+        if name not in shares:
+            have = ", ".join(sorted(shares)) or "none"
+            problems.append(
+                f"{option} {name}: job queue {_queue(raw)} has no quota share {name!r} "
+                f"(its shares: {have})"
+            )
+    if loan.lender == loan.borrower:
+        problems.append(f"--from and --to both name {loan.lender}: a share cannot lend to itself")
+    for unit, _ in loan.units:
+        if unit not in TRAINING_INSTANCE_TYPES:
+            problems.append(
+                f"{unit}: not a SageMaker training instance type (e.g. ml.g5.xlarge); "
+                "`quotactl explain` shows each share's units"
+            )
+    windows = parse_windows(raw.get("windows"))
+    name = loan.name or _default_name(loan, start, {w.name for w in windows})
+    if loan.name is not None and any(w.name == loan.name for w in windows):
+        problems.append(f"--name {loan.name}: the queue has a window of that name already")
+    if problems:
+        return LoanWindow(None, problems)
+    # The limits the loan starts from: the layout in force when it starts (or now, if it
+    # started already).
+    layout = layout_at(raw, max(start, now))
+    in_force = _shares(layout)
+    lender = _limits(in_force[loan.lender])
+    borrower = _limits(in_force[loan.borrower])
+    for unit, count in loan.units:
+        has = lender.get(unit, 0)
+        if has < count:
+            problems.append(
+                f"--from {loan.lender}: has {has} x {unit} in its capacityLimits (in force at "
+                f"{show_time(max(start, now))}); it cannot lend {count}"
+            )
+        lender[unit] = has - count
+        borrower[unit] = borrower.get(unit, 0) + count
+    problems += _hidden_by(windows, (loan.lender, loan.borrower), max(start, now), until)
+    if problems:
+        return LoanWindow(None, problems)
+    description = f"{loan.describe()}, lent by {by}"
+    window: dict[str, Any] = {
+        "name": name,
+        "from": _iso(start),
+        "until": _iso(until),
+        "quotaShares": [
+            {"quotaShareName": loan.lender, "capacityLimits": _limit_list(lender)},
+            {"quotaShareName": loan.borrower, "capacityLimits": _limit_list(borrower)},
+        ],
+        "description": description[:DESCRIPTION_MAX],
+    }
+    return LoanWindow(window, [])
+
+
+def _time_problems(start: datetime, until: datetime, now: datetime) -> list[str]:
+    if until <= now:
+        return [
+            f"--until {show_time(until)} is not after now ({show_time(now)}): a loan ends in "
+            "the future"
+        ]
+    if until <= start:
+        return [
+            f"--until {show_time(until)} is not after --from-time {show_time(start)}: the loan "
+            "would end before it starts"
+        ]
+    return []
+
+
+def _hidden_by(
+    windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
+) -> list[str]:
+    """Windows that set either share's capacity limits at some moment of [start, until)."""
+    out: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for moment in moments(windows, start, until):
+        for w in moment.windows:
+            for override in w.quotaShares:
+                name = override.quotaShareName
+                if name not in shares or override.capacityLimits is None:
+                    continue
+                if (w.name, name) in seen:
+                    continue
+                seen.add((w.name, name))
+                out.append(
+                    f"window {w.name!r} sets {name}'s capacityLimits at "
+                    f"{show_time(max(moment.at, start))}, while the loan lasts: a loan sets "
+                    "both shares' whole capacityLimits, so one would hide the other; end the "
+                    "loan before that window, or edit the windows with `quotactl apply`"
+                )
+    return out
+
+
+def _default_name(loan: Loan, start: datetime, taken: set[str]) -> str:
+    when = start.strftime("%Y%m%dT%H%MZ")
+    base = f"loan-{loan.lender}-to-{loan.borrower}-{when}"
+    if len(base) > NAME_MAX - 4:
+        base = f"loan-{when}"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def _shares(raw: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    shares = raw.get("quotaShares")
+    if not isinstance(shares, list):
+        return {}
+    return {
+        str(s["quotaShareName"]): s
+        for s in shares
+        if isinstance(s, Mapping) and isinstance(s.get("quotaShareName"), str)
+    }
+
+
+def _queue(raw: Mapping[str, Any]) -> str:
+    job_queue = raw.get("jobQueue")
+    return str(job_queue.get("jobQueueName")) if isinstance(job_queue, Mapping) else "?"
+
+
+def _limits(share: Mapping[str, Any]) -> dict[str, int]:
+    """A share's capacityLimits as instance type -> maxCapacity, in the document's order."""
+    out: dict[str, int] = {}
+    for limit in share.get("capacityLimits") or []:
+        if isinstance(limit, Mapping) and isinstance(limit.get("maxCapacity"), int):
+            out[str(limit.get("capacityUnit"))] = int(limit["maxCapacity"])
+    return out
+
+
+def _limit_list(limits: Mapping[str, int]) -> list[dict[str, Any]]:
+    # A limit lent down to 0 is left out (maxCapacity is at least 1): the share has none then.
+    return [{"capacityUnit": u, "maxCapacity": n} for u, n in limits.items() if n > 0]
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

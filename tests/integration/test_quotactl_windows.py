@@ -1,0 +1,297 @@
+"""`quotactl lend`, `quotactl windows` and `quotactl plan --at` through the real CLI with
+`--local`, against a local stack on its virtual clock (which starts months before the wall
+clock: a command that dated or validated by the wall clock would refuse these loans)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from builders import DocBuilder, g5
+
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.config.items import plain
+from quota_local.stack import LocalStack
+from quotactl.main import main
+
+QUEUE = "ml-training"
+G5 = "ml.g5.xlarge"
+
+
+def layout() -> DocBuilder:
+    """team-c has two instances to lend, team-a one."""
+    return (
+        DocBuilder(QUEUE)
+        .env(**g5(4))
+        .share("team-a", "LEND_AND_BORROW", 100, **g5(1))
+        .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+        .share("team-c", "LEND", **g5(2))
+    )
+
+
+def limit_of(n: int) -> dict[str, Any]:
+    return {"capacityUnit": G5, "maxCapacity": n}
+
+
+def z(t: datetime) -> str:
+    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+    """A served local stack running `layout()`, named in this test's state file as `quotactl
+    local up` names itself, so `--local` reaches it."""
+    with LocalStack(server=True) as local:
+        local.apply(layout().build())
+        local.advance(120)
+        state = {
+            "endpoint": local.endpoint_url,
+            "region": local.region,
+            "table": local.table_name,
+            "alertsQueue": local.alerts_url,
+            "pid": os.getpid(),
+        }
+        (tmp_path / "local.json").write_text(json.dumps(state))
+        monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(tmp_path / "local.json"))
+        yield local
+
+
+def quotactl(*argv: str) -> int:
+    return main([*argv, "--local"])
+
+
+def limit(stack: LocalStack, share: str) -> int:
+    with stack.emulator.true_reads():
+        shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    found = next(s for s in shares if s["quotaShareName"] == share)
+    return int(found["capacityLimits"][0]["maxCapacity"])
+
+
+def queue_item(stack: LocalStack) -> dict[str, Any]:
+    item = stack.table.get_item(Key={"queue": QUEUE, "item": "QUEUE"})["Item"]
+    return dict(plain(item))
+
+
+def test_a_loan_lands_now_and_gives_itself_back_at_its_edge(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = stack.clock.now()
+    until = z(start + timedelta(hours=3))
+    lend = ["lend", "--from", "team-c", "--to", "team-a", f"{G5}=1", "--until", until]
+    assert quotactl(*lend, "--by", "alice") == 0, capsys.readouterr().err
+    printed = capsys.readouterr().out
+    assert f"Lent: 1 x {G5} from team-c to team-a in job queue {QUEUE}, from {z(start)}" in printed
+    assert "team-a capacityLimits: ml.g5.xlarge=2" in printed
+    assert "team-c capacityLimits: ml.g5.xlarge=1" in printed
+    item = queue_item(stack)
+    assert (item["updatedBy"], item["updatedAt"]) == ("alice", z(start))
+    [window] = item["windows"]
+    assert window["name"] == f"loan-team-c-to-team-a-{start:%Y%m%dT%H%M}Z"
+    assert (window["from"], window["until"]) == (z(start), until)
+
+    stack.advance(60)  # the QUEUE item's stream record reconciles
+    assert (limit(stack, "team-a"), limit(stack, "team-c")) == (2, 1)
+    stack.postpone_resync(24 * 3600)  # the reconcile's own requeue brings it back
+    stack.advance(3 * 3600 - 60 - 5)
+    assert (limit(stack, "team-a"), limit(stack, "team-c")) == (2, 1)
+    stack.advance(60)
+    assert (limit(stack, "team-a"), limit(stack, "team-c")) == (1, 2)
+
+
+def test_a_loan_from_a_later_time_and_the_windows_command(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = stack.clock.now()
+    begin, until = z(start + timedelta(hours=1)), z(start + timedelta(hours=2))
+    assert (
+        quotactl(
+            "lend", QUEUE, f"{G5}=1", "--from", "team-c", "--to", "team-b",
+            "--from-time", begin, "--until", until, "--name", "deadline", "-o", "json",
+        )
+        == 0
+    )  # fmt: skip
+    written = json.loads(capsys.readouterr().out)
+    assert written["window"]["name"] == "deadline"
+    assert written["window"]["quotaShares"] == [
+        {"quotaShareName": "team-c", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}]},
+        {"quotaShareName": "team-b", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
+    ]
+
+    assert quotactl("windows", QUEUE, "-o", "json") == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["at"] == z(start)
+    assert view["inForce"] == []
+    assert [(e["at"], e["starts"], e["ends"]) for e in view["nextEdges"]] == [
+        (begin, ["deadline"], []),
+        (until, [], ["deadline"]),
+    ]
+    first = view["nextEdges"][0]["changes"]
+    assert {"quotaShareName": "team-b", "field": "capacityLimits",
+            "from": [{"capacityUnit": G5, "maxCapacity": 1}],
+            "to": [{"capacityUnit": G5, "maxCapacity": 2}]} in first  # fmt: skip
+
+    stack.advance(3600)
+    assert quotactl("windows", QUEUE) == 0
+    text = capsys.readouterr().out
+    assert f"Job queue {QUEUE} at {begin}: 1 window of 1 in force" in text
+    assert "deadline" in text
+    assert "one-off" in text
+    assert f"  {until}: deadline ends" in text
+    assert "    share team-b capacityLimits: ml.g5.xlarge=2 -> ml.g5.xlarge=1" in text
+
+
+def test_a_loan_of_everything_a_share_has_is_refused_by_the_validator(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    until = z(stack.clock.now() + timedelta(hours=1))
+    before = queue_item(stack)
+    lend = ["lend", "--from", "team-c", "--to", "team-b", f"{G5}=2", "--until", until]
+    assert quotactl(*lend) == 1
+    err = capsys.readouterr().err
+    assert "would make job queue ml-training's config invalid (nothing written)" in err
+    assert "item QUEUE: windows[0]" in err
+    assert queue_item(stack) == before
+
+
+BAD_LOANS: list[tuple[str, list[str], str]] = [
+        ("unknown-share", ["--from", "team-x", "--to", "team-a", f"{G5}=1"],
+         "--from team-x: job queue ml-training has no quota share 'team-x' (its shares: "
+         "team-a, team-b, team-c)"),
+        ("lender-lacks-units", ["--from", "team-a", "--to", "team-b", f"{G5}=2"],
+         "--from team-a: has 1 x ml.g5.xlarge in its capacityLimits (in force at "
+         "2026-03-16T19:02Z); it cannot lend 2"),
+        ("lender-lacks-the-type", ["--from", "team-a", "--to", "team-b", "ml.p4d.24xlarge=1"],
+         "--from team-a: has 0 x ml.p4d.24xlarge in its capacityLimits"),
+        ("unknown-type", ["--from", "team-a", "--to", "team-b", "ml.nope.xlarge=1"],
+         "ml.nope.xlarge: not a SageMaker training instance type"),
+        ("to-itself", ["--from", "team-a", "--to", "team-a", f"{G5}=1"],
+         "--from and --to both name team-a: a share cannot lend to itself"),
+        ("until-in-the-past",
+         ["--from", "team-c", "--to", "team-a", f"{G5}=1", "--until", "2026-03-16T18:00Z"],
+         "--until 2026-03-16T18:00Z is not after now (2026-03-16T19:02Z): a loan ends in the "
+         "future"),
+        ("until-before-from", ["--from", "team-c", "--to", "team-a", f"{G5}=1",
+          "--from-time", "2026-03-17T12:00Z", "--until", "2026-03-17T10:00Z"],
+         "--until 2026-03-17T10:00Z is not after --from-time 2026-03-17T12:00Z: the loan "
+         "would end before it starts"),
+]  # fmt: skip
+
+
+def test_bad_loans_are_refused_and_nothing_is_written(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = queue_item(stack)
+    for case, args, says in BAD_LOANS:
+        if "--until" not in args:
+            args = [*args, "--until", "2026-03-17T12:00Z"]
+        assert quotactl("lend", *args) == 1, case
+        err = capsys.readouterr().err
+        assert err.startswith("quotactl lend: cannot lend "), err
+        assert says in err, err
+        assert "Traceback" not in err
+        assert queue_item(stack) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([f"{G5}=one"], "'ml.g5.xlarge=one' is not UNIT=COUNT with a whole COUNT >= 1"),
+        ([f"{G5}=0"], "'ml.g5.xlarge=0' is not UNIT=COUNT"),
+        ([f"{G5}=1", "--until", "2026-03-17"], "'2026-03-17' has no time zone"),
+        ([f"{G5}=1", "--until", "friday"], "'friday' is not an ISO-8601 time"),
+    ],
+)
+def test_malformed_arguments_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    if "--until" not in args:
+        args = [*args, "--until", "2026-03-17T12:00Z"]
+    with pytest.raises(SystemExit) as exit_:
+        quotactl("lend", "--from", "team-c", "--to", "team-a", *args)
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_lend_without_units_or_with_two_queues_is_a_usage_error(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lend = ["lend", "--from", "team-c", "--to", "team-a", "--until", "2026-03-17T12:00Z"]
+    assert quotactl(*lend, G5) == 2
+    assert "give what to lend as UNIT=COUNT, e.g. ml.g5.xlarge=1 ('ml.g5.xlarge' was read" in (
+        capsys.readouterr().err
+    )
+    assert quotactl(*lend, f"{G5}=1", "q1", "q2") == 2
+    assert "more than one job queue given (q1, q2)" in capsys.readouterr().err
+
+
+def test_a_loan_never_overwrites_an_edit_made_after_it_read_the_table(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = DynamoConfigStore.load_partition
+
+    def load(self: DynamoConfigStore, queue: str) -> list[dict[str, Any]]:
+        result = read(self, queue)
+        monkeypatch.setattr(DynamoConfigStore, "load_partition", read)
+        # Bob raises team-c's limit in the console meanwhile.
+        item = dict(stack.table.get_item(Key={"queue": QUEUE, "item": "SHARE#team-c"})["Item"])
+        item["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 3}]
+        stack.put_item(item)
+        return result
+
+    monkeypatch.setattr(DynamoConfigStore, "load_partition", load)
+    before = queue_item(stack)
+    until = z(stack.clock.now() + timedelta(hours=1))
+    assert quotactl("lend", "--from", "team-c", "--to", "team-a", f"{G5}=1", "--until", until) == 1
+    err = capsys.readouterr().err
+    assert "job queue ml-training changed in the table since it was read (SHARE#team-c)" in err
+    assert queue_item(stack) == before
+
+
+def test_plan_at_a_moment_previews_the_layout_in_force_then(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    start = stack.clock.now()
+    doc = layout().build()
+    doc["windows"] = [
+        {
+            "name": "deadline",
+            "from": z(start + timedelta(hours=1)),
+            "until": z(start + timedelta(hours=2)),
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+                }
+            ],
+        }
+    ]
+    path = tmp_path / "windows.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    assert quotactl("plan", "-f", str(path), "--at", z(start + timedelta(minutes=30))) == 0
+    before = capsys.readouterr().out
+    assert "0 actions" in before
+    assert "(windows: none, the base layout)" in before
+
+    inside = z(start + timedelta(minutes=90))
+    assert quotactl("plan", "-f", str(path), "--at", inside, "-o", "json") == 0
+    preview = json.loads(capsys.readouterr().out)
+    assert (preview["at"], preview["windowsInForce"]) == (inside, ["deadline"])
+    [action] = preview["actions"]
+    assert (action["operation"], action["quotaShareName"], action["decision"]) == (
+        "UpdateQuotaShare",
+        "team-a",
+        "apply",
+    )
+
+    assert quotactl("plan", "-f", str(path), "--at", inside) == 0
+    text = capsys.readouterr().out
+    assert f"Layout in force at {inside} (windows: deadline), against AWS Batch as it is now." in (
+        text
+    )
