@@ -337,9 +337,14 @@ def _add_operator_commands(sub: Any) -> None:
         "words",
         nargs="+",
         type=_loan_word,
-        metavar="UNIT=COUNT... [QUEUE]",
-        help="what to lend, e.g. ml.g5.xlarge=1 (repeatable), and the job queue (default: the "
-        "table's one queue that has both shares)",
+        metavar="UNIT=COUNT|QUEUE",
+        help="what to lend, e.g. ml.g5.xlarge=1 (one or more), and the job queue (default: the "
+        "table's only queue, else its one queue that has both shares)",
+    )
+    p.usage = (
+        "%(prog)s --from SHARE --to SHARE UNIT=COUNT [UNIT=COUNT ...] [QUEUE] --until TIME "
+        "[--from-time TIME] [--name NAME] [--dry-run] [--by NAME] [-o FORMAT] "
+        "[--local | --table NAME ...]"
     )
     p.add_argument("--from", dest="lender", required=True, metavar="SHARE", help="the lender")
     p.add_argument("--to", dest="borrower", required=True, metavar="SHARE", help="the borrower")
