@@ -32,6 +32,7 @@ from quota_controller.domain.alerts.events import (
     BatchEvent,
     JobDetail,
 )
+from quota_controller.domain.change_record import ChangeRecord
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -525,6 +526,7 @@ class ChangeBuilder:
             "after": {},
             "reductions": [],
             "atRisk": [],
+            "lendingReduced": [],
         }
 
     @property
@@ -568,6 +570,11 @@ class ChangeBuilder:
         self.raw["atRisk"] = list(job_ids)
         return self
 
+    def lent_less(self, *units: str) -> Self:
+        """A lender's change that lowered what it lends of `units` (lendingReduced)."""
+        self.raw["lendingReduced"] = list(units)
+        return self
+
     def id(self, change_id: str) -> Self:
         self._id = change_id
         return self
@@ -576,15 +583,27 @@ class ChangeBuilder:
     def change_id(self) -> str:
         return self._id or f"{stamp(self._at)}-00"
 
-    def build(self) -> dict[str, Any]:
-        out = copy.deepcopy(self.raw)
-        out.update(
-            item=f"CHANGE#{self.change_id}",
-            changeId=self.change_id,
+    def record(self) -> ChangeRecord:
+        raw = copy.deepcopy(self.raw)
+        return ChangeRecord(
+            change_id=self.change_id,
             at=stamp(self._at),
-            expiresAt=int((self._at + timedelta(days=30)).timestamp()),
+            operation=raw["operation"],
+            resource=raw["resource"],
+            share=raw["quotaShareName"],
+            by=raw["by"],
+            summary=raw["summary"],
+            before=raw["before"],
+            after=raw["after"],
+            reductions=tuple(raw["reductions"]),
+            at_risk=tuple(raw["atRisk"]),
+            lending_reduced=tuple(raw["lendingReduced"]),
+            expires_at=int((self._at + timedelta(days=30)).timestamp()),
         )
-        return out
+
+    def build(self) -> dict[str, Any]:
+        """The stored item."""
+        return self.record().item()
 
 
 def change(share: str) -> ChangeBuilder:

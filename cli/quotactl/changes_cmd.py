@@ -8,6 +8,7 @@ import sys
 from typing import TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY
 from quota_controller.domain.principals import display_name
 from quota_controller.domain.status_view import status_view
@@ -45,15 +46,15 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     rows = [
         {
-            "at": r.get("at"),
+            "at": c.at,
             # The name, not the whole ARN (-o json keeps it): the column stays narrow.
-            "by": display_name(str(r["by"])) if r.get("by") else None,
-            "operation": r.get("operation"),
-            "share": r.get("quotaShareName"),
-            "summary": r.get("summary"),
-            "reductions": "; ".join(r.get("reductions") or []) or None,
+            "by": display_name(c.by) if c.by else None,
+            "operation": c.operation or None,
+            "share": c.share,
+            "summary": c.summary or None,
+            "reductions": "; ".join(c.reductions) or None,
         }
-        for r in data
+        for c in map(ChangeRecord.from_item, records)
     ]
     render.table(rows, ["at", "by", "operation", "share", "summary", "reductions"], out)
     return EXIT_OK

@@ -661,7 +661,7 @@ def context(
 ) -> Context:
     return Context(
         doc,
-        [c.build() for c in changes],
+        [c.record() for c in changes],
         snap.build() if snap is not None else None,
     )
 
@@ -918,8 +918,7 @@ def test_a_lender_change_is_blamed_only_for_attempts_admitted_before_it(
 ) -> None:
     """team-c lent less of ml.g5.xlarge; team-a, borrowing, loses an attempt. An attempt that
     started after the change was admitted under the new lending: not the change's doing."""
-    lent_less = change("team-c").lowered(G5, 2, 1).by("carol")
-    lent_less.raw["lendingReduced"] = [G5]
+    lent_less = change("team-c").lowered(G5, 2, 1).by("carol").lent_less(G5)
     obs = observation(attempt_started_at=started)
     verdict = classify(obs, context(changes=[lent_less], snap=A_BORROWING))
     assert verdict.cause == expected

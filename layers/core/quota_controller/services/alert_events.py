@@ -32,6 +32,7 @@ from quota_controller.domain.alerts.classify import (
 )
 from quota_controller.domain.alerts.events import BatchEvent, JobDetail
 from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SORT_KEY,
@@ -98,9 +99,12 @@ class _QueueContext:
         self._snapshot_read = False
         # Every change record that can explain the batch's preemptions (a count would miss the
         # one that did when a 20-share edit wrote 60 records since).
-        self._changes = (
-            deps.store.recent_changes(queue, since=changes_since) if self.managed else []
-        )
+        self._changes = [
+            ChangeRecord.from_item(item)
+            for item in (
+                deps.store.recent_changes(queue, since=changes_since) if self.managed else []
+            )
+        ]
 
     def context(self, needs_snapshot: bool) -> Context:
         if needs_snapshot and not self._snapshot_read:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
 from quota_controller.domain.alerts.render import detail_lines
+from quota_controller.domain.change_record import change_record
 from quota_controller.domain.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
@@ -42,9 +43,8 @@ from quota_controller.domain.impact import (
 )
 from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.domain.planner import Action, Desired, Plan, plan
-from quota_controller.domain.service_limits import cut, fit_item
+from quota_controller.domain.service_limits import fit_item
 from quota_controller.domain.status import (
-    CHANGE_PREFIX,
     CONDITION_TYPES,
     LEASE_ITEM,
     QUEUE_STATUS,
@@ -91,9 +91,6 @@ SETTLE_SECONDS = 300
 # A quota window's next edge is waited for by a requeue when it is at most this far ahead
 # (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
 WINDOW_REQUEUE_HORIZON = 7 * 86400
-
-# The author of a change (`updatedBy`), as change records and alerts quote it.
-AUTHOR_MAX = 1_024
 
 
 @dataclass(frozen=True)
@@ -524,33 +521,16 @@ class _Run:
     ) -> dict[str, Any]:
         source = share_key(action.share) if action.share else QUEUE_ITEM
         by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
-        before: dict[str, Any] = {}
-        if action.share and action.share in observed.shares:
-            before = observed.shares[action.share].model_dump(
-                include={"capacityLimits", "resourceSharingConfiguration", "state"}
-            )
-        change_id = f"{self.stamp}-{seq:02d}"
         expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
-        return {
-            SORT_KEY: f"{CHANGE_PREFIX}{change_id}",
-            "changeId": change_id,
-            "at": self.stamp,
-            # A console edit may store any type, and text of any length: who made a change
-            # needs no more than AUTHOR_MAX characters (cut with a marker).
-            "by": None if by is None else cut(str(by), AUTHOR_MAX),
-            "operation": action.operation,
-            "resource": action.resource,
-            "quotaShareName": action.share,
-            "summary": action.summary,
-            "before": before,
-            "after": {k: v for k, v in action.params.items() if k != "tags"},
-            "reductions": [r.describe() for r in action.reductions],
-            "atRisk": [j.jobId for r in guarded.risks for j in r.jobs],
-            # Units whose lendable capacity the request lowered (a lender lowered, switched to
-            # RESERVE or deleted): the alerts attribute reclaimed borrowing to it.
-            "lendingReduced": sorted(_lent_less(action, observed)),
-            "expiresAt": int(expires.timestamp()),
-        }
+        return change_record(
+            action,
+            guarded,
+            observed,
+            author=by,
+            stamp=self.stamp,
+            seq=seq,
+            expires_at=int(expires.timestamp()),
+        )
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -1102,27 +1082,6 @@ class _Run:
             if not sent:
                 unannounced.add(share)
         return unannounced
-
-
-def _lent_less(action: Action, observed: ObservedState) -> set[str]:
-    before = observed.shares.get(action.share or "")
-    if before is None or before.resourceSharingConfiguration.strategy not in _LENDS:
-        return set()
-    if action.operation == "DeleteQuotaShare":
-        return set(before.limits())
-    sharing = action.params.get("resourceSharingConfiguration") or {}
-    if sharing.get("strategy", before.resourceSharingConfiguration.strategy) not in _LENDS:
-        return set(before.limits())
-    after = {
-        str(c["capacityUnit"]): int(c["maxCapacity"])
-        for c in action.params.get("capacityLimits") or []
-    }
-    if "capacityLimits" not in action.params:
-        return set()
-    return {u for u, m in before.limits().items() if after.get(u, 0) < m}
-
-
-_LENDS = ("LEND", "LEND_AND_BORROW")
 
 
 def _fitted(item: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from quota_controller.domain.alerts.model import (
 )
 from quota_controller.domain.alerts.render import one_line
 from quota_controller.domain.capacity import share_capacities
+from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import (
     JobStateTimeLimitAction,
     QuotaDocument,
@@ -197,7 +198,7 @@ class Context:
     """What the controller knows about the job's queue."""
 
     document: QuotaDocument | None
-    changes: Sequence[Mapping[str, Any]] = ()
+    changes: Sequence[ChangeRecord] = ()  # newest first
     snapshot: Mapping[str, Any] | None = None
 
 
@@ -460,32 +461,22 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     return Verdict("PREEMPTION", "UNKNOWN", evidence=obs.reason, missing=missing)
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None, ChangeRef | None]:
     """The change that caused the preemption, and else one that may have (the snapshot could
     not tell whether it left the share above its new limit)."""
     undecided: ChangeRef | None = None
     for record in ctx.changes:  # newest first
-        at = _parse_time(record.get("at"))
+        at = record.applied_at
         if (
             at is None
             or at - obs.occurred_at > EVENT_TIME_SLACK
             or obs.occurred_at - at > ATTRIBUTION_WINDOW
         ):
             continue
-        if not record.get("reductions"):
+        if not record.reduces:
             continue
-        share = record.get("quotaShareName")
-        at_risk = record.get("atRisk") or []
-        named = obs.job_id in at_risk
+        share = record.share
+        named = obs.job_id in record.at_risk
         # A lender that lent less reclaims what other shares borrowed: its change is the
         # cause of a borrower's preemption it named, or of one in a unit it lent less of
         # while the victim's share was borrowing.
@@ -498,23 +489,21 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         lent_less = (
             share not in (None, obs.share)
             and not started_after
-            and bool(set(record.get("lendingReduced") or []) & set(obs.usage))
+            and bool(set(record.lending_reduced) & set(obs.usage))
         )
         if share not in (None, obs.share) and not lent_less:
             continue
-        if (
-            share is None
-            and not named
-            and "service environment" not in str(record.get("resource", ""))
-        ):
+        # A queue or policy change preempts only the jobs it named; an environment-wide
+        # reduction any job of the queue.
+        if share is None and not named and record.kind != "environment":
             continue
         ref = ChangeRef(
-            id=str(record.get("changeId", "")),
-            at=str(record.get("at")),
-            by=None if record.get("by") is None else str(record.get("by")),
-            before=dict(record.get("before") or {}),
-            after=dict(record.get("after") or {}),
-            quotaShareName=str(share) if share not in (None, obs.share) else None,
+            id=record.change_id,
+            at=str(record.at),
+            by=record.by,
+            before=dict(record.before),
+            after=dict(record.after),
+            quotaShareName=share if share not in (None, obs.share) else None,
         )
         if lent_less and not named:
             over = _borrowing(obs, ctx)

@@ -1,0 +1,76 @@
+"""The change record: the stored item round-trips, and an old or hand-edited item reads with
+what is missing or mistyped as absent."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from quota_controller.domain.change_record import ChangeRecord, resource_kind
+
+STORED: dict[str, Any] = {
+    "item": "CHANGE#2026-03-16T19:40:00.000Z-00",
+    "changeId": "2026-03-16T19:40:00.000Z-00",
+    "at": "2026-03-16T19:40:00.000Z",
+    "by": "alice",
+    "operation": "UpdateQuotaShare",
+    "resource": "quota share team-a",
+    "quotaShareName": "team-a",
+    "summary": "update quota share team-a",
+    "before": {"state": "ENABLED"},
+    "after": {"state": "DISABLED"},
+    "reductions": ["share team-a: disabled"],
+    "atRisk": ["job-a"],
+    "lendingReduced": ["ml.g5.xlarge"],
+    "expiresAt": 1_776_000_000,
+}
+
+
+def test_the_stored_item_round_trips() -> None:
+    assert ChangeRecord.from_item(STORED).item() == STORED
+
+
+@pytest.mark.parametrize(
+    ("operation", "kind"),
+    [
+        ("CreateQuotaShare", "share"),
+        ("DeleteQuotaShare", "share"),
+        ("UpdateServiceEnvironment", "environment"),
+        ("DeleteSchedulingPolicy", "policy"),
+        ("UpdateJobQueue", "queue"),
+        ("TagResource", None),
+    ],
+)
+def test_the_resource_kind_comes_from_the_operation(operation: str, kind: str | None) -> None:
+    assert resource_kind(operation) == kind
+
+
+@pytest.mark.parametrize(
+    ("edit", "read"),
+    [
+        pytest.param({"at": 5}, lambda r: r.at is None and r.applied_at is None, id="at-number"),
+        pytest.param({"at": "soon"}, lambda r: r.applied_at is None, id="at-not-a-time"),
+        pytest.param(
+            {"at": "2026-03-16T19:40:00"}, lambda r: r.applied_at is None, id="at-without-zone"
+        ),
+        pytest.param({"reductions": "lowered"}, lambda r: not r.reduces, id="reductions-text"),
+        pytest.param({"atRisk": {"job-a": 1}}, lambda r: r.at_risk == (), id="at-risk-map"),
+        pytest.param({"before": ["x"]}, lambda r: r.before == {}, id="before-list"),
+        pytest.param({"quotaShareName": 3}, lambda r: r.share is None, id="share-number"),
+        pytest.param({"by": 42}, lambda r: r.by == "42", id="by-number"),
+        pytest.param({"expiresAt": Decimal("17")}, lambda r: r.expires_at == 17, id="ttl-decimal"),
+        pytest.param({"expiresAt": "never"}, lambda r: r.expires_at is None, id="ttl-text"),
+        pytest.param({"operation": None}, lambda r: r.kind is None, id="operation-missing"),
+    ],
+)
+def test_a_hand_edited_record_reads_without_raising(edit: dict[str, Any], read: Any) -> None:
+    assert read(ChangeRecord.from_item({**STORED, **edit}))
+
+
+def test_an_old_record_reads_with_what_it_lacks_absent() -> None:
+    old = {k: v for k, v in STORED.items() if k not in ("lendingReduced", "atRisk", "expiresAt")}
+    record = ChangeRecord.from_item(old)
+    assert (record.lending_reduced, record.at_risk, record.expires_at) == ((), (), None)
+    assert ChangeRecord.from_item({}).change_id == ""
