@@ -76,3 +76,86 @@ def test_a_loan_lands_at_its_edge_and_gives_itself_back(stack: LocalStack) -> No
     assert limit(stack, "team-a") == 1
     status = queue_status(stack)
     assert (status["windowsInForce"], status["nextWindowEdge"]) == ([], None)
+
+
+def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> None:
+    with LocalStack(run_jobs=False) as stack:  # the test puts the jobs where it wants them
+        start = stack.clock.now()
+        until = start + timedelta(hours=2)
+        doc = guide_layout().set(reductionPolicy="warn", windowWarningMinutes=30).build()
+        doc["windows"] = [
+            {
+                "name": "loan-to-team-b",
+                "from": stamp(start + timedelta(minutes=1)),
+                "until": stamp(until),
+                "quotaShares": [
+                    {
+                        "quotaShareName": "team-b",
+                        "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}],
+                    }
+                ],
+            }
+        ]
+        stack.apply(doc)
+        stack.advance(180)
+        stack.postpone_resync(24 * 3600)  # the requeue alone must bring each step
+        assert limit(stack, "team-b") == 3
+        jobs = []
+        for n in range(3):
+            job = stack.submit_job(QUEUE, "team-b", G5, 1, name=f"sweep-{n}", priority=n)
+            stack.emulator.set_job_status(job, "RUNNING")
+            jobs.append(job)
+
+        def risks() -> list[dict[str, Any]]:
+            return [a for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"]
+
+        stack.advance((until - stack.clock.now()).total_seconds() - 30 * 60 - 30)
+        assert risks() == [], "not before the lead time"
+        stack.advance(60)  # the warning lands within a minute of its moment
+        early = risks()
+        assert len(early) == 1
+        warning = early[0]
+        assert warning["quotaShareName"] == "team-b"
+        assert warning["summary"].startswith(f"At {stamp(until)[:16]}")
+        assert "2 job(s) at risk" in warning["summary"]
+        assert sorted(j["jobName"] for j in warning["jobs"]) == ["sweep-0", "sweep-1"]
+        assert "Checkpoint these jobs before" in warning["nextSteps"][0]
+        assert limit(stack, "team-b") == 3, "the warning changes nothing"
+
+        stack.advance(20 * 60)
+        assert risks() == early, "one warning per edge, not one per run"
+        stack.advance(10 * 60 + 60)  # past the edge: the loan returns, announced by the guard
+        assert limit(stack, "team-b") == 1
+        at_edge = risks()[1:]
+        assert len(at_edge) == 1
+        assert "change applied" in at_edge[0]["summary"]
+        assert queue_status(stack)["windowsInForce"] == []
+
+
+def test_no_early_warning_when_the_lead_time_is_zero() -> None:
+    with LocalStack(run_jobs=False) as stack:
+        start = stack.clock.now()
+        doc = guide_layout().set(reductionPolicy="warn", windowWarningMinutes=0).build()
+        doc["windows"] = [
+            {
+                "name": "loan-to-team-b",
+                "from": stamp(start + timedelta(minutes=1)),
+                "until": stamp(start + timedelta(hours=1)),
+                "quotaShares": [
+                    {
+                        "quotaShareName": "team-b",
+                        "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}],
+                    }
+                ],
+            }
+        ]
+        stack.apply(doc)
+        stack.advance(180)
+        for n in range(3):
+            job = stack.submit_job(QUEUE, "team-b", G5, 1, name=f"sweep-{n}", priority=n)
+            stack.emulator.set_job_status(job, "RUNNING")
+        stack.advance(3600 - 180 - 60)
+        assert [a for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"] == []
+        stack.advance(120)
+        assert limit(stack, "team-b") == 1
+        assert [a["summary"] for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"] != []

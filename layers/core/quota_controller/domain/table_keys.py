@@ -29,6 +29,7 @@ TOP_LEVEL_FIELDS: tuple[str, ...] = (
     "reductionPolicy",
     "approvedChange",
     "force",
+    "windowWarningMinutes",
     "quotaShares",
     "windows",
 )

@@ -43,6 +43,11 @@ from quota_controller.domain.impact import (
 )
 from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.domain.planner import Action, Desired, Plan, plan
+from quota_controller.domain.scheduled_warning import (
+    scheduled_risk_alerts,
+    seconds_to_warning,
+    warning_due,
+)
 from quota_controller.domain.service_limits import fit_item
 from quota_controller.domain.status import (
     CONDITION_TYPES,
@@ -361,6 +366,7 @@ class _Run:
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
+        self._warn_of_edge(report, observed)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
         self.result.waits = list(the_plan.waits)
         self._finish(desired, observed, report, the_plan, decided, failure)
@@ -601,8 +607,7 @@ class _Run:
         )
         # Alerted above, with the advice a conflict needs: not again as a failed request.
         self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
-        self.result.outcome = "failed"
-        self.result.requeue_after = None
+        self.result.outcome = "failed"  # it comes back at a window's edge only (`_finish`)
         return self.result
 
     def _finish(
@@ -645,16 +650,27 @@ class _Run:
             result.requeue_after = self.deps.settings.requeue_seconds
         if failure:
             result.requeue_after = None
-        if report.next_edge is not None:
-            # The layout changes at a window's edge: come back then (the resync is only the
-            # safety net). Waits over 15 minutes travel as SQS hops, and no reconcile runs
-            # until the edge; an edge more than a week out is left to a later run.
-            edge = max(1, math.ceil((report.next_edge - self.now).total_seconds()))
-            if edge <= WINDOW_REQUEUE_HORIZON:
-                result.requeue_after = min(result.requeue_after or edge, edge)
+        self._come_back_for_edges(report)
+        self._write_status(desired, observed, report, the_plan, held, failure)
+
+    def _come_back_for_edges(self, report: ValidationReport) -> None:
+        """The layout changes at a window's edge: come back then, and when the edge's early
+        warning is due (the resync is only the safety net). Waits over 15 minutes travel as
+        SQS hops, and no reconcile runs until then; an edge more than a week out is left to a
+        later run. Also after a failed run: the edge's layout may clear the conflict."""
+        result = self.result
+        lead = report.settings.windowWarningMinutes if report.settings else 0
+        for due in (
+            math.ceil((report.next_edge - self.now).total_seconds())
+            if report.next_edge is not None
+            else None,
+            seconds_to_warning(report.next_edge, self.now, lead),
+        ):
+            if due is not None and due <= WINDOW_REQUEUE_HORIZON:
+                due = max(1, due)
+                result.requeue_after = min(result.requeue_after or due, due)
         if result.requeue_after is not None and self.requeues:
             result.chain = f"{self.stamp} {self.deps.owner}"
-        self._write_status(desired, observed, report, the_plan, held, failure)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -993,6 +1009,29 @@ class _Run:
                     dedupKey=f"{self.queue}:{share_name or '-'}:invalid:{what}",
                 )
             )
+
+    def _warn_of_edge(self, report: ValidationReport, observed: ObservedState) -> None:
+        """PREEMPTION_RISK `windowWarningMinutes` before a window's edge lowers quota under
+        running jobs, naming them (`domain/scheduled_warning.py`): the layout the edge puts in
+        force, planned and guarded against what Batch runs now. Raised by every run within
+        the lead time, so it is published once per edge."""
+        settings, edge = report.settings, report.next_edge
+        if settings is None or edge is None:
+            return
+        if not warning_due(edge, self.now, settings.windowWarningMinutes):
+            return
+        assembled, at_edge = validate_items(self.queue, self.config.values(), edge)
+        if at_edge.queue_wide_errors or at_edge.settings is None:
+            return  # the validator checked this moment already: it is rejected at the edge
+        desired = desired_state(self.queue, at_edge, self.status, assembled)
+        the_plan = plan(desired, observed, self.deps.batch.scope)
+        if the_plan.conflicts or not any(
+            a.is_reduction or a.deletes_queue for a in the_plan.actions
+        ):
+            return
+        decided, _ = guard_plan(the_plan, desired, observed, self.deps.batch)
+        for alert in scheduled_risk_alerts(self.queue, edge, at_edge.in_force, decided, self.now):
+            self._publish(alert)
 
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
         """Publish PREEMPTION_RISK alerts; returns the shares (None: the environment) whose

@@ -306,6 +306,9 @@ class QueueSettings(_Strict):
     approvedChange: Annotated[StrictStr, Field(pattern=CHANGE_ID.pattern)] | None = None
     # Delete removed shares even while they run jobs (the jobs are terminated).
     force: StrictBool = False
+    # How long before a quota window's edge lowers a share's quota its PREEMPTION_RISK warning
+    # goes out (0: no early warning; the guard still runs at the edge). At most a week.
+    windowWarningMinutes: Annotated[StrictInt, Field(ge=0, le=7 * 24 * 60)] = 30
 
     @property
     def queue_name(self) -> str:

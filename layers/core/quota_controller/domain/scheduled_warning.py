@@ -1,0 +1,105 @@
+"""The early warning of a scheduled reduction (pure): a quota window's edge that will lower a
+share's quota (a loan returning, a night layout ending) and put running jobs at risk is
+announced `windowWarningMinutes` before the edge, naming the jobs, so owners can checkpoint.
+
+The reconcile evaluates the layout the edge puts in force against what Batch runs now (the
+same planner and reduction guard as any edit) once the edge is within the lead time, and
+requeues itself for the moment the warning is due. What the edge does is only predicted: jobs
+may finish, or new ones start, before it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
+from quota_controller.domain.alerts.render import detail_lines
+from quota_controller.domain.config.windows import show_time
+from quota_controller.domain.impact import ActiveJob, GuardedAction
+
+DEFAULT_WARNING_MINUTES = 30
+
+
+def warning_due(edge: datetime | None, now: datetime, lead_minutes: int) -> bool:
+    """Whether the edge is close enough (at most the lead time ahead) to warn about now."""
+    if edge is None or lead_minutes <= 0:
+        return False
+    return 0 < (edge - now).total_seconds() <= lead_minutes * 60
+
+
+def seconds_to_warning(edge: datetime | None, now: datetime, lead_minutes: int) -> int | None:
+    """How long until the warning for `edge` is due (None: no warning, or due already)."""
+    if edge is None or lead_minutes <= 0:
+        return None
+    wait = (edge - now).total_seconds() - lead_minutes * 60
+    return max(1, math.ceil(wait)) if wait > 0 else None
+
+
+def scheduled_risk_alerts(
+    queue: str,
+    edge: datetime,
+    windows_after: Sequence[str],
+    decided: Sequence[GuardedAction],
+    now: datetime,
+) -> list[Alert]:
+    """One PREEMPTION_RISK per share (None: the environment) whose reduction at `edge` puts
+    jobs at risk, as the guard predicts it on today's jobs."""
+    stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    when = show_time(edge)
+    after = ", ".join(windows_after) if windows_after else "the base layout (no window)"
+    by_share: dict[str | None, list[GuardedAction]] = {}
+    for guarded in decided:
+        if guarded.risks or guarded.at_risk:
+            by_share.setdefault(guarded.action.share, []).append(guarded)
+    alerts: list[Alert] = []
+    for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
+        jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
+        jobs.update({a.job.jobId: a.job for g in group for a in g.at_risk})
+        if not jobs:
+            continue
+        where = f"quota share {share}" if share else "the service environment"
+        lines = [r.describe() for g in group for r in g.risks]
+        lines += [f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk]
+        decision = group[0].decision
+        applies = {
+            "blocked": "it is held until approved (reductionPolicy block)",
+            "draining": "it waits until usage fits (reductionPolicy drain)",
+        }.get(decision, "it is applied then (reductionPolicy warn)")
+        alerts.append(
+            Alert(
+                kind="PREEMPTION_RISK",
+                severity="warning",
+                jobQueue=queue,
+                quotaShareName=share,
+                jobs=[_alert_job(j) for j in jobs.values()],
+                summary=(
+                    f"At {when} the quota windows of {queue} lower {where}: "
+                    f"{len(jobs)} job(s) at risk"
+                ),
+                detail=detail_lines(lines)
+                + f"\nFrom {when} the layout in force is {after}; {applies}. Jobs at risk are "
+                "predicted from the jobs running now (not yet preempted, preemption order is "
+                "Batch's): not-yet-running first, then lower priority, then newest.",
+                nextSteps=[
+                    f"Checkpoint these jobs before {when}, or let them finish by then",
+                    "Or change the window in the config (quotactl windows "
+                    f"{queue} lists what is in force and what comes next)",
+                ],
+                occurredAt=stamp,
+                dedupKey=f"{queue}:{share or '-'}:scheduled:{when}",
+            )
+        )
+    return alerts
+
+
+def _alert_job(job: ActiveJob) -> AlertJob:
+    return AlertJob(
+        jobId=job.jobId,
+        jobName=job.jobName,
+        jobArn=job.jobArn,
+        statusBefore=job.status,
+        capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
+        schedulingPriority=job.priority,
+    )

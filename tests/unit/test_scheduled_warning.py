@@ -1,0 +1,121 @@
+"""The early warning of a scheduled reduction: when it is due, how the reconcile comes back for
+it, and what it says, through `reconcile(queue, deps)` on the port fakes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from builders import guide_layout
+from golden.harness import Harness
+
+from quota_controller.domain.scheduled_warning import seconds_to_warning, warning_due
+
+EDGE = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
+G5 = "ml.g5.xlarge"
+
+
+@pytest.mark.parametrize(
+    ("before_edge", "lead", "due", "wait"),
+    [
+        (timedelta(hours=1), 30, False, 1800),
+        (timedelta(minutes=30), 30, True, None),
+        (timedelta(minutes=1), 30, True, None),
+        (timedelta(0), 30, False, None),  # the edge itself is the guard's, not the warning's
+        (timedelta(hours=1), 0, False, None),  # lead 0: no early warning
+        (timedelta(minutes=30, milliseconds=200), 30, False, 1),  # hops are at least 1 s
+        (timedelta(days=8), 7 * 24 * 60, False, 86400),
+    ],
+)
+def test_when_the_warning_is_due(
+    before_edge: timedelta, lead: int, due: bool, wait: int | None
+) -> None:
+    now = EDGE - before_edge
+    assert warning_due(EDGE, now, lead) is due
+    assert seconds_to_warning(EDGE, now, lead) == wait
+    assert warning_due(None, now, lead) is False
+    assert seconds_to_warning(None, now, lead) is None
+
+
+def loan_doc(start: datetime, until: datetime, **settings: Any) -> dict[str, Any]:
+    doc = guide_layout().set(**settings).build()
+    doc["windows"] = [
+        {
+            "name": "loan-to-team-b",
+            "from": start.isoformat().replace("+00:00", "Z"),
+            "until": until.isoformat().replace("+00:00", "Z"),
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-b",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}],
+                }
+            ],
+        }
+    ]
+    return doc
+
+
+def lent(h: Harness, hours: float = 2, **settings: Any) -> datetime:
+    """team-b holds a loan of 3 until `hours` from now, running 3 jobs; returns the edge."""
+    now = h.clock.now()
+    until = now + timedelta(hours=hours)
+    h.apply(loan_doc(now - timedelta(minutes=5), until, **settings))
+    h.converge()
+    for n in range(3):
+        h.batch.add_job("ml-training", "team-b", f"job-{n}", {G5: 1}, priority=n, name=f"s-{n}")
+    return until
+
+
+def team_b_limit(h: Harness) -> int:
+    share = h.batch.shares["ml-training"]["team-b"]
+    return int(share["capacityLimits"][0]["maxCapacity"])
+
+
+def risks(h: Harness) -> list[Any]:
+    return [a for a in h.notifier.published if a.kind == "PREEMPTION_RISK"]
+
+
+def test_the_reconcile_comes_back_when_the_warning_is_due_then_at_the_edge() -> None:
+    h = Harness()
+    edge = lent(h, reductionPolicy="warn", windowWarningMinutes=45)
+    result = h.run("two hours before")
+    assert result is not None
+    assert result.outcome == "converged"
+    assert result.requeue_after == (edge - h.clock.now()).total_seconds() - 45 * 60
+    assert risks(h) == []
+
+    h.clock.set(edge - timedelta(minutes=45))
+    result = h.run("the warning's moment")
+    assert result is not None
+    assert result.requeue_after == 45 * 60, "then the edge itself"
+    [warning] = risks(h)
+    assert warning.quotaShareName == "team-b"
+    assert sorted(j.jobName for j in warning.jobs) == ["s-0", "s-1"]
+    assert "it is applied then (reductionPolicy warn)" in warning.detail
+    assert team_b_limit(h) == 3, "the warning changes nothing"
+
+    h.clock.advance(600)
+    h.run("ten minutes later")
+    assert len(risks(h)) == 1, "the same edge is not announced twice"
+
+
+def test_a_blocked_reduction_is_announced_as_held_until_approved() -> None:
+    h = Harness()
+    edge = lent(h, reductionPolicy="block")
+    h.clock.set(edge - timedelta(minutes=10))
+    h.run("within the default 30 minutes")
+    [warning] = risks(h)
+    assert "held until approved (reductionPolicy block)" in warning.detail
+    assert warning.dedupKey == f"ml-training:team-b:scheduled:{edge:%Y-%m-%dT%H:%MZ}"
+    assert team_b_limit(h) == 3
+
+
+def test_an_edge_that_lowers_nothing_in_use_is_not_announced() -> None:
+    h = Harness()
+    now = h.clock.now()
+    h.apply(loan_doc(now - timedelta(minutes=5), now + timedelta(minutes=20)))
+    h.converge()
+    h.batch.add_job("ml-training", "team-b", "small", {G5: 1}, name="small")  # fits 1
+    h.run("within the lead")
+    assert risks(h) == []
