@@ -527,6 +527,7 @@ class ChangeBuilder:
             "reductions": [],
             "atRisk": [],
             "lendingReduced": [],
+            "windowsEnded": [],
         }
 
     @property
@@ -575,6 +576,11 @@ class ChangeBuilder:
         self.raw["lendingReduced"] = list(units)
         return self
 
+    def window_ended(self, *names: str) -> Self:
+        """Made at the edge where these quota windows ended (windowsEnded)."""
+        self.raw["windowsEnded"] = list(names)
+        return self
+
     def id(self, change_id: str) -> Self:
         self._id = change_id
         return self
@@ -598,6 +604,7 @@ class ChangeBuilder:
             reductions=tuple(raw["reductions"]),
             at_risk=tuple(raw["atRisk"]),
             lending_reduced=tuple(raw["lendingReduced"]),
+            windows_ended=tuple(raw["windowsEnded"]),
             expires_at=int((self._at + timedelta(days=30)).timestamp()),
         )
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from alert_builders import preemption_events
 from builders import guide_layout
 
 from quota_local.stack import LocalStack
@@ -129,6 +130,16 @@ def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> N
         at_edge = risks()[1:]
         assert len(at_edge) == 1
         assert "change applied" in at_edge[0]["summary"]
+        assert warning["protection"].startswith(f"A checkpoint before {stamp(until)[:16]}")
+
+        # Batch preempts one of them: the alert names the window whose end took the quota back.
+        job = stack.batch.describe_service_job(jobId=jobs[0])
+        stack.put_events(*preemption_events(job, stack.clock.now()))
+        stack.run_until_idle()
+        [preempted] = [a for a in stack.alerts() if a["kind"] == "PREEMPTION"]
+        assert preempted["cause"] == "QUOTA_REDUCTION"
+        assert preempted["change"]["windowsEnded"] == ["loan-to-team-b"]
+        assert "quota window loan-to-team-b ended" in preempted["protection"]
         assert queue_status(stack)["windowsInForce"] == []
 
 

@@ -24,6 +24,7 @@ STORED: dict[str, Any] = {
     "reductions": ["share team-a: disabled"],
     "atRisk": ["job-a"],
     "lendingReduced": ["ml.g5.xlarge"],
+    "windowsEnded": ["loan-to-team-a"],
     "expiresAt": 1_776_000_000,
 }
 
@@ -70,7 +71,12 @@ def test_a_hand_edited_record_reads_without_raising(edit: dict[str, Any], read: 
 
 
 def test_an_old_record_reads_with_what_it_lacks_absent() -> None:
-    old = {k: v for k, v in STORED.items() if k not in ("lendingReduced", "atRisk", "expiresAt")}
+    old = {
+        k: v
+        for k, v in STORED.items()
+        if k not in ("lendingReduced", "atRisk", "windowsEnded", "expiresAt")
+    }
     record = ChangeRecord.from_item(old)
     assert (record.lending_reduced, record.at_risk, record.expires_at) == ((), (), None)
+    assert record.windows_ended == ()
     assert ChangeRecord.from_item({}).change_id == ""

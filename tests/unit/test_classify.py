@@ -934,6 +934,7 @@ def test_quota_reduction_carries_the_change() -> None:
         "before": {"capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}]},
         "after": {"capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}]},
         "quotaShareName": None,  # the job's own share: set only for another share's change
+        "windowsEnded": [],
     }
 
 
@@ -1744,3 +1745,71 @@ def test_the_reclaimers_waiting_job_must_have_waited_at_the_preemption(
     obs = observation(began_by=T0)
     verdict = classify(obs, context(doc=WITH_RESERVE, snap=snap))
     assert (verdict.cause, verdict.reclaimed_by) == ("CAPACITY_RECLAIM", expected)
+
+
+# -- what would have protected the jobs ----------------------------------------------------------
+
+WINDOW_ENDED = change("team-a").lowered(G5, 3, 1).at_risk(J).window_ended("loan-to-team-a")
+
+
+@pytest.mark.parametrize(
+    ("obs", "ctx", "expected"),
+    [
+        pytest.param(
+            observation(),
+            RECLAIMED_BY_C,
+            "Running within team-a's own quota: only borrowed capacity is reclaimed",
+            id="reclaim-own-quota",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[LOWERED]),
+            "reductionPolicy block or drain: a lowered limit then waits",
+            id="reduction-policy",
+        ),
+        pytest.param(
+            observation(),
+            context(changes=[WINDOW_ENDED]),
+            f"A checkpoint before quota window loan-to-team-a ended at {stamp(CHANGED_AT)}",
+            id="window-ended",
+        ),
+        pytest.param(
+            observation(attempt_started_at=CHANGED_AT - timedelta(minutes=5)),
+            context(changes=[change("team-c").lowered(G5, 2, 1).lent_less(G5)], snap=A_BORROWING),
+            "only what it borrowed from team-c was reclaimed when that share lent less",
+            id="lender-lent-less",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(),
+            "A schedulingPriority at least that of the job that took the capacity (these ran "
+            "at 1), or inSharePreemption: DISABLED on team-a",
+            id="in-share-priority",
+        ),
+        pytest.param(
+            observation(reason="Preempted"),
+            context(doc=None, snap=A_BORROWING),
+            "Not known: Batch's reason names no documented cause",
+            id="unknown",
+        ),
+        pytest.param(
+            observation(reason=CAPACITY, stuck=True),
+            context(),
+            "Quota cannot help: SageMaker has no capacity of this instance type now",
+            id="stuck-capacity",
+        ),
+        pytest.param(
+            observation(reason=SHARE_LIMIT, stuck=True, usage={G5: 3.0}),
+            context(),
+            "A layout that can hold the job: team-a's own quota plus its borrowLimit",
+            id="stuck-layout",
+        ),
+    ],
+)
+def test_every_job_alert_says_what_would_have_protected_it(
+    obs: Observation, ctx: Context, expected: str
+) -> None:
+    (alert,) = alerts([obs], ctx)
+    assert alert.protection is not None
+    assert expected in alert.protection
+    assert "\n" not in alert.protection, "one line"

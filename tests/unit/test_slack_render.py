@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
+from quota_controller.domain.alerts.render import chat_notification, text_body
 from quota_controller.domain.alerts.slack import (
     FALLBACK_MAX,
     FIELD_MAX,
@@ -296,3 +297,21 @@ def test_every_user_string_of_the_alert_is_escaped(field: str) -> None:
 
 def test_slack_escape_is_the_mrkdwn_escape_plus_broken_schemes() -> None:
     assert slack_escape("<a&b> @x http://y") == "&lt;a&amp;b&gt; @\u200bx http:\u200b//y"
+
+
+def test_the_protection_line_has_its_own_section_in_every_rendering() -> None:
+    alert = AlertBuilder().job().build()
+    alert = alert.model_copy(update={"protection": "Running within team-a's *own* quota"})
+    assert "*What would protect these jobs*\nRunning within team-a's *own* quota" in (
+        section_texts(slack_message(alert))
+    )
+    assert "What would protect these jobs: Running within team-a's *own* quota" in text_body(
+        alert
+    ).split("\n")
+    assert (
+        "What would protect them: Running within team-a"
+        in (chat_notification(alert)["content"]["description"])
+    )
+    bare = AlertBuilder().job().build()
+    assert not any("protect" in t for t in every_text(slack_message(bare)))
+    assert "protect" not in text_body(bare)

@@ -68,6 +68,8 @@ class ChangeRecord:
     # lendingReduced: units whose lendable capacity the request lowered (a lender lowered,
     # switched to RESERVE or deleted): the alerts attribute reclaimed borrowing to it.
     lending_reduced: tuple[str, ...] = ()
+    # windowsEnded: the quota windows whose end made this request (applied at their edge).
+    windows_ended: tuple[str, ...] = ()
     expires_at: int | None = None  # expiresAt: the table's TTL (epoch seconds)
 
     @property
@@ -107,6 +109,7 @@ class ChangeRecord:
             "reductions": list(self.reductions),
             "atRisk": list(self.at_risk),
             "lendingReduced": list(self.lending_reduced),
+            "windowsEnded": list(self.windows_ended),
             "expiresAt": self.expires_at,
         }
 
@@ -127,6 +130,7 @@ class ChangeRecord:
             reductions=_texts(item.get("reductions")),
             at_risk=_texts(item.get("atRisk")),
             lending_reduced=_texts(item.get("lendingReduced")),
+            windows_ended=_texts(item.get("windowsEnded")),
             expires_at=_whole(item.get("expiresAt")),
         )
 
@@ -140,9 +144,11 @@ def change_record(
     stamp: str,
     seq: int,
     expires_at: int,
+    windows_ended: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The stored record of `action`, applied at `stamp` as the run's `seq`-th request, asked
-    for by `author` (the config item's updatedBy, of any type), kept until `expires_at`."""
+    for by `author` (the config item's updatedBy, of any type), kept until `expires_at`; made at
+    the edge where `windows_ended` ended, if any."""
     before: dict[str, Any] = {}
     if action.share and action.share in observed.shares:
         before = observed.shares[action.share].model_dump(
@@ -162,6 +168,7 @@ def change_record(
         reductions=tuple(r.describe() for r in action.reductions),
         at_risk=tuple(j.jobId for r in guarded.risks for j in r.jobs),
         lending_reduced=tuple(sorted(lent_less(action, observed))),
+        windows_ended=tuple(windows_ended),
         expires_at=expires_at,
     ).item()
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
+from quota_controller.domain.alerts.protection import scheduled_protection
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.config.windows import show_time
 from quota_controller.domain.impact import ActiveJob, GuardedAction
@@ -87,6 +88,7 @@ def scheduled_risk_alerts(
                     "Or change the window in the config (quotactl windows "
                     f"{queue} lists what is in force and what comes next)",
                 ],
+                protection=scheduled_protection(share, when, windows_after),
                 occurredAt=stamp,
                 dedupKey=f"{queue}:{share or '-'}:scheduled:{when}",
             )

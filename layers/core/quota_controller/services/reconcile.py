@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.change_record import change_record
 from quota_controller.domain.config.items import (
@@ -299,6 +300,8 @@ class _Run:
         self.stopped = False
         # The request the run stopped at (its share's status says Failed; the rest Pending).
         self.stopped_at: Action | None = None
+        # Quota windows in force at the last run that this run's layout no longer has.
+        self.windows_ended: list[str] = []
         # How a validation problem is said (by the item a table user wrote, not by its place
         # in the assembled document).
         self.describe: Callable[[Problem], str] = str
@@ -338,6 +341,13 @@ class _Run:
             return self.result
         assembled, report = validate_items(self.queue, self.config.values(), self.now)
         self.describe = assembled.describe
+        # The windows whose end this run's requests carry out (they were in force at the last
+        # run): the change records name them, so an alert can say a window's end preempted.
+        self.windows_ended = [
+            str(w)
+            for w in (self.queue_status or {}).get("windowsInForce") or []
+            if w not in report.in_force
+        ]
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
         desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
@@ -536,6 +546,7 @@ class _Run:
             stamp=self.stamp,
             seq=seq,
             expires_at=int(expires.timestamp()),
+            windows_ended=self.windows_ended,
         )
 
     # -- outcomes ----------------------------------------------------------------------------
@@ -1109,6 +1120,7 @@ class _Run:
                     + "\nJobs at risk are predicted (not yet preempted, preemption order is "
                     "Batch's): not-yet-running first, then lower priority, then newest.",
                     nextSteps=steps,
+                    protection=protection("PREEMPTION_RISK", None, share),
                     occurredAt=self.stamp,
                     dedupKey=(
                         f"{self.queue}:{share or '-'}:risk:{self.result.held_change}:{decision}"

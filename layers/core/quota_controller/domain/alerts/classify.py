@@ -40,6 +40,7 @@ from quota_controller.domain.alerts.model import (
     ChangeRef,
     Severity,
 )
+from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import one_line
 from quota_controller.domain.capacity import share_capacities
 from quota_controller.domain.change_record import ChangeRecord
@@ -504,6 +505,7 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
             before=dict(record.before),
             after=dict(record.after),
             quotaShareName=share if share not in (None, obs.share) else None,
+            windowsEnded=list(record.windows_ended),
         )
         if lent_less and not named:
             over = _borrowing(obs, ctx)
@@ -782,6 +784,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
         summary=summary,
         detail=detail,
         nextSteps=steps,
+        protection=protection(verdict.kind, verdict.cause, g.share, jobs, verdict.change),
         occurredAt=_iso(min(o.occurred_at for o in g.observations)),
         dedupKey=f"{g.queue}:{g.share or '?'}:{verdict.cause or verdict.kind}:{digest}",
     )

@@ -54,6 +54,8 @@ class ChangeRef(BaseModel):
     after: dict[str, Any] = Field(default_factory=dict)
     # The share the change edited, when it is not the alert's share (a lender that lent less).
     quotaShareName: str | None = None
+    # The quota windows whose end made the change (it was applied at their edge).
+    windowsEnded: list[str] = Field(default_factory=list)
 
 
 class Alert(BaseModel):
@@ -72,6 +74,9 @@ class Alert(BaseModel):
     summary: str
     detail: str = ""
     nextSteps: list[str] = Field(default_factory=list)
+    # What would have protected the jobs, in one line (`alerts/protection.py`); None for an
+    # alert about no job.
+    protection: str | None = None
     occurredAt: str
     dedupKey: str
     # What was cut so the message fits SNS's 256 KB (`field: N characters cut`); empty when

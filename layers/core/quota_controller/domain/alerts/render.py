@@ -98,6 +98,8 @@ def text_body(alert: Alert) -> str:
             lines.append(_job_line(job))
         if len(alert.jobs) > _MAX_JOBS_LISTED:
             lines.append(f"  ... and {len(alert.jobs) - _MAX_JOBS_LISTED} more")
+    if alert.protection:
+        lines += ["", f"What would protect these jobs: {one_line(alert.protection, None)}"]
     if alert.nextSteps:
         lines += ["", "Next steps:"]
         lines += [f"  {i}. {one_line(step, None)}" for i, step in enumerate(alert.nextSteps, 1)]
@@ -136,6 +138,10 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
         names = ", ".join(mrkdwn_escape(one_line(j.jobName or j.jobId)) for j in alert.jobs[:10])
         more = f" and {len(alert.jobs) - 10} more" if len(alert.jobs) > 10 else ""
         description += f"\nJobs: {names}{more}"
+    if alert.protection:
+        description += "\nWhat would protect them: " + mrkdwn_escape(
+            one_line(alert.protection, None)
+        )
     thread = f"{alert.jobQueue}/{alert.quotaShareName or '-'}"
     keywords = [alert.kind, alert.jobQueue]
     if alert.cause:

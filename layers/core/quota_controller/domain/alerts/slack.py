@@ -135,6 +135,9 @@ def slack_message(alert: Alert) -> dict[str, Any]:
         if change.by:
             text += f" by {_code(change.by)}"
         blocks.append(_section(text))
+    if alert.protection:
+        text = slack_escape(one_line(alert.protection, None))
+        blocks.append(_section(_cut(f"*What would protect these jobs*\n{text}", SECTION_MAX)))
     if alert.nextSteps:
         steps = [
             f"{i}. {slack_escape(one_line(step, None))}"
