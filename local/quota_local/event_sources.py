@@ -211,8 +211,21 @@ class SqsSource:
         self._seen_at: dict[str, float] = {}
         self.invocations = 0
 
+    def _may_hold_messages(self) -> bool:
+        """Whether moto's queue holds a message a receive would return: a look at its
+        in-process backend (the same check `ReceiveMessage` makes: visible and not delayed)
+        instead of a round trip through botocore for every empty poll. Anything unexpected
+        (another moto, a queue not found) says yes, and the receive itself decides."""
+        try:
+            from moto.sqs.models import sqs_backends
+
+            _, _, _, region, account, name = self._arn.split(":", 5)
+            return bool(sqs_backends[account][region].queues[name].messages)
+        except Exception:
+            return True
+
     def _receive(self) -> None:
-        while True:
+        while self._may_hold_messages():
             page = self._sqs.receive_message(
                 QueueUrl=self._url,
                 MaxNumberOfMessages=10,
