@@ -188,6 +188,7 @@ class LocalStack:
         from quota_local import emulator
 
         self._set_env(_FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": self.region})
+        _cache_jsonpath_parsing()
         # The emulator's routes must be in place before a server serves its first request.
         if not emulator.is_installed():
             emulator.install()
@@ -798,6 +799,23 @@ def _drop_unpublished_metrics() -> None:
 
     if is_metrics_disabled():
         Metrics().clear_metrics()
+
+
+def _cache_jsonpath_parsing() -> None:
+    """moto's EventBridge builds a JSONPath parser (a PLY grammar) anew for every input path of
+    every target of every event it delivers (`EventTemplateParser.parse` imports and calls
+    `jsonpath_ng.ext.parse`): a tenth of a local run's time. The same few paths are parsed
+    each time and a parsed path is not changed by `find`, so the parse is cached, once per
+    process."""
+    import functools
+
+    try:
+        import jsonpath_ng.ext
+    except ImportError:  # moto's EventBridge would need it too: nothing to speed up
+        return
+    parse = getattr(jsonpath_ng.ext, "parse", None)
+    if parse is not None and not hasattr(parse, "cache_info"):
+        setattr(jsonpath_ng.ext, "parse", functools.lru_cache(maxsize=512)(parse))  # noqa: B010
 
 
 def drain_alerts(
