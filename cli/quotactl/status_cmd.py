@@ -62,6 +62,11 @@ def _print_status(
     print(f"job queue {queue}: {config}", file=out)
     if view.get("lastAppliedAt"):
         print(f"  last applied: {view['lastAppliedAt']}", file=out)
+    if "windowsInForce" in view:
+        in_force = ", ".join(map(str, view["windowsInForce"])) or "none (the base layout)"
+        edge = view.get("nextWindowEdge")
+        following = f"; next edge {render.shown(edge)}" if edge else "; no edge ahead"
+        print(f"  quota windows in force: {render.shown(in_force)}{following}", file=out)
     resources = [("queue", view)] if view["conditions"] else []
     for name, share in view["shares"].items():
         resources.append((f"share {name}" + ("" if share["configured"] else " (removed)"), share))

@@ -97,11 +97,19 @@ def test_a_loan_lands_now_and_gives_itself_back_at_its_edge(
 
     stack.advance(60)  # the QUEUE item's stream record reconciles
     assert (limit(stack, "team-a"), limit(stack, "team-c")) == (2, 1)
+    assert quotactl("status", QUEUE) == 0
+    assert (
+        f"  quota windows in force: {window['name']}; next edge {until}"
+        in capsys.readouterr().out.splitlines()
+    )
     stack.postpone_resync(24 * 3600)  # the reconcile's own requeue brings it back
     stack.advance(3 * 3600 - 60 - 5)
     assert (limit(stack, "team-a"), limit(stack, "team-c")) == (2, 1)
     stack.advance(60)
     assert (limit(stack, "team-a"), limit(stack, "team-c")) == (1, 2)
+    assert quotactl("status", QUEUE, "-o", "json") == 0
+    view = json.loads(capsys.readouterr().out)
+    assert (view["windowsInForce"], view["nextWindowEdge"]) == ([], None)
 
 
 def test_a_loan_from_a_later_time_and_the_windows_command(

@@ -50,6 +50,10 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
         "resources": (queue_status or {}).get("resources", {}),
         "shares": {},
     }
+    if queue_status is not None and "windowsInForce" in queue_status:
+        # A queue with quota windows: those the last reconcile applied, and its next edge.
+        view["windowsInForce"] = list(queue_status.get("windowsInForce") or [])
+        view["nextWindowEdge"] = queue_status.get("nextWindowEdge")
     names = {k[len(SHARE_PREFIX) :] for k in by_key if k.startswith(SHARE_PREFIX)}
     names |= {k[len(_SHARE_STATUS) :] for k in by_key if k.startswith(_SHARE_STATUS)}
     for name in sorted(names):
