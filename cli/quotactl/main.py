@@ -93,7 +93,9 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         if args.command == "simulate":
             from quotactl.simulate_cmd import run_simulate
 
-            return run_simulate(args.file, args.workload, args.compare, args.plot, args.output, out)
+            return run_simulate(
+                args.file, args.workload, args.compare, args.plot, args.output, out, args.start
+            )
         if args.command == "local":
             from quotactl.local_cmd import run_alerts, run_up
 

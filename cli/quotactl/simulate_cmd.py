@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from quota_controller.domain.config.windows import show_time
 from quotactl import render
 from quotactl.documents import load_and_validate
 
@@ -31,10 +33,13 @@ def run_simulate(
     plot: str | None,
     fmt: str,
     out: TextIO,
+    start: datetime | None = None,
 ) -> int:
     """Simulate; 0 on success, 1 for an invalid document or workload or a plot that cannot be
-    written, 2 for a plot file of another kind than .html or .svg."""
-    from quota_local.simulate import WorkloadError, read_workload, simulate
+    written, 2 for a plot file of another kind than .html or .svg. A document with quota
+    windows changes layout at each edge, second 0 of the workload being `start` (default
+    now); its windows are validated from then."""
+    from quota_local.simulate import WorkloadError, read_workload, simulate, windowed_layout
 
     if plot and not plot.lower().endswith(PLOT_SUFFIXES):
         print(
@@ -43,9 +48,11 @@ def run_simulate(
         )
         return 2
 
+    start = start or datetime.now(UTC)
     documents = []
+    raws: list[Any] = []
     for path in [file, *([compare] if compare else [])]:
-        loaded = load_and_validate(path)
+        loaded = load_and_validate(path, start)
         if loaded.report.document is None:
             print(f"{path}: invalid quota document:", file=sys.stderr)
             for problem, line, column in loaded.located:
@@ -53,6 +60,7 @@ def run_simulate(
                 print(f"  {where}: {problem.severity}: {problem}", file=sys.stderr)
             return 1
         documents.append((path, loaded.report.document))
+        raws.append(loaded.source.data if loaded.source is not None else {})
     try:
         # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which would
         # otherwise become part of the first column's name.
@@ -67,7 +75,10 @@ def run_simulate(
     except WorkloadError as exc:
         print(f"invalid workload:\n{exc}", file=sys.stderr)
         return 1
-    results = [(path, simulate(doc, jobs)) for path, doc in documents]
+    results = [
+        (path, simulate(doc, jobs, windows=windowed_layout(raw, start, jobs)))
+        for (path, doc), raw in zip(documents, raws, strict=True)
+    ]
     if len(results) == 2:
         from quota_local.simulate import common_horizon
 
@@ -91,6 +102,11 @@ def run_simulate(
         print(f"{path}: {len(jobs)} jobs over {hours:.1f} h", file=out)
         for warning in result.warnings:
             print(f"  warning: {warning}", file=out)
+        if result.edges:
+            print(f"  quota windows from {show_time(start)}:", file=out)
+            for at, names in result.edges:
+                when = show_time(start + timedelta(seconds=at))
+                print(f"    {when}: {', '.join(names) or 'the base layout'}", file=out)
         render.table([r.as_dict() for r in result.shares.values()], COLUMNS, out)
         causes = {
             name: report.preemptions for name, report in result.shares.items() if report.preemptions

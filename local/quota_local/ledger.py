@@ -116,3 +116,22 @@ class UsageLedger:
         for share, unit in self._accounts:
             self.change(share, unit, 0, at)
         return self.shares
+
+    def relimit(
+        self, limits: Mapping[str, Mapping[str, int]], lenders: Iterable[str], at: float
+    ) -> None:
+        """The shares' own limits (and which of them lend) change at `at`, as at a quota
+        window's edge: every account is settled up to `at` under the old limits first. The
+        shares are the same (a window cannot add or remove one)."""
+        for share, unit in self._accounts:
+            self.change(share, unit, 0, at)
+        lending = set(lenders)
+        for state in self._units.values():
+            state.borrowed = state.idle = 0
+        for (share, unit), account in self._accounts.items():
+            account.own = limits.get(share, {}).get(unit, 0)
+            account.lends = share in lending
+            state = account.unit
+            state.borrowed += max(0, account.held - account.own)
+            if account.lends:
+                state.idle += max(0, account.own - account.held)

@@ -29,11 +29,15 @@ import io
 import math
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.config.validation import validate_document
+from quota_controller.domain.config.windows import apply, in_force, parse_windows
+from quota_controller.domain.config.windows import edges as window_edges
 from quota_local.ledger import UsageLedger
 from quota_local.scheduling import (
     CAPACITY_LIMIT_PREEMPTION,
@@ -312,15 +316,65 @@ class SimulationResult:
     # Usage per share over time: [(t, {share: instances}), ...], one point per change.
     timeline: list[tuple[float, dict[str, int]]]
     transitions: int
+    # Quota windows' edges the run went through: (seconds from the start, windows in force).
+    edges: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        """The report as data."""
-        return {
+        """The report as data (`windowEdges` only for a layout with quota windows)."""
+        data: dict[str, Any] = {
             "horizon_s": self.horizon_s,
             "warnings": self.warnings,
             "shares": [r.as_dict() for r in self.shares.values()],
             "transitions": self.transitions,
         }
+        if self.edges:
+            data["windowEdges"] = [{"at_s": t, "windowsInForce": list(w)} for t, w in self.edges]
+        return data
+
+
+@dataclass(frozen=True)
+class WindowedLayout:
+    """A document with quota windows, laid on the simulator's clock: the layout in force at
+    second 0 (`start`) and every edge after it as (seconds, windows in force, layout)."""
+
+    start: datetime
+    initial: QuotaDocument
+    in_force: tuple[str, ...]
+    edges: tuple[tuple[float, tuple[str, ...], QuotaDocument], ...]
+
+
+# How far past the last submit a windowed run follows edges (jobs still queued may wait for a
+# window to give them quota); a year at most, as the validator checks.
+WINDOW_SPAN_AFTER_LAST_SUBMIT = 30 * 86400.0
+WINDOW_SPAN_MAX = 366 * 86400.0
+
+
+def windowed_layout(
+    raw: Mapping[str, Any], start: datetime, jobs: Sequence[WorkloadJob]
+) -> WindowedLayout | None:
+    """The layouts the document's windows put in force from `start` (the moment the
+    workload's second 0 stands for) over the workload's span; None without windows. The
+    document must have been validated (every moment's layout is valid): a layout that is not
+    raises ValueError naming the moment."""
+    windows = parse_windows(raw.get("windows"))
+    if not windows:
+        return None
+    last = max((j.submit_time for j in jobs), default=0.0)
+    span = min(last + WINDOW_SPAN_AFTER_LAST_SUBMIT, WINDOW_SPAN_MAX)
+
+    def layout(t: datetime) -> tuple[tuple[str, ...], QuotaDocument]:
+        active = in_force(windows, t)
+        document = validate_document(apply(raw, active)).document
+        if document is None:
+            raise ValueError(f"the layout at {t.isoformat()} is invalid (quotactl validate)")
+        return tuple(w.name for w in active), document
+
+    names, initial = layout(start)
+    edges = tuple(
+        ((t - start).total_seconds(), *layout(t))
+        for t in window_edges(windows, start, start + timedelta(seconds=span))
+    )
+    return WindowedLayout(start, initial, names, edges)
 
 
 def simulate(
@@ -329,15 +383,19 @@ def simulate(
     *,
     phases: Phases | None = None,
     timeline: bool = True,
+    windows: WindowedLayout | None = None,
 ) -> SimulationResult:
-    """Run the workload to the end (or until only stuck jobs remain)."""
+    """Run the workload to the end (or until only stuck jobs remain). With `windows`, the run
+    starts on its initial layout (instead of `document`) and changes layout at each edge, as
+    the reconciler does: the scheduler takes the new limits at once (lowered limits preempt,
+    lent capacity is reclaimed, raised ones dispatch)."""
     # A simulation allocates a few small objects per job and transition and frees them in
     # bulk; none form reference cycles, yet the collector would walk every one of them again
     # and again as the backlog grows (a third of the time at 100,000 jobs).
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(document, jobs, phases=phases, timeline=timeline)
+        return _simulate(document, jobs, phases=phases, timeline=timeline, windows=windows)
     finally:
         if paused:
             gc.enable()
@@ -349,7 +407,10 @@ def _simulate(
     *,
     phases: Phases | None,
     timeline: bool,
+    windows: WindowedLayout | None = None,
 ) -> SimulationResult:
+    if windows is not None:
+        document = windows.initial
     config = pool_config(document)
     scheduler = QuotaScheduler(config, phases or Phases())
     known = {s.name for s in config.shares} - refusing_shares(document)
@@ -416,6 +477,27 @@ def _simulate(
             if timeline and kind in drawn:
                 series.append((at, dict(totals)))
 
+    # Quota windows: the edges still ahead, and each share's quota-seconds up to the last one.
+    pending = list(windows.edges if windows is not None else ())
+    passed: list[tuple[float, tuple[str, ...]]] = []
+    quota_seconds = dict.fromkeys(limits, 0.0)
+    quota_since = 0.0
+
+    def edge() -> None:
+        """The next edge's layout takes over (after what the scheduler did up to it)."""
+        nonlocal limits, quota_since
+        t, names, layout = pending.pop(0)
+        apply(advance(t))
+        for name, own in limits.items():
+            quota_seconds[name] += sum(own.values()) * (t - quota_since)
+        quota_since = t
+        new = pool_config(layout)
+        limits = {s.name: dict(s.limits) for s in new.shares}
+        lending = {s.name for s in new.shares if s.strategy in ("LEND", "LEND_AND_BORROW")}
+        ledger.relimit(limits, lending, t)
+        scheduler.configure(new, t)
+        passed.append((t, names))
+
     # Stable: jobs of one instant keep their order in the workload.
     ordered = sorted(enumerate(jobs), key=lambda pair: pair[1].submit_time)
     instant: float | None = None
@@ -425,6 +507,8 @@ def _simulate(
         if share not in known:
             continue
         at = job.submit_time
+        while pending and pending[0][0] <= at:
+            edge()
         if at != instant:
             # Every job of one instant is queued before the scheduler's next dispatch pass, so
             # priorities and owners-before-borrowers hold among them (not CSV order).
@@ -443,6 +527,9 @@ def _simulate(
             ),
             at,
         )
+    # Edges after the last submit matter while jobs remain: one may end a lowered quota.
+    while pending and (scheduler.next_event_at() is not None or scheduler.runnable_ids()):
+        edge()
     apply(scheduler.run())
     end = max(last, max((j.submit_time for j in jobs), default=0.0))
     for name, time in ledger.close(end).items():
@@ -464,8 +551,10 @@ def _simulate(
                 stuck.setdefault((share, state_now.reason), []).append(label)
     warnings = [*warnings, *_stuck_warnings(stuck)]
     for name, report in reports.items():
-        report.quota_instance_seconds = sum(limits[name].values()) * end
-    return SimulationResult(reports, end, warnings, series, count)
+        report.quota_instance_seconds = quota_seconds.get(name, 0.0) + sum(
+            limits[name].values()
+        ) * max(0.0, end - quota_since)
+    return SimulationResult(reports, end, warnings, series, count, passed)
 
 
 def _stuck_warnings(stuck: dict[tuple[str, str], list[str]]) -> list[str]:

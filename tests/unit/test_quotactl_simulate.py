@@ -332,3 +332,50 @@ def test_compared_layouts_are_plotted_on_one_scale(
         assert len(charts) == 2, f"both layouts in the {suffix}"
         assert tick_labels(charts[0]) == tick_labels(charts[1])
         assert y_labels(charts[0]) == y_labels(charts[1])
+
+
+def test_a_scheduled_layout_is_compared_with_the_static_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    static = yaml.safe_load(Path(EXAMPLE).read_text())
+    scheduled = dict(static)
+    first = static["quotaShares"][0]
+    unit = first["capacityLimits"][0]["capacityUnit"]
+    scheduled["windows"] = [
+        {
+            "name": "nights",
+            "every": {
+                "days": ["MON", "TUE", "WED", "THU", "FRI"],
+                "start": "20:00",
+                "end": "08:00",
+                "timeZone": "Europe/Madrid",
+            },
+            "quotaShares": [
+                {
+                    "quotaShareName": first["quotaShareName"],
+                    "capacityLimits": [{"capacityUnit": unit, "maxCapacity": 1}],
+                }
+            ],
+        }
+    ]
+    path = tmp_path / "scheduled.yaml"
+    path.write_text(yaml.safe_dump(scheduled))
+    argv = ["simulate", "-f", EXAMPLE, "--compare", str(path), "--workload", WORKLOAD]
+    assert main([*argv, "--start", "2026-12-07T18:00Z"]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"{path}: 60 jobs over" in out
+    assert "  quota windows from 2026-12-07T18:00Z:" in out
+    assert "    2026-12-07T19:00Z: nights" in out, "20:00 in Madrid is 19:00Z in winter"
+    assert main([*argv, "--start", "2026-12-07T18:00Z", "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "windowEdges" not in data["layouts"][0]
+    assert data["layouts"][1]["windowEdges"][0] == {"at_s": 3600.0, "windowsInForce": ["nights"]}
+
+
+def test_a_start_that_is_no_time_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "-f", EXAMPLE, "--workload", WORKLOAD, "--start", "monday"])
+    assert exit_.value.code == 2
+    assert "--start" in capsys.readouterr().err

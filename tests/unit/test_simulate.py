@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from builders import DocBuilder, guide_layout
 
@@ -13,6 +15,7 @@ from quota_local.simulate import (
     read_workload,
     simulate,
     timeline_svg,
+    windowed_layout,
     write_workload,
 )
 
@@ -195,3 +198,81 @@ def test_jobs_for_a_disabled_share_are_refused_as_batch_refuses_the_submit() -> 
     assert "share 'a' is DISABLED: it accepts no new jobs (jobs for it are skipped)" in (
         result.warnings
     )
+
+
+# -- quota windows ---------------------------------------------------------------------------
+
+WINDOW_START = datetime(2026, 12, 7, 0, 0, tzinfo=UTC)
+
+
+def windowed(builder: DocBuilder) -> dict[str, object]:
+    """team-a gets a second instance from team-b between 1 h and 3 h."""
+    raw = builder.build()
+    raw["windows"] = [
+        {
+            "name": "deadline",
+            "from": "2026-12-07T01:00:00Z",
+            "until": "2026-12-07T03:00:00Z",
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+                },
+                {
+                    "quotaShareName": "team-b",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}],
+                },
+            ],
+        }
+    ]
+    return raw
+
+
+G5 = "ml.g5.xlarge"
+TWO_RESERVED = DocBuilder("q").env(**{G5: 3}).share("team-a", **{G5: 1}).share("team-b", **{G5: 2})
+
+
+def minutes(waits: list[float]) -> list[int]:
+    return sorted(round(w / 60) for w in waits)
+
+
+def test_a_window_changes_the_layout_at_its_edges_as_the_reconciler_would() -> None:
+    jobs = [job(0, "team-a", run=4 * 3600, name="first"), job(0, "team-a", run=4 * 3600)]
+    raw = windowed(TWO_RESERVED)
+    layout = windowed_layout(raw, WINDOW_START, jobs)
+    assert layout is not None
+    assert layout.in_force == ()
+    assert [(t, names) for t, names, _ in layout.edges] == [(3600.0, ("deadline",)), (10800.0, ())]
+
+    static = simulate(doc(TWO_RESERVED), jobs).shares["team-a"]
+    scheduled_run = simulate(doc(TWO_RESERVED), jobs, windows=layout)
+    scheduled = scheduled_run.shares["team-a"]
+    # Static: the second job waits for the first to finish (4 h). Scheduled: it starts at the
+    # window's edge (1 h), and the window's end preempts one of the two (QUOTA_REDUCTION).
+    assert minutes(static.waits) == [0, 240]  # dispatch takes Batch's few seconds
+    assert minutes(scheduled.waits)[:2] == [0, 60]
+    assert static.preemptions == {}
+    assert scheduled.preemptions == {"QUOTA_REDUCTION": 1}
+    assert scheduled_run.edges == [(3600.0, ("deadline",)), (10800.0, ())]
+    # Quota held: 1 instance, but 2 for the two window hours.
+    horizon = scheduled_run.horizon_s
+    assert scheduled.quota_instance_seconds == horizon + 2 * 3600
+    assert scheduled_run.as_dict()["windowEdges"][0] == {
+        "at_s": 3600.0,
+        "windowsInForce": ["deadline"],
+    }
+    assert "windowEdges" not in simulate(doc(TWO_RESERVED), jobs).as_dict()
+
+
+def test_a_document_without_windows_has_no_windowed_layout() -> None:
+    assert windowed_layout(TWO_RESERVED.build(), WINDOW_START, [job(0, "team-a")]) is None
+
+
+def test_edges_after_the_last_submit_still_apply_while_jobs_wait() -> None:
+    # The job needs 2 instances: it can only run in the window, which opens after it is queued.
+    jobs = [job(0, "team-a", count=2, run=1800)]
+    run = simulate(
+        doc(TWO_RESERVED), jobs, windows=windowed_layout(windowed(TWO_RESERVED), WINDOW_START, jobs)
+    )
+    assert run.shares["team-a"].succeeded == 1
+    assert minutes(run.shares["team-a"].waits) == [60]
