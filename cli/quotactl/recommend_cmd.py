@@ -86,6 +86,18 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
             where = f"{args.file}:{line}:{column}" if line else args.file
             print(f"  {where}: {problem.severity}: {problem}", file=sys.stderr)
         return EXIT_INVALID
+    raw = loaded.source.data if loaded.source is not None else {}
+    if isinstance(raw, dict) and raw.get("windows"):
+        # The search varies one static layout: written back, the windows would be lost (and
+        # the layout in force now, a window's, would become the base).
+        print(
+            f"quotactl recommend: {args.file}: windows: a document with quota windows cannot be "
+            "searched (a recommendation is one static layout, and the windows would be lost "
+            "from the document it writes); search the base layout in a copy without `windows`, "
+            "and compare scheduled layouts with quotactl simulate --compare",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     jobs = _read_workload(args.workload)
     if jobs is None:
         return EXIT_INVALID

@@ -130,3 +130,28 @@ def test_bad_input_is_named_and_nothing_is_written(
     assert message in err
     assert "Traceback" not in err
     assert not Path(files["out"]).exists()
+
+
+def test_a_document_with_quota_windows_is_refused_not_stripped(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = layout()
+    doc["windows"] = [
+        {
+            "name": "nights",
+            "every": {"days": ["MON"], "start": "20:00", "end": "23:00", "timeZone": "UTC"},
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-b",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+                }
+            ],
+        }
+    ]
+    Path(files["current"]).write_text(yaml.safe_dump(doc), encoding="utf-8")
+    argv = ["recommend", "-f", files["current"], "--workload", files["jobs"], "-o", files["out"]]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{files['current']}: windows: a document with quota windows cannot be searched" in err
+    assert "quotactl simulate --compare" in err
+    assert not Path(files["out"]).exists()
