@@ -129,3 +129,19 @@ def test_a_queue_locked_longer_than_a_lease_can_hold_it_is_alerted_once() -> Non
         "Blocked",
     ]
     assert requeues.locked_since == [NOW.timestamp() - 180] + [NOW.timestamp() - 181] * 2
+
+
+def test_a_message_that_arrives_early_goes_back_for_the_whole_rest_of_its_wait() -> None:
+    deps = SimpleNamespace(
+        store=LeaseTaken(),
+        clock=SimpleNamespace(now=lambda: NOW),
+        settings=SimpleNamespace(lease_seconds=120, requeue_seconds=30),
+        owner="me",
+    )
+    requeues = Requeues()
+    body = {"queue": "q", "reason": "window edge", "notBefore": NOW.timestamp() + 1800.4}
+
+    handle_event(sqs_event(body), None, lambda: deps, requeues)  # type: ignore[arg-type]
+
+    # Rounded up: a hop cut short would reconcile before the edge it waits for.
+    assert requeues.sent == [("q", 1801, "window edge", [], None)]

@@ -183,7 +183,7 @@ def handle_event(
             # SQS delays at most 900 s: a longer wait comes back for the rest of it.
             requeuer.requeue(
                 message.queue,
-                int(early),
+                math.ceil(early),  # never short: a hop that lands early runs early
                 message.reason,
                 message.read_share_tags,
                 message.chain,
