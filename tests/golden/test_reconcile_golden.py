@@ -271,6 +271,22 @@ def scenario_forced_removal(h: Harness) -> None:
     h.run("deleted")
 
 
+@scenario()
+def scenario_forced_removal_of_a_lender(h: Harness) -> None:
+    """force: true, and the removed share (team-c, LEND, idle) lends the instance team-a
+    borrows: the PREEMPTION_RISK names team-a's job, whose borrowed capacity is reclaimed
+    (preempted and requeued, not terminated with the share's own jobs)."""
+    doc = guide_layout().set(force=True)
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-b", "job-b1")  # team-b lends nothing: team-a borrows from team-c alone
+    running(h, "team-a", "job-a1", n=2)
+    h.apply(without_share(doc, "team-c"))
+    h.run("stream")
+    h.settle()
+    h.run("requeue")
+
+
 # -- reductions ----------------------------------------------------------------------------------
 
 

@@ -1079,10 +1079,36 @@ class _Run:
                 "blocked": "held until approved" if deletes else "held (reductionPolicy block)",
                 "draining": "held until usage fits (reductionPolicy drain)",
             }.get(decision, decision)
+            # A removed lender's borrowers are preempted (their capacity is reclaimed), not
+            # terminated with the share's own jobs.
+            hurt = [a.job for g in group for a in g.at_risk] + list(jobs.values())
+            borrowers = sorted({j.share for j in hurt} - {share}) if share else []
+            own = not borrowers or any(j.share == share for j in hurt)
             steps = {
                 "apply-with-warning": [
-                    f"Expect these {'' if running else 'queued '}jobs to be terminated: "
-                    "resubmit them to another share or queue if they must run",
+                    *(
+                        [
+                            (
+                                f"Expect the {'' if running else 'queued '}jobs of {share} to "
+                                "be terminated"
+                                if borrowers
+                                else f"Expect these {'' if running else 'queued '}jobs to be "
+                                "terminated"
+                            )
+                            + ": resubmit them to another share or queue if they must run"
+                        ]
+                        if own
+                        else []
+                    ),
+                    *(
+                        [
+                            f"The jobs of {', '.join(borrowers)} running on capacity borrowed "
+                            "from it are preempted and requeued (or failed once "
+                            "preemptionRetriesBeforeTermination is used up)"
+                        ]
+                        if borrowers
+                        else []
+                    ),
                     "Restore the removed item in the config to keep them",
                 ]
                 if deletes
