@@ -527,8 +527,12 @@ def _simulate(
             ),
             at,
         )
-    # Edges after the last submit matter while jobs remain: one may end a lowered quota.
-    while pending and (scheduler.next_event_at() is not None or scheduler.runnable_ids()):
+    # Edges after the last submit matter while jobs remain at them: one may end a lowered
+    # quota. Work that is all done before an edge ends the run there (its quota-time too).
+    while pending:
+        apply(scheduler.run(pending[0][0]))
+        if scheduler.next_event_at() is None and not scheduler.runnable_ids():
+            break
         edge()
     apply(scheduler.run())
     end = max(last, max((j.submit_time for j in jobs), default=0.0))

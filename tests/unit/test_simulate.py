@@ -276,3 +276,16 @@ def test_edges_after_the_last_submit_still_apply_while_jobs_wait() -> None:
     )
     assert run.shares["team-a"].succeeded == 1
     assert minutes(run.shares["team-a"].waits) == [60]
+
+
+def test_a_run_that_ends_before_an_edge_stops_there_quota_time_included() -> None:
+    jobs = [job(0, "team-a", run=1800)]
+    static = simulate(doc(TWO_RESERVED), jobs)
+    layout = windowed_layout(windowed(TWO_RESERVED), WINDOW_START, jobs)
+    run = simulate(doc(TWO_RESERVED), jobs, windows=layout)
+    assert run.edges == [], "the window opens after the last job ended"
+    assert run.horizon_s == static.horizon_s
+    assert (
+        run.shares["team-a"].quota_instance_seconds
+        == static.shares["team-a"].quota_instance_seconds
+    )
