@@ -53,13 +53,18 @@ def sqs_event(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_a_locked_requeue_keeps_what_sent_it_its_shares_and_its_chain() -> None:
-    deps = SimpleNamespace(
+def locked_deps() -> SimpleNamespace:
+    """Reconcile deps whose lease another reconcile holds, at NOW."""
+    return SimpleNamespace(
         store=LeaseTaken(),
         clock=SimpleNamespace(now=lambda: NOW),
         settings=SimpleNamespace(lease_seconds=120, requeue_seconds=30),
         owner="me",
     )
+
+
+def test_a_locked_requeue_keeps_what_sent_it_its_shares_and_its_chain() -> None:
+    deps = locked_deps()
     requeues = Requeues()
     body = {"queue": "q", "reason": "resync", "readShareTags": ["team-a"], "chain": "c1"}
 
@@ -132,12 +137,7 @@ def test_a_queue_locked_longer_than_a_lease_can_hold_it_is_alerted_once() -> Non
 
 
 def test_a_message_that_arrives_early_goes_back_for_the_whole_rest_of_its_wait() -> None:
-    deps = SimpleNamespace(
-        store=LeaseTaken(),
-        clock=SimpleNamespace(now=lambda: NOW),
-        settings=SimpleNamespace(lease_seconds=120, requeue_seconds=30),
-        owner="me",
-    )
+    deps = locked_deps()
     requeues = Requeues()
     body = {"queue": "q", "reason": "window edge", "notBefore": NOW.timestamp() + 1800.4}
 

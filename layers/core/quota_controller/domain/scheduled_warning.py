@@ -74,7 +74,7 @@ def scheduled_risk_alerts(
                 severity="warning",
                 jobQueue=queue,
                 quotaShareName=share,
-                jobs=[_alert_job(j) for j in jobs.values()],
+                jobs=[alert_job(j) for j in jobs.values()],
                 summary=(
                     f"At {when} the quota windows of {queue} lower {where}: "
                     f"{len(jobs)} job(s) at risk"
@@ -96,7 +96,8 @@ def scheduled_risk_alerts(
     return alerts
 
 
-def _alert_job(job: ActiveJob) -> AlertJob:
+def alert_job(job: ActiveJob) -> AlertJob:
+    """A job the guard found at risk, as an alert names it (every PREEMPTION_RISK)."""
     return AlertJob(
         jobId=job.jobId,
         jobName=job.jobName,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, ChangeRef
+from quota_controller.domain.alerts.model import Alert, ChangeRef
 from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.change_record import change_record
@@ -36,7 +36,6 @@ from quota_controller.domain.config.validation import Problem, ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import (
     QUEUED_STATUSES,
-    ActiveJob,
     GuardedAction,
     change_id,
     hold_since,
@@ -45,6 +44,7 @@ from quota_controller.domain.impact import (
 from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.domain.planner import Action, Desired, Plan, plan
 from quota_controller.domain.scheduled_warning import (
+    alert_job,
     scheduled_risk_alerts,
     seconds_to_warning,
     warning_due,
@@ -1139,7 +1139,7 @@ class _Run:
                     severity="warning",
                     jobQueue=self.queue,
                     quotaShareName=share,
-                    jobs=[_alert_job(j) for j in jobs.values()],
+                    jobs=[alert_job(j) for j in jobs.values()],
                     summary=f"Reducing {where} of {self.queue} puts {len(jobs)} job(s) at risk: "
                     f"change {verb}",
                     detail=detail_lines(changes)
@@ -1167,17 +1167,6 @@ def _fitted(item: dict[str, Any]) -> dict[str, Any]:
     and `truncated` says what was cut."""
     value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
     return value
-
-
-def _alert_job(job: ActiveJob) -> AlertJob:
-    return AlertJob(
-        jobId=job.jobId,
-        jobName=job.jobName,
-        jobArn=job.jobArn,
-        statusBefore=job.status,
-        capacityUsage=[CapacityUsage(capacityUnit=u, quantity=q) for u, q in job.usage.items()],
-        schedulingPriority=job.priority,
-    )
 
 
 def _managed(
