@@ -44,6 +44,7 @@ CONFIG_ATTRIBUTES: tuple[str, ...] = (
     "preemptionConfiguration",
     "state",
     "tags",
+    "owners",
     *BOOKKEEPING_FIELDS,
 )
 
