@@ -104,6 +104,7 @@ def test_a_reclaim_of_borrowed_capacity_gives_one_alert_with_every_body(stack: L
         "severity": "warning",
         "jobQueue": QUEUE,
         "quotaShareName": "team-a",
+        "quotaShare": f"{QUEUE}/team-a",
     }
     assert envelopes[0]["Subject"].startswith("[WARNING] 1 job of team-a preempted")
 

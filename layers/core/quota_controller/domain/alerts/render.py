@@ -13,6 +13,7 @@ becomes a link in any body (`no_links`). The JSON bodies carry them unchanged.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -231,6 +232,17 @@ def fit(alert: Alert, budget: int = SNS_BUDGET) -> Alert:
     )
 
 
+# A Batch resource name (config.model.check_name's rule, without loading the document model).
+_BATCH_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def share_route(queue: str, share: str) -> str:
+    """The `quotaShare` attribute value of an alert about a share, `<queue>/<share>`: what an
+    owner's subscription filter policy matches (`quota_controller.domain.owner_contacts`).
+    Queue and share names have no `/`, so the queue is the part before the first one."""
+    return f"{queue}/{share}"
+
+
 def _attribute(value: str) -> dict[str, str]:
     """A String message attribute: one printable line (control characters escaped), never
     empty (SNS refuses an empty value)."""
@@ -256,6 +268,15 @@ def _publish(alert: Alert) -> dict[str, Any]:
         "jobQueue": alert.jobQueue,
         "quotaShareName": alert.quotaShareName or "-",
     }
+    message_attributes = {k: _attribute(v) for k, v in attributes.items()}
+    if alert.quotaShareName and all(
+        _BATCH_NAME.fullmatch(n) for n in (alert.jobQueue, alert.quotaShareName)
+    ):
+        # Matched exactly by the owners' filter policies, so never cut: two Batch names make
+        # at most 257 printable characters. A name Batch would refuse (an invalid share
+        # item's) can have no owners: no route.
+        route = share_route(alert.jobQueue, alert.quotaShareName)
+        message_attributes["quotaShare"] = {"DataType": "String", "StringValue": route}
     return {
         "Subject": subject(alert),
         "MessageStructure": "json",
@@ -269,5 +290,5 @@ def _publish(alert: Alert) -> dict[str, Any]:
                 "https": json.dumps(chat_notification(alert)),
             }
         ),
-        "MessageAttributes": {k: _attribute(v) for k, v in attributes.items()},
+        "MessageAttributes": message_attributes,
     }
