@@ -85,6 +85,13 @@ def _print_status(
     if rows:
         render.table(rows, columns, out)
     print_list("Waiting for:", view.get("waitingFor") or [], out)
+    owners = [
+        f"share {name}: {c.get('contact')} {c.get('state')}"
+        + (f" ({c['detail']})" if c.get("detail") and c.get("state") != "Subscribed" else "")
+        for name, share in view["shares"].items()
+        for c in share.get("ownerContacts") or []
+    ]
+    print_list("Owner contacts:", owners, out)
     held = view.get("heldChange")
     if held:
         print(f"Held change {held.get('id')} ({held.get('decision')}):", file=out)

@@ -67,4 +67,10 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
             "quotaShareArn": (status or {}).get("quotaShareArn"),
             "lastAppliedAt": (status or {}).get("lastAppliedAt"),
         }
+        contacts = (status or {}).get("ownerContacts")
+        if isinstance(contacts, list) and contacts:
+            # The share's owners' subscriptions of the alerts topic, as the last run left them.
+            view["shares"][name]["ownerContacts"] = [
+                dict(c) for c in contacts if isinstance(c, Mapping)
+            ]
     return view
