@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -45,6 +45,7 @@ from quota_controller.domain.observed import (
     ObservedShare,
     ObservedState,
 )
+from quota_controller.domain.owner_contacts import TopicSubscription
 from quota_controller.domain.planner import Action, Scope
 from quota_controller.domain.status import (
     CHANGE_PREFIX,
@@ -59,10 +60,15 @@ from quota_controller.domain.table_keys import (
     SORT_KEY,
     plain,
 )
-from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
+from quota_controller.ports import (
+    ActionFailed,
+    ActionUnsettled,
+    RetryableError,
+    SubscriptionRefused,
+)
 
 if TYPE_CHECKING:
-    from quota_controller.ports import BatchGateway, Clock, ConfigStore, Notifier
+    from quota_controller.ports import BatchGateway, Clock, ConfigStore, Notifier, Subscriptions
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -119,6 +125,135 @@ class FakeNotifier:
             self.failures = max(0, self.failures - 1)
             raise RetryableError("SNS Publish: InternalError")
         self.published.append(alert)
+
+
+# -- Subscriptions ----------------------------------------------------------------------------
+
+
+@dataclass
+class FakeSubscription:
+    """One subscription of the fake alerts topic."""
+
+    protocol: str
+    endpoint: str
+    arn: str
+    policy: str | None = None
+    scope: str | None = None
+    pending: bool = False
+
+
+class FakeSubscriptions:
+    """The alerts topic's subscriptions with SNS's rules: an e-mail subscription (and an SQS
+    queue of another account than `account`) waits for confirmation, shows as
+    "PendingConfirmation" in the listing and cannot be deleted until confirmed; Subscribe of an
+    endpoint that has a subscription returns it, and refuses it with other attributes. Requests
+    are recorded (`requests`); `refuse` maps an endpoint to the refusal SNS gives any request
+    about it, `throttle` counts requests to fail with RetryableError."""
+
+    def __init__(self, account: str = "123456789012", partition: str = "aws") -> None:
+        self.subs: dict[str, FakeSubscription] = {}
+        self.account = account
+        self._partition = partition
+        self.requests: list[tuple[str, str]] = []
+        self.refuse: dict[str, str] = {}
+        self.throttle = 0
+        self._next = 0
+
+    @property
+    def partition(self) -> str:
+        """The topic's partition."""
+        return self._partition
+
+    def add(self, protocol: str, endpoint: str, policy: str | None = None, **kw: Any) -> str:
+        """A subscription made by someone else (the platform's, say); its ARN."""
+        self._next += 1
+        arn = f"arn:aws:sns:us-east-1:{self.account}:alerts:{self._next:04d}"
+        self.subs[arn] = FakeSubscription(protocol, endpoint, arn, policy, **kw)
+        return arn
+
+    def confirm(self, endpoint: str) -> None:
+        """The endpoint's owner confirms."""
+        for sub in self.subs.values():
+            if sub.endpoint == endpoint:
+                sub.pending = False
+
+    def expire(self, endpoint: str) -> None:
+        """48 hours unconfirmed: SNS deletes it."""
+        self.subs = {
+            a: s for a, s in self.subs.items() if not (s.endpoint == endpoint and s.pending)
+        }
+
+    def by_endpoint(self, endpoint: str) -> FakeSubscription | None:
+        """The subscription of an endpoint, if any."""
+        return next((s for s in self.subs.values() if s.endpoint == endpoint), None)
+
+    def _check(self, operation: str, endpoint: str) -> None:
+        self.requests.append((operation, endpoint))
+        if self.throttle > 0:
+            self.throttle -= 1
+            raise RetryableError(f"{operation}: Throttling")
+        if endpoint in self.refuse:
+            raise SubscriptionRefused(self.refuse[endpoint])
+
+    def find(
+        self, endpoints: Collection[tuple[str, str]], known_arns: Collection[str] = ()
+    ) -> list[TopicSubscription]:
+        """What SnsSubscriptions.find returns: pending ones without their ARN unless known."""
+        self._check("ListSubscriptionsByTopic", "")
+        wanted = {(p, e.lower() if p == "email" else e) for p, e in endpoints}
+        out = []
+        for sub in self.subs.values():
+            if (
+                sub.protocol,
+                sub.endpoint.lower() if sub.protocol == "email" else sub.endpoint,
+            ) not in wanted:
+                continue
+            if sub.pending and sub.arn not in known_arns:
+                out.append(TopicSubscription(sub.protocol, sub.endpoint, None, pending=True))
+            else:
+                out.append(
+                    TopicSubscription(
+                        sub.protocol, sub.endpoint, sub.arn, sub.pending, sub.policy, sub.scope
+                    )
+                )
+        return out
+
+    def subscribe(self, protocol: str, endpoint: str, policy: str) -> tuple[str | None, bool]:
+        """Subscribe (or return the same subscription; refuse other attributes)."""
+        self._check("Subscribe", endpoint)
+        existing = self.by_endpoint(endpoint)
+        if existing is not None:
+            if existing.policy != policy:
+                raise SubscriptionRefused(
+                    "InvalidParameter: Invalid parameter: Attributes Reason: Subscription "
+                    "already exists with different attributes"
+                )
+            return existing.arn, existing.pending
+        other_account = protocol == "sqs" and endpoint.split(":")[4] != self.account
+        arn = self.add(
+            protocol,
+            endpoint,
+            policy,
+            scope="MessageAttributes",
+            pending=protocol == "email" or other_account,
+        )
+        return arn, self.subs[arn].pending
+
+    def set_policy(self, arn: str, policy: str) -> None:
+        """Replace the filter."""
+        sub = self.subs.get(arn)
+        self._check("SetSubscriptionAttributes", sub.endpoint if sub else arn)
+        if sub is None:
+            raise SubscriptionRefused("NotFound: Subscription does not exist")
+        sub.policy = policy
+
+    def unsubscribe(self, arn: str) -> None:
+        """Delete (refused while pending)."""
+        sub = self.subs.get(arn)
+        self._check("Unsubscribe", sub.endpoint if sub else arn)
+        if sub is not None and sub.pending:
+            raise SubscriptionRefused("InvalidParameter: cannot delete a pending subscription")
+        self.subs.pop(arn, None)
 
 
 # -- ConfigStore ------------------------------------------------------------------------------
@@ -1011,3 +1146,4 @@ if TYPE_CHECKING:
     _batch: BatchGateway = FakeBatch()
     _notifier: Notifier = FakeNotifier()
     _clock: Clock = FakeClock()
+    _subscriptions: Subscriptions = FakeSubscriptions()

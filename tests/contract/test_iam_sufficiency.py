@@ -368,7 +368,8 @@ def call_needs(call: Call, dep: Deployment) -> list[Need]:
         if kms and call.operation.startswith("SendMessage"):
             out += [Need(f, a, KEY_ARN, why + " (CMK queue)") for a in KMS_SEND]
     elif call.service == "sns":
-        out.append(Need(f, f"sns:{call.operation}", p["TopicArn"], why))
+        # A subscription's own actions have no resource type: authorized on "*".
+        out.append(Need(f, f"sns:{call.operation}", p.get("TopicArn", "*"), why))
         if kms:
             out += [Need(f, a, KEY_ARN, why + " (CMK topic)") for a in KMS_SEND]
     elif call.service == "batch":
@@ -464,6 +465,9 @@ def _reconcile_and_resync(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) ->
     """Create, drift and repair, lower with running jobs, rename, retag, remove, fail."""
     doc = guide_layout().set(reductionPolicy="warn").build()
     doc["quotaShares"][1]["capacityLimits"][0]["maxCapacity"] = 2
+    # Owners: one contact of two shares (Subscribe, later a narrower filter, then Unsubscribe).
+    doc["quotaShares"][0]["owners"] = [{"email": "team-a@example.com"}]
+    doc["quotaShares"][1]["owners"] = [{"email": "team-a@example.com"}]
     stack.apply(doc)
     stack.advance(180)
     # Drift behind the controller's back, repaired by the resync (metrics on: usage reads).
@@ -489,6 +493,7 @@ def _reconcile_and_resync(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) ->
     doc["schedulingPolicy"] = {"name": "ml-training-policy-2", "tags": {"team": "ml"}}
     doc["jobQueue"]["tags"] = {"cost-center": "42"}
     doc["quotaShares"][0]["tags"] = {"owner": "a"}
+    del doc["quotaShares"][1]["owners"]
     stack.apply(doc)
     stack.advance(900)
     # Failure paths: throttling and 5xx past botocore's retries, a refused update.
@@ -643,6 +648,11 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         "batch:UntagResource",
         "batch:ListServiceJobs",
         "sns:Publish",
+        "sns:Subscribe",
+        "sns:ListSubscriptionsByTopic",
+        "sns:GetSubscriptionAttributes",
+        "sns:SetSubscriptionAttributes",
+        "sns:Unsubscribe",
         "sqs:SendMessage",
     } <= seen["Reconcile"]
     assert {
@@ -823,6 +833,9 @@ def test_the_alerts_topic_takes_publishes_and_subscriptions_only_from_this_stack
     assert _alerts_topic_denies(dep, "sns:Publish", someone)
     assert _alerts_topic_denies(dep, "sns:Subscribe", someone, "https://evil.example/hook")
     assert _alerts_topic_denies(dep, "sns:Subscribe", someone, "attacker@example.com")
+    # The reconcile subscribes the shares' owners, whatever their addresses.
+    reconcile = dep.get_att("ReconcileRole", "Arn")
+    assert not _alerts_topic_denies(dep, "sns:Subscribe", reconcile, "team-a@example.com")
     oncall = f"arn:aws:iam::{ACCOUNT}:role/oncall-alice"
     named = bool(params.get("AlertSubscriberPrincipals"))
     assert _alerts_topic_denies(dep, "sns:Subscribe", oncall, "alice@example.com") is not named

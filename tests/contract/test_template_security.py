@@ -56,6 +56,10 @@ NO_RESOURCE_TYPE = frozenset(
         "batch:DescribeServiceJob",
         "batch:ListServiceJobs",
         "dynamodb:ListStreams",
+        # Actions on a subscription (SNS's only resource type is the topic).
+        "sns:GetSubscriptionAttributes",
+        "sns:SetSubscriptionAttributes",
+        "sns:Unsubscribe",
         "xray:PutTraceSegments",
         "xray:PutTelemetryRecords",
     }

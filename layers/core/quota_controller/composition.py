@@ -101,16 +101,19 @@ def reconcile_deps(owner: str | None = None) -> Deps:
     from quota_controller.adapters.batch_gateway import BotoBatchGateway
     from quota_controller.adapters.config_store import DynamoConfigStore
     from quota_controller.adapters.sns_notifier import SnsNotifier
+    from quota_controller.adapters.sns_owners import SnsSubscriptions
     from quota_controller.domain.planner import Scope
     from quota_controller.services.reconcile import Deps, ReconcileSettings
 
     s = settings()
+    sns = client("sns")
     return Deps(
         store=DynamoConfigStore(config_table()),
         batch=BotoBatchGateway(batch_client(), Scope(s.ACCOUNT_ID, s.AWS_REGION, s.AWS_PARTITION)),
-        notifier=SnsNotifier(client("sns"), s.ALERTS_TOPIC_ARN),
+        notifier=SnsNotifier(sns, s.ALERTS_TOPIC_ARN),
         clock=clock(),
         owner=owner or f"reconcile-{uuid.uuid4()}",
+        subscriptions=SnsSubscriptions(sns, s.ALERTS_TOPIC_ARN),
         settings=ReconcileSettings(
             requeue_seconds=s.REQUEUE_SECONDS,
             lease_seconds=s.LEASE_SECONDS,

@@ -4,7 +4,7 @@ globals. Every port of the product is here, none in a service or an adapter."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.history import JobRecord
     from quota_controller.domain.impact import ActiveJob
     from quota_controller.domain.observed import ObservedState
+    from quota_controller.domain.owner_contacts import TopicSubscription
     from quota_controller.domain.planner import Action, Scope
 
 
@@ -117,6 +118,40 @@ class Notifier(Protocol):
 
     def publish(self, alert: Alert) -> None:
         """Publish one alert; raises RetryableError when it could not be delivered."""
+        ...
+
+
+class SubscriptionRefused(Exception):
+    """SNS refused a subscription request for a reason retrying will not fix (an invalid
+    endpoint, a filter policy limit, access denied)."""
+
+
+class Subscriptions(Protocol):
+    """The alerts topic's subscriptions, as the owners' contacts need them."""
+
+    @property
+    def partition(self) -> str:
+        """The partition of the topic (an SQS contact must be in it)."""
+        ...
+
+    def find(
+        self, endpoints: Collection[tuple[str, str]], known_arns: Collection[str] = ()
+    ) -> list[TopicSubscription]:
+        """The topic's subscriptions of these (protocol, endpoint) pairs with their filter
+        policies; `known_arns` are read too when the listing hides them (pending ones)."""
+        ...
+
+    def subscribe(self, protocol: str, endpoint: str, policy: str) -> tuple[str | None, bool]:
+        """Subscribe the endpoint with the filter policy; (its ARN, whether it waits for
+        confirmation)."""
+        ...
+
+    def set_policy(self, arn: str, policy: str) -> None:
+        """Replace a subscription's filter policy."""
+        ...
+
+    def unsubscribe(self, arn: str) -> None:
+        """Delete a subscription."""
         ...
 
 

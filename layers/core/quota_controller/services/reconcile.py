@@ -71,8 +71,10 @@ from quota_controller.ports import (
     ConfigStore,
     Notifier,
     RetryableError,
+    Subscriptions,
 )
 from quota_controller.services.guard import guard_plan
+from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
 
 # Queue status a queue-wide rejection carries over from the last run (it checks none of it).
 _KEPT_ON_REJECTION = (
@@ -118,6 +120,8 @@ class Deps:
     clock: Clock
     owner: str = "reconcile"
     settings: ReconcileSettings = field(default_factory=ReconcileSettings)
+    # The alerts topic's subscriptions (the shares' owners); None: owners are not routed.
+    subscriptions: Subscriptions | None = None
 
 
 @dataclass
@@ -302,6 +306,8 @@ class _Run:
         self.stopped_at: Action | None = None
         # Quota windows in force at the last run that this run's layout no longer has.
         self.windows_ended: list[str] = []
+        # What this run did to the owners' subscriptions (None: not looked at this run).
+        self.owner_sync: OwnerSync | None = None
         # How a validation problem is said (by the item a table user wrote, not by its place
         # in the assembled document).
         self.describe: Callable[[Problem], str] = str
@@ -379,6 +385,8 @@ class _Run:
         self._warn_of_edge(report, observed)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
         self.result.waits = list(the_plan.waits)
+        # After the alerts of this run (a removed share's owners hear of its removal).
+        self._sync_owners(desired)
         self._finish(desired, observed, report, the_plan, decided, failure)
         return self.result
 
@@ -683,6 +691,22 @@ class _Run:
         if result.requeue_after is not None and self.requeues:
             result.chain = f"{self.stamp} {self.deps.owner}"
 
+    def _sync_owners(self, desired: Desired) -> None:
+        """The alerts topic's owner subscriptions as the document says; a failure is the
+        contact's status, never the Batch reconcile's."""
+        if self.deps.subscriptions is None:
+            return
+        owners = {name: spec.owners for name, spec in desired.shares.items()}
+        remembered = (self.queue_status or {}).get("ownerSubscriptions") or []
+        self.owner_sync = sync_owner_subscriptions(
+            self.queue,
+            owners,
+            desired.frozen_shares,
+            [r for r in remembered if isinstance(r, Mapping)],
+            self.deps.subscriptions,
+            self.now,
+        )
+
     # -- status ------------------------------------------------------------------------------
 
     def _write_status(
@@ -901,10 +925,16 @@ class _Run:
             item["lastAppliedAt"] = self.stamp
         elif previous and previous.get("lastAppliedAt"):
             item["lastAppliedAt"] = previous["lastAppliedAt"]
+        if self.owner_sync is not None:
+            contacts = self.owner_sync.by_share.get(name)
+        else:
+            contacts = (previous or {}).get("ownerContacts")
+        if contacts:
+            item["ownerContacts"] = contacts
         return item
 
     def _queue_status(self, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
-        return {
+        item: dict[str, Any] = {
             SORT_KEY: QUEUE_STATUS,
             "observedGeneration": gen,
             "conditions": conditions(self.queue_status, conds, gen, self.stamp),
@@ -919,6 +949,15 @@ class _Run:
             else (self.queue_status or {}).get("requeueChainFrom"),
             "updatedAt": self.stamp,
         }
+        # The owners' subscriptions (kept as they were by a run that did not look at them).
+        owned = (
+            self.owner_sync.entries
+            if self.owner_sync is not None
+            else (self.queue_status or {}).get("ownerSubscriptions")
+        )
+        if owned:
+            item["ownerSubscriptions"] = list(owned)
+        return item
 
     def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
         # Fitted before the comparison: an item cut to fit compares equal to its stored self.

@@ -1,0 +1,153 @@
+"""Keep the alerts topic's owner subscriptions as a queue's document says (one reconcile step).
+
+Reads the subscriptions of the contacts this queue has or had, plans with
+`domain.owner_contacts.plan_owner_subscriptions`, and makes each request. A contact SNS refuses
+(a bad endpoint, a filter policy limit) or a request that fails is that contact's `Failed`
+state: the other contacts are still made, and the Batch reconcile around it is not held back.
+The result is what status records: per contact in the queue status (`ownerSubscriptions`, the
+memory that lets a removed contact be unsubscribed later) and per share (`ownerContacts`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from quota_controller.domain.owner_contacts import (
+    ContactPlan,
+    Remembered,
+    WantedContact,
+    confirm_hint,
+    contact_label,
+    plan_owner_subscriptions,
+    wanted_contacts,
+)
+from quota_controller.ports import RetryableError, SubscriptionRefused, Subscriptions
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class OwnerSync:
+    """What one run did to the owner subscriptions, as status records it."""
+
+    # Queue status `ownerSubscriptions`: one entry per contact.
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    # Share status `ownerContacts`, by share: each contact of the share and how it stands.
+    by_share: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Requests SNS refused or that failed (logged; the contact's state says Failed).
+    errors: list[str] = field(default_factory=list)
+
+
+def sync_owner_subscriptions(
+    queue: str,
+    owners: Mapping[str, Sequence[Any]],
+    frozen: Collection[str],
+    remembered_items: Sequence[Mapping[str, Any]],
+    subscriptions: Subscriptions,
+    now: datetime,
+) -> OwnerSync | None:
+    """Make the topic deliver each share's alerts to its `owners` (share name -> contacts of
+    the valid shares); a share in `frozen` (invalid in the document) keeps the contacts it had.
+    None when the subscriptions cannot be read (status keeps what it had)."""
+    remembered = [r for r in map(Remembered.from_item, remembered_items) if r is not None]
+    wanted = _with_frozen(wanted_contacts(owners), remembered, frozen)
+    endpoints = {(w.protocol, w.endpoint) for w in wanted} | {
+        (r.protocol, r.endpoint) for r in remembered
+    }
+    try:
+        observed = subscriptions.find(endpoints, [r.arn for r in remembered if r.arn])
+    except (RetryableError, SubscriptionRefused) as err:
+        _log.warning("owner subscriptions of %s not read: %s", queue, err)
+        return None
+    stamp = now.isoformat(timespec="seconds").replace("+00:00", "Z")
+    the_plan = plan_owner_subscriptions(
+        queue, wanted, remembered, observed, now, subscriptions.partition
+    )
+    memory = {contact_label(r.protocol, r.endpoint): r for r in remembered}
+    sync = OwnerSync()
+    for contact in the_plan.contacts:
+        past = memory.get(contact_label(contact.protocol, contact.endpoint))
+        done, subscribed_at = _make(contact, subscriptions, sync, stamp)
+        if subscribed_at is None and past is not None and done.state == "PendingConfirmation":
+            subscribed_at = past.subscribed_at
+        if not done.shares and done.state != "Removing" and done.state != "Failed":
+            continue  # given up and gone
+        entry: dict[str, Any] = {
+            "contact": contact_label(done.protocol, done.endpoint),
+            "protocol": done.protocol,
+            "endpoint": done.endpoint,
+            "shares": sorted(done.shares),
+            "state": done.state,
+        }
+        if done.detail:
+            entry["detail"] = done.detail
+        if done.arn:
+            entry["subscriptionArn"] = done.arn
+        if subscribed_at:
+            entry["subscribedAt"] = subscribed_at
+        sync.entries.append(entry)
+        for share in done.shares:
+            shown = {"contact": entry["contact"], "state": done.state}
+            if done.detail:
+                shown["detail"] = done.detail
+            sync.by_share.setdefault(share, []).append(shown)
+    return sync
+
+
+def _with_frozen(
+    wanted: list[WantedContact], remembered: Sequence[Remembered], frozen: Collection[str]
+) -> list[WantedContact]:
+    """An invalid share keeps the contacts it had (its document cannot be read)."""
+    if not frozen:
+        return wanted
+    by_label = {w.label: w for w in wanted}
+    for past in remembered:
+        kept = past.shares & frozenset(frozen)
+        if not kept or past.protocol not in ("email", "sqs"):
+            continue
+        label = contact_label(past.protocol, past.endpoint)
+        have = by_label.get(label)
+        by_label[label] = WantedContact(
+            past.protocol,  # type: ignore[arg-type]
+            past.endpoint,
+            kept | (have.shares if have else frozenset()),
+        )
+    return list(by_label.values())
+
+
+def _make(
+    contact: ContactPlan, subscriptions: Subscriptions, sync: OwnerSync, stamp: str
+) -> tuple[ContactPlan, str | None]:
+    """Make the contact's request; the contact as it stands after it (and when a pending
+    subscription was asked for, if now)."""
+    step = contact.step
+    if step is None:
+        return contact, None
+    try:
+        if step.operation == "Subscribe":
+            arn, pending = subscriptions.subscribe(step.protocol, step.endpoint, str(step.policy))
+            if pending:
+                return replace(
+                    contact,
+                    state="PendingConfirmation",
+                    detail=confirm_hint(step.protocol),
+                    arn=arn,
+                ), stamp
+            return replace(contact, state="Subscribed", detail="", arn=arn), None
+        if step.operation == "SetSubscriptionAttributes":
+            subscriptions.set_policy(str(step.arn), str(step.policy))
+        else:
+            subscriptions.unsubscribe(str(step.arn))
+    except (SubscriptionRefused, RetryableError) as err:
+        message = f"{step.operation} for {step.label} failed: {err}"
+        sync.errors.append(message)
+        _log.warning("%s", message)
+        retry = " (retried at the next reconcile)" if isinstance(err, RetryableError) else ""
+        return replace(contact, state="Failed", detail=f"{message}{retry}"), None
+    if not contact.shares:  # taken out of its filter or unsubscribed: nothing left here
+        return replace(contact, state="Subscribed", detail=""), None
+    return contact, None
