@@ -1813,3 +1813,27 @@ def test_every_job_alert_says_what_would_have_protected_it(
     assert alert.protection is not None
     assert expected in alert.protection
     assert "\n" not in alert.protection, "one line"
+
+
+@pytest.mark.parametrize(
+    ("decision", "share", "borrowers", "expected"),
+    [
+        ("blocked", "team-a", (), "reductionPolicy block holds the change until someone approves"),
+        ("draining", "team-a", (), "reductionPolicy drain applies the change only once they"),
+        (
+            "apply-with-warning",
+            "team-c",
+            ("team-a",),
+            "Running within team-a's own quota: only what team-a borrowed from team-c",
+        ),
+        ("apply-with-warning", "team-a", (), "reductionPolicy block or drain holds such a change"),
+    ],
+)
+def test_a_risk_alert_says_what_protects_the_jobs_given_the_guards_decision(
+    decision: str, share: str | None, borrowers: tuple[str, ...], expected: str
+) -> None:
+    from quota_controller.domain.alerts.protection import protection
+
+    line = protection("PREEMPTION_RISK", None, share, decision=decision, borrowers=borrowers)
+    assert line is not None
+    assert expected in line

@@ -1185,7 +1185,13 @@ class _Run:
                     + "\nJobs at risk are predicted (not yet preempted, preemption order is "
                     "Batch's): not-yet-running first, then lower priority, then newest.",
                     nextSteps=steps,
-                    protection=protection("PREEMPTION_RISK", None, share),
+                    protection=protection(
+                        "PREEMPTION_RISK",
+                        None,
+                        share,
+                        decision=decision,
+                        borrowers=() if own else borrowers,
+                    ),
                     occurredAt=self.stamp,
                     dedupKey=(
                         f"{self.queue}:{share or '-'}:risk:{self.result.held_change}:{decision}"

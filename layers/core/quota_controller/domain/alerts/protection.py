@@ -23,8 +23,15 @@ def protection(
     share: str | None,
     jobs: Sequence[AlertJob] = (),
     change: ChangeRef | None = None,
+    *,
+    decision: str | None = None,
+    borrowers: Sequence[str] = (),
 ) -> str | None:
-    """The one line, or None for an alert about no job (a rejected config, a failed run)."""
+    """The one line, or None for an alert about no job (a rejected config, a failed run).
+
+    A PREEMPTION_RISK's line depends on what the guard decided (`decision`: blocked and
+    draining already protect the jobs) and on whose jobs are at risk (`borrowers`: shares
+    whose jobs run on capacity the changed share lends, protected by their own quota)."""
     own = f"{share}'s own quota" if share else "the share's own quota"
     if kind == "PREEMPTION":
         if cause == "QUOTA_REDUCTION" and change is not None:
@@ -61,6 +68,22 @@ def protection(
             "a reduction that waits, a higher schedulingPriority protect against those)"
         )
     if kind == "PREEMPTION_RISK":
+        if decision == "blocked":
+            return (
+                "They are protected for now: reductionPolicy block holds the change until "
+                "someone approves it; until then nothing is preempted"
+            )
+        if decision == "draining":
+            return (
+                "They are protected: reductionPolicy drain applies the change only once they "
+                "have finished, so none is preempted"
+            )
+        if borrowers:
+            names = ", ".join(borrowers)
+            return (
+                f"Running within {names}'s own quota: only what {names} borrowed from "
+                f"{share} is reclaimed"
+            )
         return (
             "reductionPolicy block or drain holds such a change while it puts jobs at risk; "
             "within the new limit Batch keeps running jobs over queued ones, higher "
