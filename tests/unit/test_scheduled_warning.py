@@ -119,3 +119,21 @@ def test_an_edge_that_lowers_nothing_in_use_is_not_announced() -> None:
     h.batch.add_job("ml-training", "team-b", "small", {G5: 1}, name="small")  # fits 1
     h.run("within the lead")
     assert risks(h) == []
+
+
+def test_the_warning_names_only_what_the_edge_changes() -> None:
+    """A reduction of the layout in force now (held by block) is the guard's own alert, not
+    the edge's: the early warning names the window's reduction alone."""
+    h = Harness()
+    edge = lent(h, reductionPolicy="block")
+    queue_item = h.store.item("ml-training", "QUEUE")
+    assert queue_item is not None
+    env = dict(queue_item["serviceEnvironment"])
+    env["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 2}]
+    h.edit_item("QUEUE", serviceEnvironment=env)  # lowered now, under team-b's 3 jobs
+    h.clock.set(edge - timedelta(minutes=10))
+    h.run("an edit within the lead time")
+    scheduled = [a for a in risks(h) if ":scheduled:" in a.dedupKey]
+    assert [a.quotaShareName for a in scheduled] == ["team-b"]
+    held = [a for a in risks(h) if ":scheduled:" not in a.dedupKey]
+    assert [a.quotaShareName for a in held] == [None], "the environment's own risk alert"

@@ -382,7 +382,7 @@ class _Run:
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
-        self._warn_of_edge(report, observed)
+        self._warn_of_edge(report, observed, desired)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
         self.result.waits = list(the_plan.waits)
         # After the alerts of this run (a removed share's owners hear of its removal).
@@ -1060,11 +1060,17 @@ class _Run:
                 )
             )
 
-    def _warn_of_edge(self, report: ValidationReport, observed: ObservedState) -> None:
+    def _warn_of_edge(
+        self, report: ValidationReport, observed: ObservedState, desired_now: Desired
+    ) -> None:
         """PREEMPTION_RISK `windowWarningMinutes` before a window's edge lowers quota under
         running jobs, naming them (`domain/scheduled_warning.py`): the layout the edge puts in
         force, planned and guarded against what Batch runs now. Raised by every run within
-        the lead time, so it is published once per edge."""
+        the lead time, so it is published once per edge.
+
+        Only what the edge changes is announced: a request the layout in force now needs as
+        well (a reduction held by block or drain, an edit made within the lead time) is not
+        the window's, and has the guard's own alert."""
         settings, edge = report.settings, report.next_edge
         if settings is None or edge is None:
             return
@@ -1075,6 +1081,16 @@ class _Run:
             return  # the validator checked this moment already: it is rejected at the edge
         desired = desired_state(self.queue, at_edge, self.status, assembled)
         the_plan = plan(desired, observed, self.deps.batch.scope)
+        now_needs = {
+            (_write_key(a), _params_digest(a))
+            for a in plan(desired_now, observed, self.deps.batch.scope).actions
+        }
+        the_plan = dataclasses.replace(
+            the_plan,
+            actions=[
+                a for a in the_plan.actions if (_write_key(a), _params_digest(a)) not in now_needs
+            ],
+        )
         if the_plan.conflicts or not any(
             a.is_reduction or a.deletes_queue for a in the_plan.actions
         ):
