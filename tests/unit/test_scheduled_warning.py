@@ -137,3 +137,44 @@ def test_the_warning_names_only_what_the_edge_changes() -> None:
     assert [a.quotaShareName for a in scheduled] == ["team-b"]
     held = [a for a in risks(h) if ":scheduled:" not in a.dedupKey]
     assert [a.quotaShareName for a in held] == [None], "the environment's own risk alert"
+
+
+def change_windows(h: Harness) -> dict[str, list[str]]:
+    """Each change record's resource and the windows whose end it names, newest first."""
+    return {
+        str(r.get("resource")): list(r.get("windowsEnded") or [])
+        for r in reversed(h.store.recent_changes("ml-training", limit=100))
+    }
+
+
+def test_a_held_window_end_names_its_window_when_it_applies_later() -> None:
+    h = Harness()
+    edge = lent(h, reductionPolicy="block")
+    h.clock.set(edge + timedelta(seconds=5))
+    result = h.run("the edge: held")
+    assert result is not None
+    assert result.outcome == "blocked"
+    assert team_b_limit(h) == 3
+    h.clock.advance(3600)
+    h.edit_item("QUEUE", approvedChange=result.held_change)
+    h.run("approved an hour later")
+    assert team_b_limit(h) == 1
+    records = change_windows(h)
+    [team_b] = [k for k in records if "team-b" in k]
+    assert records[team_b] == ["loan-to-team-b"]
+    status = h.store.item("ml-training", "STATUS#QUEUE")
+    assert status is not None
+    assert "windowsEndedPending" not in status, "made: nothing is pending any more"
+
+
+def test_only_the_requests_a_window_set_name_its_end() -> None:
+    h = Harness()
+    edge = lent(h, reductionPolicy="warn")
+    doc = h.store.item("ml-training", "SHARE#team-a")
+    assert doc is not None
+    h.edit_item("SHARE#team-a", tags={"cost-center": "7"})  # an edit of another share
+    h.clock.set(edge + timedelta(seconds=5))
+    h.run("the edge")
+    records = change_windows(h)
+    assert [w for k, w in records.items() if "team-b" in k] == [["loan-to-team-b"]]
+    assert [w for k, w in records.items() if "team-a" in k] == [[]]

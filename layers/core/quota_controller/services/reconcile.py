@@ -83,6 +83,8 @@ _KEPT_ON_REJECTION = (
     "recentWrites",
     "lastAppliedAt",
     "resources",
+    "windowsInForce",
+    "windowsEndedPending",
 )
 # Requests no later request of a plan depends on: a refusal does not stop the run.
 _INDEPENDENT = frozenset({"TagResource", "UntagResource"})
@@ -304,8 +306,10 @@ class _Run:
         self.stopped = False
         # The request the run stopped at (its share's status says Failed; the rest Pending).
         self.stopped_at: Action | None = None
-        # Quota windows in force at the last run that this run's layout no longer has.
+        # Quota windows in force at the last run (or ended with their requests still to be
+        # made) that this run's layout no longer has, and what each of them set.
         self.windows_ended: list[str] = []
+        self.window_targets: dict[str, set[str | None]] = {}
         # What this run did to the owners' subscriptions (None: not looked at this run).
         self.owner_sync: OwnerSync | None = None
         # How a validation problem is said (by the item a table user wrote, not by its place
@@ -349,11 +353,18 @@ class _Run:
         self.describe = assembled.describe
         # The windows whose end this run's requests carry out (they were in force at the last
         # run): the change records name them, so an alert can say a window's end preempted.
-        self.windows_ended = [
-            str(w)
-            for w in (self.queue_status or {}).get("windowsInForce") or []
-            if w not in report.in_force
-        ]
+        # A reduction a window's end needs that was held (block, drain) still names it when
+        # it applies later: status carries the ended windows until their requests are made.
+        status = self.queue_status or {}
+        ended = [*(status.get("windowsInForce") or []), *(status.get("windowsEndedPending") or [])]
+        self.windows_ended = list(dict.fromkeys(str(w) for w in ended if w not in report.in_force))
+        # What each ended window set (its shares; None for the environment): a request on
+        # anything else is not its end's. A window since deleted from the document: unknown.
+        self.window_targets = {
+            w.name: {o.quotaShareName for o in w.quotaShares}
+            | ({None} if w.serviceEnvironment is not None else set())
+            for w in report.windows
+        }
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
         desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
@@ -554,8 +565,17 @@ class _Run:
             stamp=self.stamp,
             seq=seq,
             expires_at=int(expires.timestamp()),
-            windows_ended=self.windows_ended,
+            windows_ended=self._ended_for(action),
         )
+
+    def _ended_for(self, action: Action) -> list[str]:
+        """The ended windows that set what `action` changes (its share, or the environment
+        for a request on no share)."""
+        return [
+            w
+            for w in self.windows_ended
+            if w not in self.window_targets or action.share in self.window_targets[w]
+        ]
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -757,6 +777,11 @@ class _Run:
         if report.windows:
             # Quota windows: those in force (the layout applied is theirs) and the next edge.
             queue_status["windowsInForce"] = list(report.in_force)
+            # Ended windows whose requests are not all made yet (held, waiting, failed).
+            left = [a for a in the_plan.actions if a not in self.result.applied]
+            pending = sorted({w for a in left for w in self._ended_for(a)})
+            if pending:
+                queue_status["windowsEndedPending"] = pending
             queue_status["nextWindowEdge"] = (
                 report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
                 if report.next_edge
