@@ -10,32 +10,47 @@ import pytest
 from builders import guide_layout
 from golden.harness import Harness
 
-from quota_controller.domain.scheduled_warning import seconds_to_warning, warning_due
+from quota_controller.domain.config.windows import parse_windows
+from quota_controller.domain.scheduled_warning import edges_to_warn, next_warning_in
 
 EDGE = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
 G5 = "ml.g5.xlarge"
 
 
+def one_off(start: datetime, until: datetime) -> list[Any]:
+    return parse_windows(
+        [
+            {
+                "name": "w",
+                "from": start.isoformat(),
+                "until": until.isoformat(),
+                "quotaShares": [{"quotaShareName": "team-a", "state": "DISABLED"}],
+            }
+        ]
+    )
+
+
 @pytest.mark.parametrize(
     ("before_edge", "lead", "due", "wait"),
     [
-        (timedelta(hours=1), 30, False, 1800),
-        (timedelta(minutes=30), 30, True, None),
-        (timedelta(minutes=1), 30, True, None),
-        (timedelta(0), 30, False, None),  # the edge itself is the guard's, not the warning's
-        (timedelta(hours=1), 0, False, None),  # lead 0: no early warning
-        (timedelta(minutes=30, milliseconds=200), 30, False, 1),  # hops are at least 1 s
-        (timedelta(days=8), 7 * 24 * 60, False, 86400),
+        (timedelta(hours=1), 30, [], 1800),
+        (timedelta(minutes=30), 30, [EDGE], 86400),  # then the end's, a day later
+        (timedelta(minutes=1), 30, [EDGE], 86400 - 1800 + 60),
+        (timedelta(0), 30, [], 86400 - 1800),  # the edge itself is the guard's
+        (timedelta(hours=1), 0, [], None),  # lead 0: no early warning
+        (timedelta(minutes=30, milliseconds=200), 30, [], 1),  # hops are at least 1 s
+        (timedelta(days=8), 7 * 24 * 60, [], 86400),
     ],
 )
 def test_when_the_warning_is_due(
-    before_edge: timedelta, lead: int, due: bool, wait: int | None
+    before_edge: timedelta, lead: int, due: list[datetime], wait: int | None
 ) -> None:
+    windows = one_off(EDGE, EDGE + timedelta(days=1))
     now = EDGE - before_edge
-    assert warning_due(EDGE, now, lead) is due
-    assert seconds_to_warning(EDGE, now, lead) == wait
-    assert warning_due(None, now, lead) is False
-    assert seconds_to_warning(None, now, lead) is None
+    assert edges_to_warn(windows, now, lead) == due
+    assert next_warning_in(windows, now, lead, 7 * 86400) == wait
+    assert edges_to_warn([], now, lead) == []
+    assert next_warning_in([], now, lead, 7 * 86400) is None
 
 
 def loan_doc(start: datetime, until: datetime, **settings: Any) -> dict[str, Any]:
@@ -178,3 +193,29 @@ def test_only_the_requests_a_window_set_name_its_end() -> None:
     records = change_windows(h)
     assert [w for k, w in records.items() if "team-b" in k] == [["loan-to-team-b"]]
     assert [w for k, w in records.items() if "team-a" in k] == [[]]
+
+
+def test_a_lowering_edge_behind_a_raising_one_gets_its_full_lead_time() -> None:
+    h = Harness()
+    now = h.clock.now()
+    doc = loan_doc(now - timedelta(minutes=5), now + timedelta(minutes=20))
+    doc["windows"].append(
+        {
+            "name": "team-a-sprint",
+            "from": (now + timedelta(minutes=10)).isoformat(),
+            "until": (now + timedelta(hours=2)).isoformat(),
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+                }
+            ],
+        }
+    )
+    h.apply(doc)
+    h.converge()
+    for n in range(3):
+        h.batch.add_job("ml-training", "team-b", f"job-{n}", {G5: 1}, priority=n, name=f"s-{n}")
+    h.run("30 minutes ahead of both edges")
+    [warning] = risks(h)
+    assert warning.quotaShareName == "team-b", "the loan's end, 20 minutes ahead, not the next edge"

@@ -12,30 +12,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
 from quota_controller.domain.alerts.protection import scheduled_protection
 from quota_controller.domain.alerts.render import detail_lines
-from quota_controller.domain.config.windows import show_time
+from quota_controller.domain.config.windows import Window, edges, show_time
 from quota_controller.domain.impact import ActiveJob, GuardedAction
 
 DEFAULT_WARNING_MINUTES = 30
 
 
-def warning_due(edge: datetime | None, now: datetime, lead_minutes: int) -> bool:
-    """Whether the edge is close enough (at most the lead time ahead) to warn about now."""
-    if edge is None or lead_minutes <= 0:
-        return False
-    return 0 < (edge - now).total_seconds() <= lead_minutes * 60
+def edges_to_warn(windows: Sequence[Window], now: datetime, lead_minutes: int) -> list[datetime]:
+    """Every edge whose warning is due now (at most the lead time ahead), in order: a lowering
+    edge right behind a raising one gets its full lead time too."""
+    if lead_minutes <= 0 or not windows:
+        return []
+    return edges(windows, now, now + timedelta(minutes=lead_minutes))
 
 
-def seconds_to_warning(edge: datetime | None, now: datetime, lead_minutes: int) -> int | None:
-    """How long until the warning for `edge` is due (None: no warning, or due already)."""
-    if edge is None or lead_minutes <= 0:
+def next_warning_in(
+    windows: Sequence[Window], now: datetime, lead_minutes: int, horizon_seconds: int
+) -> int | None:
+    """Seconds until the next edge's warning falls due (None: none within the horizon), over
+    every edge, not only the next one."""
+    if lead_minutes <= 0 or not windows:
         return None
-    wait = (edge - now).total_seconds() - lead_minutes * 60
-    return max(1, math.ceil(wait)) if wait > 0 else None
+    lead = timedelta(minutes=lead_minutes)
+    ahead = edges(windows, now + lead, now + lead + timedelta(seconds=horizon_seconds))
+    if not ahead:
+        return None
+    return max(1, math.ceil((ahead[0] - lead - now).total_seconds()))
 
 
 def scheduled_risk_alerts(

@@ -45,9 +45,9 @@ from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy
 from quota_controller.domain.planner import Action, Desired, Plan, plan
 from quota_controller.domain.scheduled_warning import (
     alert_job,
+    edges_to_warn,
+    next_warning_in,
     scheduled_risk_alerts,
-    seconds_to_warning,
-    warning_due,
 )
 from quota_controller.domain.service_limits import fit_item
 from quota_controller.domain.status import (
@@ -703,7 +703,7 @@ class _Run:
             math.ceil((report.next_edge - self.now).total_seconds())
             if report.next_edge is not None
             else None,
-            seconds_to_warning(report.next_edge, self.now, lead),
+            next_warning_in(report.windows, self.now, lead, WINDOW_REQUEUE_HORIZON),
         ):
             if due is not None and due <= WINDOW_REQUEUE_HORIZON:
                 due = max(1, due)
@@ -1096,24 +1096,39 @@ class _Run:
         Only what the edge changes is announced: a request the layout in force now needs as
         well (a reduction held by block or drain, an edit made within the lead time) is not
         the window's, and has the guard's own alert."""
-        settings, edge = report.settings, report.next_edge
-        if settings is None or edge is None:
+        settings = report.settings
+        if settings is None:
             return
-        if not warning_due(edge, self.now, settings.windowWarningMinutes):
-            return
-        assembled, at_edge = validate_items(self.queue, self.config.values(), edge)
-        if at_edge.queue_wide_errors or at_edge.settings is None:
-            return  # the validator checked this moment already: it is rejected at the edge
-        desired = desired_state(self.queue, at_edge, self.status, assembled)
-        the_plan = plan(desired, observed, self.deps.batch.scope)
-        now_needs = {
-            (_write_key(a), _params_digest(a))
-            for a in plan(desired_now, observed, self.deps.batch.scope).actions
+        before = desired_now
+        for edge in edges_to_warn(report.windows, self.now, settings.windowWarningMinutes):
+            assembled, at_edge = validate_items(self.queue, self.config.values(), edge)
+            if at_edge.queue_wide_errors or at_edge.settings is None:
+                return  # the validator checked this moment already: it is rejected at the edge
+            desired = desired_state(self.queue, at_edge, self.status, assembled)
+            self._warn_of(edge, at_edge, desired, before, observed)
+            before = desired
+
+    def _warn_of(
+        self,
+        edge: datetime,
+        at_edge: ValidationReport,
+        desired: Desired,
+        before: Desired,
+        observed: ObservedState,
+    ) -> None:
+        """The warnings of one edge: its layout's requests that the layout before it (now, or
+        the previous edge's within the lead time) does not need too."""
+        scope = self.deps.batch.scope
+        the_plan = plan(desired, observed, scope)
+        needed_before = {
+            (_write_key(a), _params_digest(a)) for a in plan(before, observed, scope).actions
         }
         the_plan = dataclasses.replace(
             the_plan,
             actions=[
-                a for a in the_plan.actions if (_write_key(a), _params_digest(a)) not in now_needs
+                a
+                for a in the_plan.actions
+                if (_write_key(a), _params_digest(a)) not in needed_before
             ],
         )
         if the_plan.conflicts or not any(
