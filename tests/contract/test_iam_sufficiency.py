@@ -369,7 +369,8 @@ def call_needs(call: Call, dep: Deployment) -> list[Need]:
             out += [Need(f, a, KEY_ARN, why + " (CMK queue)") for a in KMS_SEND]
     elif call.service == "sns":
         # A subscription's own actions have no resource type: authorized on "*".
-        out.append(Need(f, f"sns:{call.operation}", p.get("TopicArn", "*"), why))
+        context = (("sns:Protocol", p["Protocol"]),) if call.operation == "Subscribe" else ()
+        out.append(Need(f, f"sns:{call.operation}", p.get("TopicArn", "*"), why, context))
         if kms:
             out += [Need(f, a, KEY_ARN, why + " (CMK topic)") for a in KMS_SEND]
     elif call.service == "batch":

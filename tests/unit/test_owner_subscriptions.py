@@ -127,12 +127,11 @@ def test_a_contact_leaving_one_share_keeps_the_others_in_its_filter() -> None:
 
 def test_another_queues_shares_in_a_filter_are_left_alone() -> None:
     sns = FakeSubscriptions()
-    other = sync(sns, {"team-x": contacts(A_SQS)}, queue="other-queue")
+    sync(sns, {"team-x": contacts(A_SQS)}, queue="other-queue")
     mine = sync(sns, {"team-a": contacts(A_SQS)})
     assert policy_of(sns, A_SQS) == [f"{QUEUE}/team-a", "other-queue/team-x"]
     sync(sns, {}, mine.entries)
     assert policy_of(sns, A_SQS) == ["other-queue/team-x"], "not unsubscribed: other-queue's"
-    assert other.entries[0]["state"] == "Subscribed"
 
 
 def test_someone_elses_subscription_of_the_endpoint_is_left_as_it_is() -> None:
@@ -227,7 +226,7 @@ def run(
     store: FakeStore, batch: FakeBatch, sns: FakeSubscriptions, clock: FakeClock
 ) -> dict[str, Any]:
     deps = Deps(store, batch, FakeNotifier(), clock, subscriptions=sns)
-    for _ in range(6):
+    for _ in range(30):
         result = reconcile(QUEUE, deps)
         batch.settle()
         clock.advance(30)
@@ -286,3 +285,59 @@ def test_a_rejected_document_keeps_what_status_knew_of_the_contacts() -> None:
     assert reconcile(QUEUE, deps).outcome == "rejected"
     assert store.item(QUEUE, "STATUS#QUEUE")["ownerSubscriptions"] == before
     assert sns.by_endpoint(A_SQS) is not None
+
+
+def test_a_pending_subscription_another_queue_asked_for_is_not_called_unfiltered() -> None:
+    sns = FakeSubscriptions()
+    sync(sns, {"team-x": contacts("alice@example.com")}, queue="other-queue")  # pending
+    mine = sync(sns, {"team-a": contacts("alice@example.com")})
+    [entry] = mine.entries
+    assert entry["state"] == "PendingConfirmation"
+    assert "checked once confirmed" in entry["detail"]
+    # Given up while still pending: remembered until it can be looked at.
+    dropped = sync(sns, {}, mine.entries)
+    assert [e["state"] for e in dropped.entries] == ["Removing"]
+    sns.confirm("alice@example.com")
+    after = sync(sns, {}, dropped.entries)
+    assert after.entries == []
+    assert policy_of(sns, "alice@example.com") == ["other-queue/team-x"]
+
+
+def test_an_address_respelled_keeps_an_invalid_shares_route() -> None:
+    sns = FakeSubscriptions()
+    first = sync(sns, {"a": contacts("Alice@example.com"), "b": contacts("Alice@example.com")})
+    sns.confirm("Alice@example.com")
+    sync(sns, {"a": contacts("alice@example.com")}, first.entries, frozen=("b",))
+    assert policy_of(sns, "Alice@example.com") == [f"{QUEUE}/a", f"{QUEUE}/b"]
+
+
+def test_a_torn_down_queue_keeps_its_status_until_a_pending_contact_is_gone() -> None:
+    store, batch, sns, clock = FakeStore(), FakeBatch(), FakeSubscriptions(), FakeClock()
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["owners"] = [{"email": "oncall@example.com"}]
+    store.put_document(doc)
+    items = run(store, batch, sns, clock)
+    for key in [k for k in items if not k.startswith(("STATUS#", "CHANGE#", "LOCK#"))]:
+        store.delete(QUEUE, key)
+    left = run(store, batch, sns, clock)
+    assert [k for k in left if k.startswith("STATUS#")] == ["STATUS#QUEUE"]
+    assert [e["state"] for e in left["STATUS#QUEUE"]["ownerSubscriptions"]] == ["Removing"]
+    assert QUEUE in store.list_queues(), "the resync comes back for it"
+    sns.confirm("oncall@example.com")  # the owner confirms later: now it can be removed
+    gone = run(store, batch, sns, clock)
+    assert sns.by_endpoint("oncall@example.com") is None
+    assert [k for k in gone if k.startswith("STATUS#")] == []
+
+
+def test_a_conflict_still_keeps_the_owners() -> None:
+    from builders import g5
+    from planner_builders import observed
+
+    store, batch, sns, clock = FakeStore(), FakeBatch(), FakeSubscriptions(), FakeClock()
+    batch.load(observed().env(owned="other-queue").edit_env(limits=g5(3)).build(), {})
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["owners"] = [{"sqs": A_SQS}]
+    store.put_document(doc)
+    deps = Deps(store, batch, FakeNotifier(), clock, subscriptions=sns)
+    assert reconcile(QUEUE, deps).outcome == "failed"
+    assert policy_of(sns, A_SQS) == [f"{QUEUE}/team-a"]

@@ -18,6 +18,9 @@ from quota_controller.domain.owner_contacts import TopicSubscription, endpoint_k
 from quota_controller.ports import RetryableError, SubscriptionRefused
 
 _PENDING = "PendingConfirmation"
+# SNS's own throttling and server codes (its API reference: ThrottledException is "Throttled",
+# HTTP 429; InternalError, HTTP 500), on top of the ones every AWS service shares.
+_SNS_RETRYABLE = frozenset({"Throttled", "InternalError", "KMSThrottling"})
 
 
 class SnsSubscriptions:
@@ -36,7 +39,7 @@ class SnsSubscriptions:
         try:
             return getattr(self._client, operation)(**params)  # type: ignore[no-any-return]
         except ClientError as err:
-            if is_retryable(err):
+            if is_retryable(err) or err.response.get("Error", {}).get("Code") in _SNS_RETRYABLE:
                 raise RetryableError(f"{operation}: {error_message(err)}") from err
             code = err.response.get("Error", {}).get("Code", "")
             raise SubscriptionRefused(f"{code}: {error_message(err)}") from err
@@ -106,7 +109,13 @@ class SnsSubscriptions:
         arn = answer.get("SubscriptionArn")
         if not isinstance(arn, str) or not arn.startswith("arn:"):
             return None, True
-        attrs = self._call("get_subscription_attributes", SubscriptionArn=arn)
+        try:
+            attrs = self._call("get_subscription_attributes", SubscriptionArn=arn)
+        except (RetryableError, SubscriptionRefused):
+            # Subscribed: keep its ARN (status remembers it) and say what SNS does: an e-mail
+            # or another account's queue waits for its owner's confirmation.
+            account = self._topic_arn.split(":")[4]
+            return arn, protocol == "email" or endpoint.split(":")[4:5] != [account]
         pending = str((attrs.get("Attributes") or {}).get(_PENDING, "false")).lower() == "true"
         return arn, pending
 

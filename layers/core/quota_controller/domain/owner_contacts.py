@@ -281,6 +281,15 @@ def _plan_contact(
         return plan(
             "Subscribed", "", Step("Subscribe", protocol, endpoint, policy=filter_policy(mine))
         )
+    if sub.pending and sub.arn is None:
+        # Listed as "PendingConfirmation" and its ARN not known here (another queue asked, or
+        # the answer was lost): its filter cannot be read until its owner confirms it.
+        if not mine:
+            return plan("Removing", "pending confirmation; its filter is checked once confirmed")
+        return plan(
+            "PendingConfirmation",
+            confirm_hint(protocol) + "; its filter is checked once confirmed",
+        )
     routes = sub.routes
     if routes is None:
         if not mine:

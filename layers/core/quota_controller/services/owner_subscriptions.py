@@ -22,6 +22,7 @@ from quota_controller.domain.owner_contacts import (
     WantedContact,
     confirm_hint,
     contact_label,
+    endpoint_key,
     plan_owner_subscriptions,
     wanted_contacts,
 )
@@ -67,10 +68,10 @@ def sync_owner_subscriptions(
     the_plan = plan_owner_subscriptions(
         queue, wanted, remembered, observed, now, subscriptions.partition
     )
-    memory = {contact_label(r.protocol, r.endpoint): r for r in remembered}
+    memory = {endpoint_key(r.protocol, r.endpoint): r for r in remembered}
     sync = OwnerSync()
     for contact in the_plan.contacts:
-        past = memory.get(contact_label(contact.protocol, contact.endpoint))
+        past = memory.get(endpoint_key(contact.protocol, contact.endpoint))
         done, subscribed_at = _make(contact, subscriptions, sync, stamp)
         if subscribed_at is None and past is not None and done.state == "PendingConfirmation":
             subscribed_at = past.subscribed_at
@@ -104,19 +105,19 @@ def _with_frozen(
     """An invalid share keeps the contacts it had (its document cannot be read)."""
     if not frozen:
         return wanted
-    by_label = {w.label: w for w in wanted}
+    by_key = {endpoint_key(w.protocol, w.endpoint): w for w in wanted}
     for past in remembered:
         kept = past.shares & frozenset(frozen)
         if not kept or past.protocol not in ("email", "sqs"):
             continue
-        label = contact_label(past.protocol, past.endpoint)
-        have = by_label.get(label)
-        by_label[label] = WantedContact(
-            past.protocol,  # type: ignore[arg-type]
-            past.endpoint,
+        key = endpoint_key(past.protocol, past.endpoint)
+        have = by_key.get(key)
+        by_key[key] = WantedContact(
+            have.protocol if have else past.protocol,  # type: ignore[arg-type]
+            have.endpoint if have else past.endpoint,  # the document's spelling
             kept | (have.shares if have else frozenset()),
         )
-    return list(by_label.values())
+    return list(by_key.values())
 
 
 def _make(

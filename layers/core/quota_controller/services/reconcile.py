@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import logging
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ from quota_controller.ports import (
 )
 from quota_controller.services.guard import guard_plan
 from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
+
+_log = logging.getLogger(__name__)
 
 # Queue status a queue-wide rejection carries over from the last run (it checks none of it).
 _KEPT_ON_REJECTION = (
@@ -629,6 +632,7 @@ class _Run:
         the_plan: Plan,
     ) -> ReconcileResult:
         self.result.errors = list(conflicts)
+        self._sync_owners(desired)  # the document is valid: its owners are not held back
         self._publish(
             Alert(
                 kind="RECONCILE_FAILED",
@@ -718,14 +722,20 @@ class _Run:
             return
         owners = {name: spec.owners for name, spec in desired.shares.items()}
         remembered = (self.queue_status or {}).get("ownerSubscriptions") or []
-        self.owner_sync = sync_owner_subscriptions(
-            self.queue,
-            owners,
-            desired.frozen_shares,
-            [r for r in remembered if isinstance(r, Mapping)],
-            self.deps.subscriptions,
-            self.now,
-        )
+        try:
+            self.owner_sync = sync_owner_subscriptions(
+                self.queue,
+                owners,
+                desired.frozen_shares,
+                [r for r in remembered if isinstance(r, Mapping)],
+                self.deps.subscriptions,
+                self.now,
+            )
+        except Exception:
+            # Whatever went wrong here, the Batch changes this run made are still recorded:
+            # status keeps the contacts as they were, and the next run tries again.
+            _log.exception("owner subscriptions of %s not kept", self.queue)
+            self.owner_sync = None
 
     # -- status ------------------------------------------------------------------------------
 
@@ -852,9 +862,15 @@ class _Run:
             ):
                 deletes.append(key)
         if desired.settings is None and _torn_down(self.queue, observed, the_plan):
-            # Torn down: nothing is left to describe (and the resync stops listing the queue).
-            deletes = list(self.status)
-            items = []
+            # Torn down: nothing is left to describe (and the resync stops listing the queue),
+            # unless an owner's subscription is still to be removed (pending confirmation, or
+            # a request failed): the queue status keeps it, and the resync comes back for it.
+            if queue_status.get("ownerSubscriptions"):
+                items = [queue_status]
+                deletes = [k for k in self.status if k != QUEUE_STATUS]
+            else:
+                deletes = list(self.status)
+                items = []
         self._write(items, deletes)
 
     def _share_status(
