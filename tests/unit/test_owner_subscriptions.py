@@ -341,3 +341,26 @@ def test_a_conflict_still_keeps_the_owners() -> None:
     deps = Deps(store, batch, FakeNotifier(), clock, subscriptions=sns)
     assert reconcile(QUEUE, deps).outcome == "failed"
     assert policy_of(sns, A_SQS) == [f"{QUEUE}/team-a"]
+
+
+def test_a_contact_sns_refuses_is_said_once_to_the_platform_and_the_share() -> None:
+    store, batch, sns, clock = FakeStore(), FakeBatch(), FakeSubscriptions(), FakeClock()
+    notifier = FakeNotifier()
+    doc = guide_layout().build()
+    doc["quotaShares"][1]["owners"] = [{"sqs": B_SQS}, {"email": "b@example.com"}]
+    sns.refuse[B_SQS] = "AuthorizationError: the queue's policy does not let the topic send"
+    store.put_document(doc)
+    deps = Deps(store, batch, notifier, clock, subscriptions=sns)
+    for _ in range(4):
+        reconcile(QUEUE, deps)
+        batch.settle()
+        clock.advance(30)
+    failed = [a for a in notifier.published if a.kind == "RECONCILE_FAILED"]
+    assert len(failed) == 1, "once while the problem stands"
+    [alert] = failed
+    assert (alert.severity, alert.quotaShareName) == ("warning", "team-b")
+    assert f"owner contact sqs:{B_SQS}" in alert.summary
+    assert "AuthorizationError" in alert.detail
+    del sns.refuse[B_SQS]
+    reconcile(QUEUE, deps)
+    assert len([a for a in notifier.published if a.kind == "RECONCILE_FAILED"]) == 1

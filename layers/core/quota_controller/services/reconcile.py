@@ -736,6 +736,35 @@ class _Run:
             # status keeps the contacts as they were, and the next run tries again.
             _log.exception("owner subscriptions of %s not kept", self.queue)
             self.owner_sync = None
+        self._alert_failed_owners()
+
+    def _alert_failed_owners(self) -> None:
+        """A contact the share's alerts cannot reach is said once (while the problem stands):
+        to the platform, and to the share's other owners when it owns one share."""
+        for entry in self.owner_sync.entries if self.owner_sync else []:
+            shares = [str(s) for s in entry.get("shares") or []]
+            if entry.get("state") != "Failed" or not shares:
+                continue
+            contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
+            self._publish(
+                Alert(
+                    kind="RECONCILE_FAILED",
+                    severity="warning",
+                    jobQueue=self.queue,
+                    quotaShareName=shares[0] if len(shares) == 1 else None,
+                    summary=f"Alerts about {', '.join(shares)} of {self.queue} do not reach "
+                    f"owner contact {contact}",
+                    detail=detail_lines([detail]),
+                    nextSteps=[
+                        "Fix what the detail names (the contact in the share's owners, the "
+                        "queue's policy, the endpoint); the next reconcile tries again",
+                        "The share's other contacts and the platform's subscribers are not "
+                        "affected",
+                    ],
+                    occurredAt=self.stamp,
+                    dedupKey=f"{self.queue}:owner:{contact}:{_digest([detail])}",
+                )
+            )
 
     # -- status ------------------------------------------------------------------------------
 
