@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from quota_controller.domain.alerts.model import Alert, ChangeRef
-from quota_controller.domain.alerts.protection import protection
+from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.change_record import change_record
 from quota_controller.domain.config.items import (
@@ -36,7 +35,6 @@ from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.config.validation import Problem, ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import (
-    QUEUED_STATUSES,
     GuardedAction,
     change_id,
     hold_since,
@@ -44,8 +42,8 @@ from quota_controller.domain.impact import (
 )
 from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.domain.planner import Action, Desired, Plan, plan
+from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.scheduled_warning import (
-    alert_job,
     edges_to_warn,
     next_warning_in,
     scheduled_risk_alerts,
@@ -1185,124 +1183,11 @@ class _Run:
             self._publish(alert)
 
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
-        """Publish PREEMPTION_RISK alerts; returns the shares (None: the environment) whose
-        alert could not be published."""
+        """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
+        the environment) whose alert could not be published."""
         unannounced: set[str | None] = set()
-        risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
-        by_share: dict[str | None, list[GuardedAction]] = {}
-        for guarded in risky:
-            by_share.setdefault(guarded.action.share, []).append(guarded)
-        for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
-            decision = group[0].decision
-            jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
-            changes = [r.describe() for g in group for r in g.risks]
-            changes += [
-                f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk
-            ]
-            # A deletion terminates the jobs (a forced one its running jobs too), it does not
-            # preempt them: `deletes_share` is False under force, the operation is not.
-            deletes = any(
-                g.action.operation in ("DeleteQuotaShare", "DeleteJobQueue") for g in group
-            )
-            running = any(
-                a.job.status not in QUEUED_STATUSES for g in group for a in g.at_risk
-            ) or any(j.status not in QUEUED_STATUSES for j in jobs.values())
-            where = (
-                f"quota share {share}"
-                if share
-                else "the job queue"
-                if any(g.action.deletes_queue for g in group)
-                else "the service environment"
-            )
-            verb = {
-                "apply-with-warning": "applied",
-                "blocked": "held until approved" if deletes else "held (reductionPolicy block)",
-                "draining": "held until usage fits (reductionPolicy drain)",
-            }.get(decision, decision)
-            # A removed lender's borrowers are preempted (their capacity is reclaimed), not
-            # terminated with the share's own jobs.
-            hurt = [a.job for g in group for a in g.at_risk] + list(jobs.values())
-            borrowers = sorted({j.share for j in hurt} - {share}) if share else []
-            own = not borrowers or any(j.share == share for j in hurt)
-            steps = {
-                "apply-with-warning": [
-                    *(
-                        [
-                            (
-                                f"Expect the {'' if running else 'queued '}jobs of {share} to "
-                                "be terminated"
-                                if borrowers
-                                else f"Expect these {'' if running else 'queued '}jobs to be "
-                                "terminated"
-                            )
-                            + ": resubmit them to another share or queue if they must run"
-                        ]
-                        if own
-                        else []
-                    ),
-                    *(
-                        [
-                            f"The jobs of {', '.join(borrowers)} running on capacity borrowed "
-                            "from it are preempted and requeued (or failed once "
-                            "preemptionRetriesBeforeTermination is used up)"
-                        ]
-                        if borrowers
-                        else []
-                    ),
-                    "Restore the removed item in the config to keep them",
-                ]
-                if deletes
-                else [
-                    "Expect these jobs to be preempted and requeued (or failed once "
-                    "preemptionRetriesBeforeTermination is used up)",
-                    "Revert the change in the config to keep them running",
-                ],
-                "blocked": [
-                    f"Approve exactly this change: set approvedChange: {self.result.held_change} "
-                    f"on queue {self.queue} (quotactl approve {self.queue} "
-                    f"{self.result.held_change})",
-                    *(
-                        ["Or cancel the queued jobs: the removal applies once none is left"]
-                        if any(g.action.deletes_share or g.action.deletes_queue for g in group)
-                        else []
-                    ),
-                    "Or revert the change in the config",
-                ],
-                "draining": [
-                    "Nothing to do: the change applies once the jobs above finish",
-                    "Set reductionPolicy: warn to apply it now",
-                ],
-            }.get(decision, [])
-            sent = self._publish(
-                Alert(
-                    kind="PREEMPTION_RISK",
-                    severity="warning",
-                    jobQueue=self.queue,
-                    quotaShareName=share,
-                    jobs=[alert_job(j) for j in jobs.values()],
-                    summary=f"Reducing {where} of {self.queue} puts {len(jobs)} job(s) at risk: "
-                    f"change {verb}",
-                    detail=detail_lines(changes)
-                    + "\nJobs at risk are predicted (not yet preempted, preemption order is "
-                    "Batch's): not-yet-running first, then lower priority, then newest.",
-                    nextSteps=steps,
-                    protection=protection(
-                        "PREEMPTION_RISK",
-                        None,
-                        share,
-                        decision=decision,
-                        borrowers=() if own else borrowers,
-                    ),
-                    occurredAt=self.stamp,
-                    dedupKey=(
-                        f"{self.queue}:{share or '-'}:risk:{self.result.held_change}:{decision}"
-                    ),
-                    change=ChangeRef(id=self.result.held_change or "", at=self.stamp)
-                    if self.result.held_change
-                    else None,
-                )
-            )
-            if not sent:
+        for share, alert in risk_alerts(self.queue, decided, self.result.held_change, self.stamp):
+            if not self._publish(alert):
                 unannounced.add(share)
         return unannounced
 

@@ -1,0 +1,134 @@
+"""The PREEMPTION_RISK alerts of a guarded plan (pure): one per share (None: the environment
+or the queue) whose requests put jobs at risk, saying what happens to the change (applied,
+held by block, held by drain), which jobs and why, what to do, and what protects them.
+
+The reconcile publishes them before it makes any request (`services/reconcile.py`,
+`_Run._alert_risks`): a change whose alert cannot be published waits for the next attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quota_controller.domain.alerts.model import Alert, ChangeRef
+from quota_controller.domain.alerts.protection import protection
+from quota_controller.domain.alerts.render import detail_lines
+from quota_controller.domain.impact import QUEUED_STATUSES, GuardedAction
+from quota_controller.domain.scheduled_warning import alert_job
+
+
+def risk_alerts(
+    queue: str, decided: Sequence[GuardedAction], held_change: str | None, stamp: str
+) -> list[tuple[str | None, Alert]]:
+    """Each share's (None: the environment's) alert, in share order; `held_change` is the id
+    of the change held (approvedChange quotes it), `stamp` the run's time."""
+    out: list[tuple[str | None, Alert]] = []
+    risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
+    by_share: dict[str | None, list[GuardedAction]] = {}
+    for guarded in risky:
+        by_share.setdefault(guarded.action.share, []).append(guarded)
+    for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
+        decision = group[0].decision
+        jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
+        changes = [r.describe() for g in group for r in g.risks]
+        changes += [f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk]
+        # A deletion terminates the jobs (a forced one its running jobs too), it does not
+        # preempt them: `deletes_share` is False under force, the operation is not.
+        deletes = any(g.action.operation in ("DeleteQuotaShare", "DeleteJobQueue") for g in group)
+        running = any(a.job.status not in QUEUED_STATUSES for g in group for a in g.at_risk) or any(
+            j.status not in QUEUED_STATUSES for j in jobs.values()
+        )
+        where = (
+            f"quota share {share}"
+            if share
+            else "the job queue"
+            if any(g.action.deletes_queue for g in group)
+            else "the service environment"
+        )
+        verb = {
+            "apply-with-warning": "applied",
+            "blocked": "held until approved" if deletes else "held (reductionPolicy block)",
+            "draining": "held until usage fits (reductionPolicy drain)",
+        }.get(decision, decision)
+        # A removed lender's borrowers are preempted (their capacity is reclaimed), not
+        # terminated with the share's own jobs.
+        hurt = [a.job for g in group for a in g.at_risk] + list(jobs.values())
+        borrowers = sorted({j.share for j in hurt} - {share}) if share else []
+        own = not borrowers or any(j.share == share for j in hurt)
+        steps = {
+            "apply-with-warning": [
+                *(
+                    [
+                        (
+                            f"Expect the {'' if running else 'queued '}jobs of {share} to "
+                            "be terminated"
+                            if borrowers
+                            else f"Expect these {'' if running else 'queued '}jobs to be terminated"
+                        )
+                        + ": resubmit them to another share or queue if they must run"
+                    ]
+                    if own
+                    else []
+                ),
+                *(
+                    [
+                        f"The jobs of {', '.join(borrowers)} running on capacity borrowed "
+                        "from it are preempted and requeued (or failed once "
+                        "preemptionRetriesBeforeTermination is used up)"
+                    ]
+                    if borrowers
+                    else []
+                ),
+                "Restore the removed item in the config to keep them",
+            ]
+            if deletes
+            else [
+                "Expect these jobs to be preempted and requeued (or failed once "
+                "preemptionRetriesBeforeTermination is used up)",
+                "Revert the change in the config to keep them running",
+            ],
+            "blocked": [
+                f"Approve exactly this change: set approvedChange: {held_change} "
+                f"on queue {queue} (quotactl approve {queue} "
+                f"{held_change})",
+                *(
+                    ["Or cancel the queued jobs: the removal applies once none is left"]
+                    if any(g.action.deletes_share or g.action.deletes_queue for g in group)
+                    else []
+                ),
+                "Or revert the change in the config",
+            ],
+            "draining": [
+                "Nothing to do: the change applies once the jobs above finish",
+                "Set reductionPolicy: warn to apply it now",
+            ],
+        }.get(decision, [])
+        out.append(
+            (
+                share,
+                Alert(
+                    kind="PREEMPTION_RISK",
+                    severity="warning",
+                    jobQueue=queue,
+                    quotaShareName=share,
+                    jobs=[alert_job(j) for j in jobs.values()],
+                    summary=f"Reducing {where} of {queue} puts {len(jobs)} job(s) at risk: "
+                    f"change {verb}",
+                    detail=detail_lines(changes)
+                    + "\nJobs at risk are predicted (not yet preempted, preemption order is "
+                    "Batch's): not-yet-running first, then lower priority, then newest.",
+                    nextSteps=steps,
+                    protection=protection(
+                        "PREEMPTION_RISK",
+                        None,
+                        share,
+                        decision=decision,
+                        borrowers=() if own else borrowers,
+                    ),
+                    occurredAt=stamp,
+                    dedupKey=(f"{queue}:{share or '-'}:risk:{held_change}:{decision}"),
+                    change=ChangeRef(id=held_change or "", at=stamp) if held_change else None,
+                ),
+            )
+        )
+    return out
