@@ -13,13 +13,13 @@ import dataclasses
 import itertools
 import logging
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from quota_controller.domain import reconcile_alerts as alerts
 from quota_controller.domain.alerts.model import Alert
-from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.change_record import change_record
 from quota_controller.domain.config.items import (
     PARTITION_KEY,
@@ -583,21 +583,7 @@ class _Run:
     def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
         messages = [assembled.describe(p) for p in report.errors]
         gen = generation(self.config.get(QUEUE_ITEM))
-        self._publish(
-            Alert(
-                kind="CONFIG_REJECTED",
-                severity="warning",
-                jobQueue=self.queue,
-                summary=f"Quota config of {self.queue} rejected: {len(messages)} problem(s)",
-                detail=detail_lines(messages[:50]),
-                nextSteps=[
-                    "Fix the items named above (quotactl validate checks a file first)",
-                    "AWS Batch keeps the last applied state until the config is valid",
-                ],
-                occurredAt=self.stamp,
-                dedupKey=f"{self.queue}:rejected:{_digest(messages)}",
-            )
-        )
+        self._publish(alerts.config_rejected(self.queue, messages, self.stamp))
         # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
         # share, a held change) still stand as far as it knows, so their keys are kept.
         self.raised[:0] = [k for k in self.alerted if k not in self.raised]
@@ -631,21 +617,7 @@ class _Run:
     ) -> ReconcileResult:
         self.result.errors = list(conflicts)
         self._sync_owners(desired)  # the document is valid: its owners are not held back
-        self._publish(
-            Alert(
-                kind="RECONCILE_FAILED",
-                severity="critical",
-                jobQueue=self.queue,
-                summary=f"Cannot reconcile {self.queue}: {conflicts[0]}",
-                detail=detail_lines(conflicts),
-                nextSteps=[
-                    "Change the config as the message says: nothing is applied while the "
-                    "conflict stands, and retrying does not clear it",
-                ],
-                occurredAt=self.stamp,
-                dedupKey=f"{self.queue}:conflict:{_digest(conflicts)}",
-            )
-        )
+        self._publish(alerts.conflict(self.queue, conflicts, self.stamp))
         # Alerted above, with the advice a conflict needs: not again as a failed request.
         self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
         self.result.outcome = "failed"  # it comes back at a window's edge only (`_finish`)
@@ -665,18 +637,7 @@ class _Run:
         result = self.result
         held = [g for g in decided if not g.applies]
         if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
-            self._publish(
-                Alert(
-                    kind="RECONCILE_FAILED",
-                    severity="critical",
-                    jobQueue=self.queue,
-                    summary=f"Reconcile of {self.queue} failed: {failure}",
-                    detail=detail_lines([failure]),
-                    nextSteps=["Check the message; the next resync retries automatically"],
-                    occurredAt=self.stamp,
-                    dedupKey=f"{self.queue}:failed:{_digest([failure])}",
-                )
-            )
+            self._publish(alerts.run_failed(self.queue, failure, self.stamp))
         self._alert_invalid_resources(desired, observed)
         converged = not the_plan.actions and not the_plan.waits and not failure
         if failure:
@@ -745,23 +706,7 @@ class _Run:
                 continue
             contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
             self._publish(
-                Alert(
-                    kind="RECONCILE_FAILED",
-                    severity="warning",
-                    jobQueue=self.queue,
-                    quotaShareName=shares[0] if len(shares) == 1 else None,
-                    summary=f"Alerts about {', '.join(shares)} of {self.queue} do not reach "
-                    f"owner contact {contact}",
-                    detail=detail_lines([detail]),
-                    nextSteps=[
-                        "Fix what the detail names (the contact in the share's owners, the "
-                        "queue's policy, the endpoint); the next reconcile tries again",
-                        "The share's other contacts and the platform's subscribers are not "
-                        "affected",
-                    ],
-                    occurredAt=self.stamp,
-                    dedupKey=f"{self.queue}:owner:{contact}:{_digest([detail])}",
-                )
+                alerts.owner_contact_failed(self.queue, contact, shares, detail, self.stamp)
             )
 
     # -- status ------------------------------------------------------------------------------
@@ -1068,22 +1013,7 @@ class _Run:
                 name = assembled.share_items[problem.share_index][len(SHARE_PREFIX) :]
                 by_share.setdefault(name, []).append(assembled.describe(problem))
         for name, messages in sorted(by_share.items()):
-            self._publish(
-                Alert(
-                    kind="CONFIG_REJECTED",
-                    severity="warning",
-                    jobQueue=self.queue,
-                    quotaShareName=name,
-                    summary=f"Quota share {name} of {self.queue}: config rejected",
-                    detail=detail_lines(messages),
-                    nextSteps=[
-                        f"Fix item SHARE#{name}; the share keeps its last applied settings",
-                        "The queue's other shares are still reconciled",
-                    ],
-                    occurredAt=self.stamp,
-                    dedupKey=f"{self.queue}:{name}:rejected:{_digest(messages)}",
-                )
-            )
+            self._publish(alerts.share_rejected(self.queue, name, messages, self.stamp))
         self.result.errors.extend(m for ms in by_share.values() for m in ms)
 
     def _alert_invalid_resources(self, desired: Desired, observed: ObservedState) -> None:
@@ -1102,31 +1032,7 @@ class _Run:
             if share is not None and share.status == "INVALID":
                 invalid.append((f"quota share {name}", name, ""))
         for what, share_name, reason in invalid:
-            self._publish(
-                Alert(
-                    kind="RECONCILE_FAILED",
-                    severity="critical",
-                    jobQueue=self.queue,
-                    quotaShareName=share_name,
-                    summary=f"AWS Batch reports the {what} of {self.queue} INVALID"
-                    + (f": {reason}" if reason else ""),
-                    detail=detail_lines(
-                        [
-                            f"The {what} is INVALID in AWS Batch"
-                            + (f" ({reason})" if reason else "")
-                            + ". Jobs it holds are not scheduled until it is VALID again."
-                        ]
-                    ),
-                    nextSteps=[
-                        "Check the resource in the AWS Batch console (statusReason of the job "
-                        "queue); quotactl status shows what the controller sees",
-                        "The controller re-applies the document at every resync; this alert "
-                        "is not repeated while the resource stays INVALID",
-                    ],
-                    occurredAt=self.stamp,
-                    dedupKey=f"{self.queue}:{share_name or '-'}:invalid:{what}",
-                )
-            )
+            self._publish(alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp))
 
     def _warn_of_edge(
         self, report: ValidationReport, observed: ObservedState, desired_now: Desired
@@ -1309,7 +1215,7 @@ def _write_key(action: Action) -> str:
 def _params_digest(action: Action) -> str:
     import json
 
-    return _digest([json.dumps(action.params, sort_keys=True, default=str)])
+    return alerts.digest([json.dumps(action.params, sort_keys=True, default=str)])
 
 
 def _recent_writes(status: Mapping[str, Any] | None, now: datetime) -> dict[str, dict[str, str]]:
@@ -1331,12 +1237,6 @@ def _recent_writes(status: Mapping[str, Any] | None, now: datetime) -> dict[str,
                 k: str(v) for k, v in fields.items()
             }
     return kept
-
-
-def _digest(parts: Sequence[str]) -> str:
-    import hashlib
-
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
 
 
 __all__ = [

@@ -1,0 +1,134 @@
+"""The reconcile's own alerts other than PREEMPTION_RISK (`domain/risk_alerts.py`), as pure
+builders: a rejected document or share, a conflict, a refused request, a resource Batch reports
+INVALID, a lease held too long, an owner contact SNS refuses. Each has a `dedupKey` that stays
+the same while the problem stands (the reconcile sends a key once and remembers it in status
+`alerted`), and changes when the problem does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.render import detail_lines
+
+
+def digest(parts: Sequence[str]) -> str:
+    """A short, stable hash of texts (what makes a problem's key change when it does)."""
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+def config_rejected(queue: str, messages: Sequence[str], stamp: str) -> Alert:
+    """The queue's document is invalid as a whole: nothing of it reaches Batch."""
+    return Alert(
+        kind="CONFIG_REJECTED",
+        severity="warning",
+        jobQueue=queue,
+        summary=f"Quota config of {queue} rejected: {len(messages)} problem(s)",
+        detail=detail_lines(list(messages[:50])),
+        nextSteps=[
+            "Fix the items named above (quotactl validate checks a file first)",
+            "AWS Batch keeps the last applied state until the config is valid",
+        ],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:rejected:{digest(messages)}",
+    )
+
+
+def share_rejected(queue: str, name: str, messages: Sequence[str], stamp: str) -> Alert:
+    """One share's item is invalid: it keeps its last applied state, the others converge."""
+    return Alert(
+        kind="CONFIG_REJECTED",
+        severity="warning",
+        jobQueue=queue,
+        quotaShareName=name,
+        summary=f"Quota share {name} of {queue}: config rejected",
+        detail=detail_lines(list(messages)),
+        nextSteps=[
+            f"Fix item SHARE#{name}; the share keeps its last applied settings",
+            "The queue's other shares are still reconciled",
+        ],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:{name}:rejected:{digest(messages)}",
+    )
+
+
+def conflict(queue: str, conflicts: Sequence[str], stamp: str) -> Alert:
+    """An existing resource conflicts with the document: nothing is applied."""
+    return Alert(
+        kind="RECONCILE_FAILED",
+        severity="critical",
+        jobQueue=queue,
+        summary=f"Cannot reconcile {queue}: {conflicts[0]}",
+        detail=detail_lines(list(conflicts)),
+        nextSteps=[
+            "Change the config as the message says: nothing is applied while the "
+            "conflict stands, and retrying does not clear it",
+        ],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:conflict:{digest(conflicts)}",
+    )
+
+
+def run_failed(queue: str, failure: str, stamp: str) -> Alert:
+    """Batch refused a request the run needed."""
+    return Alert(
+        kind="RECONCILE_FAILED",
+        severity="critical",
+        jobQueue=queue,
+        summary=f"Reconcile of {queue} failed: {failure}",
+        detail=detail_lines([failure]),
+        nextSteps=["Check the message; the next resync retries automatically"],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:failed:{digest([failure])}",
+    )
+
+
+def resource_invalid(queue: str, what: str, share: str | None, reason: str, stamp: str) -> Alert:
+    """Batch reports one of the queue's resources INVALID (its jobs are not scheduled)."""
+    return Alert(
+        kind="RECONCILE_FAILED",
+        severity="critical",
+        jobQueue=queue,
+        quotaShareName=share,
+        summary=f"AWS Batch reports the {what} of {queue} INVALID"
+        + (f": {reason}" if reason else ""),
+        detail=detail_lines(
+            [
+                f"The {what} is INVALID in AWS Batch"
+                + (f" ({reason})" if reason else "")
+                + ". Jobs it holds are not scheduled until it is VALID again."
+            ]
+        ),
+        nextSteps=[
+            "Check the resource in the AWS Batch console (statusReason of the job "
+            "queue); quotactl status shows what the controller sees",
+            "The controller re-applies the document at every resync; this alert "
+            "is not repeated while the resource stays INVALID",
+        ],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:{share or '-'}:invalid:{what}",
+    )
+
+
+def owner_contact_failed(
+    queue: str, contact: str, shares: Sequence[str], detail: str, stamp: str
+) -> Alert:
+    """A share owner's contact cannot be subscribed: the share's alerts do not reach it. To
+    the platform, and to the share's other owners when the contact owns one share."""
+    return Alert(
+        kind="RECONCILE_FAILED",
+        severity="warning",
+        jobQueue=queue,
+        quotaShareName=shares[0] if len(shares) == 1 else None,
+        summary=f"Alerts about {', '.join(shares)} of {queue} do not reach owner contact {contact}",
+        detail=detail_lines([detail]),
+        nextSteps=[
+            "Fix what the detail names (the contact in the share's owners, the "
+            "queue's policy, the endpoint); the next reconcile tries again",
+            "The share's other contacts and the platform's subscribers are not affected",
+        ],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:owner:{contact}:{digest([detail])}",
+    )
