@@ -49,6 +49,7 @@ from quota_controller.domain.scheduled_warning import (
     scheduled_risk_alerts,
 )
 from quota_controller.domain.service_limits import fit_item
+from quota_controller.domain.share_status import ShareFacts, share_status
 from quota_controller.domain.status import (
     CONDITION_TYPES,
     LEASE_ITEM,
@@ -855,96 +856,25 @@ class _Run:
         report: ValidationReport,
         failure: str | None,
     ) -> dict[str, Any] | None:
-        key = share_status_key(name)
-        previous = self.status.get(key)
-        config = self.config.get(share_key(name))
-        gen = generation(config)
-        current = observed.shares.get(name)
-        pending = [a for a in the_plan.actions if a.share == name]
-        waits = [w for w in the_plan.waits if w.startswith(f"quota share {name} ")]
-        invalid = [p for p in report.errors if p.share == name]
-        if name in desired.frozen_shares:
-            valid = Condition(
-                "Valid",
-                False,
-                "ConfigInvalid",
-                "; ".join(self.describe(p) for p in invalid) or "invalid",
-            )
-        elif config is None:
-            valid = Condition("Valid", True, "Removed", "the share item was removed")
-        else:
-            valid = Condition("Valid", True, "ConfigValid", "")
-        applied_now = [a for a in self.result.applied if a.share == name]
-        not_applied = [a for a in pending if a not in applied_now]
-        # Failed: one of this share's own requests was refused (or the run stopped at it).
-        # Pending: requests of its not made, the run having stopped elsewhere or failed as a
-        # whole (a conflict). A share with nothing left to request is applied whatever else
-        # failed: a refusal of another resource does not undo what this one has.
-        stopped_here = self.stopped_at is not None and self.stopped_at.share == name
-        failed = failure is not None and (name in self.failed_shares or stopped_here)
-        frozen = name in desired.frozen_shares
-        applied = not failed and not not_applied and not waits and not frozen
-        reason = (
-            "Applied"
-            if applied
-            else "Frozen"
-            if frozen
-            else "Failed"
-            if failed
-            else "Waiting"
-            if waits
-            else "Pending"
+        previous = self.status.get(share_status_key(name))
+        contacts = (
+            self.owner_sync.by_share.get(name)
+            if self.owner_sync is not None
+            else (previous or {}).get("ownerContacts")
         )
-        why = waits + [g.reason for g in held]
-        if failed and failure:
-            why.append(failure)
-        elif not_applied and failure and not held:
-            why.append(f"not made: the run stopped first ({failure})")
-        conds = [
-            valid,
-            Condition("Applied", applied, reason, "; ".join(why) if not applied else ""),
-            Condition(
-                "Healthy",
-                current is not None and current.status == "VALID",
-                current.status if current else "NotFound",
-                "" if current else "the quota share does not exist in Batch",
-            ),
-            Condition(
-                "Blocked",
-                bool(held),
-                held[0].decision.title().replace("-", "") if held else "NotBlocked",
-                "; ".join(g.reason for g in held),
-            ),
-        ]
-        item: dict[str, Any] = {
-            SORT_KEY: key,
-            "quotaShareName": name,
-            "observedGeneration": gen,
-            "conditions": conditions(previous, conds, gen, self.stamp),
-            "quotaShareArn": current.quotaShareArn if current else None,
-            "updatedAt": self.stamp,
-        }
-        spec = desired.shares.get(name)
-        if spec is not None and any(
-            a.operation in ("CreateQuotaShare", "TagResource", "UntagResource") for a in applied_now
-        ):
-            item["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": self.queue}
-        elif name in self.share_tags:
-            # Read from Batch and nothing to put back: what the share carries is what applies.
-            item["appliedTags"] = self.share_tags[name]
-        elif previous and previous.get("appliedTags") is not None:
-            item["appliedTags"] = previous["appliedTags"]
-        if applied_now:
-            item["lastAppliedAt"] = self.stamp
-        elif previous and previous.get("lastAppliedAt"):
-            item["lastAppliedAt"] = previous["lastAppliedAt"]
-        if self.owner_sync is not None:
-            contacts = self.owner_sync.by_share.get(name)
-        else:
-            contacts = (previous or {}).get("ownerContacts")
-        if contacts:
-            item["ownerContacts"] = contacts
-        return item
+        facts = ShareFacts(
+            queue=self.queue,
+            stamp=self.stamp,
+            previous=previous,
+            config=self.config.get(share_key(name)),
+            applied=self.result.applied,
+            stopped_at=self.stopped_at,
+            failed_shares=self.failed_shares,
+            describe=self.describe,
+            share_tags=self.share_tags,
+            owner_contacts=contacts or (),
+        )
+        return share_status(name, facts, desired, observed, the_plan, held, report, failure)
 
     def _queue_status(self, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
         item: dict[str, Any] = {
