@@ -31,17 +31,24 @@ from quota_controller.domain.config.items import (
     share_key,
     validate_items,
 )
-from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.config.validation import Problem, ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import (
     GuardedAction,
-    change_id,
     hold_since,
     risky_actions,
 )
-from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
+from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.planner import Action, Desired, Plan, plan
+from quota_controller.domain.queue_status import (
+    held_change_record,
+    kept_condition,
+    managed_names,
+    queue_conditions,
+    queue_environments,
+    resources_of,
+    torn_down,
+)
 from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.scheduled_warning import (
     edges_to_warn,
@@ -592,9 +599,9 @@ class _Run:
             gen,
             [
                 Condition("Valid", False, "ConfigInvalid", "; ".join(messages[:20])),
-                _keep(self.queue_status, "Applied"),
-                _keep(self.queue_status, "Healthy"),
-                _keep(self.queue_status, "Blocked"),
+                kept_condition(self.queue_status, "Applied"),
+                kept_condition(self.queue_status, "Healthy"),
+                kept_condition(self.queue_status, "Blocked"),
             ],
         )
         queue_status["errors"] = messages[:50]
@@ -723,38 +730,9 @@ class _Run:
     ) -> None:
         queue_item = self.config.get(QUEUE_ITEM)
         gen = generation(queue_item)
-        queue_held = [g for g in held if g.action.share is None]
-        queue_waits = [w for w in the_plan.waits if not w.startswith("quota share")]
-        applied_ok = (
-            not failure and not queue_waits and not [a for a in the_plan.actions if a.share is None]
+        conds = queue_conditions(
+            desired, observed, report, the_plan, held, failure, bool(self.result.applied)
         )
-        queue_applied = applied_ok or (
-            not failure and not queue_waits and bool(self.result.applied)
-        )
-        conds = [
-            Condition("Valid", True, "ConfigValid", _warnings_text(report)),
-            Condition(
-                "Applied",
-                queue_applied,
-                "Applied"
-                if queue_applied
-                else "Failed"
-                if failure
-                else "Waiting"
-                if queue_waits
-                else "Pending",
-                ""
-                if queue_applied
-                else failure or "; ".join(queue_waits) or "; ".join(g.reason for g in queue_held),
-            ),
-            _queue_health(desired, observed),
-            Condition(
-                "Blocked",
-                bool(queue_held),
-                queue_held[0].decision.title().replace("-", "") if queue_held else "NotBlocked",
-                "; ".join(g.reason for g in queue_held),
-            ),
-        ]
         queue_status = self._queue_status(gen, conds)
         queue_status["waitingFor"] = list(the_plan.waits)
         if report.windows:
@@ -779,42 +757,18 @@ class _Run:
             queue_status["lastAppliedAt"] = self.stamp
         elif self.queue_status and self.queue_status.get("lastAppliedAt"):
             queue_status["lastAppliedAt"] = self.queue_status["lastAppliedAt"]
-        queue_status["heldChange"] = (
-            {
-                "id": self.result.held_change,
-                "decision": held[0].decision,
-                "reasons": [g.reason for g in held],
-                "jobs": sorted({j.jobId for g in held for r in g.risks for j in r.jobs}),
-                "changes": [g.action.summary for g in held],
-                # Each job the held change would hurt and how (queued jobs a deletion
-                # terminates too).
-                "atRisk": [
-                    {"jobId": a.job.jobId, "status": a.job.status, "why": a.why}
-                    for g in held
-                    for a in g.at_risk
-                ],
-                # What dates the hold: the requests' own hash and when they were first held.
-                "digest": change_id(risky_actions(held)) if risky_actions(held) else None,
-                "since": self.hold_since,
-            }
-            if held
-            else None
+        queue_status["heldChange"] = held_change_record(
+            held, self.result.held_change, self.hold_since
         )
         settings = desired.settings
         if settings is not None:
-            queue_status["managed"] = _managed(
+            queue_status["managed"] = managed_names(
                 (self.queue_status or {}).get("managed") or {},
                 settings.scheduling_policy_name,
                 settings.service_environment_name,
                 observed,
             )
-        queue_status["resources"] = {
-            "schedulingPolicyArn": observed.policy.arn if observed.policy else None,
-            "jobQueueArn": observed.queue.jobQueueArn if observed.queue else None,
-            "serviceEnvironmentArns": sorted(
-                e.serviceEnvironmentArn for e in observed.environments.values()
-            ),
-        }
+        queue_status["resources"] = resources_of(observed)
         items: list[dict[str, Any]] = [queue_status]
         deletes: list[str] = []
         by_share: dict[str, list[GuardedAction]] = {}
@@ -834,7 +788,7 @@ class _Run:
                 and key[len(STATUS_PREFIX + "SHARE#") :] not in names
             ):
                 deletes.append(key)
-        if desired.settings is None and _torn_down(self.queue, observed, the_plan):
+        if desired.settings is None and torn_down(self.queue, observed, the_plan):
             # Torn down: nothing is left to describe (and the resync stops listing the queue),
             # unless an owner's subscription is still to be removed (pending confirmation, or
             # a request failed): the queue status keeps it, and the resync comes back for it.
@@ -953,7 +907,7 @@ class _Run:
         invalid: list[tuple[str, str | None, str]] = []
         if observed.queue is not None and observed.queue.status == "INVALID":
             invalid.append(("job queue", None, observed.queue.statusReason or ""))
-        for env in _queue_environments(desired, observed):
+        for env in queue_environments(desired, observed):
             if env.status == "INVALID":
                 invalid.append((f"service environment {env.serviceEnvironmentName}", None, ""))
         # A frozen share (its item invalid) is still the queue's share in Batch: it counts too.
@@ -1034,104 +988,6 @@ def _fitted(item: dict[str, Any]) -> dict[str, Any]:
     and `truncated` says what was cut."""
     value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
     return value
-
-
-def _managed(
-    previous: Mapping[str, Any], policy: str, environment: str, observed: ObservedState
-) -> dict[str, Any]:
-    """Names the controller manages, and replaced ones it must still retire (until gone)."""
-
-    def alive_env(name: str) -> bool:
-        env = observed.environments.get(name)
-        return env is not None and env.status != "DELETED"
-
-    old_policies = [previous.get("schedulingPolicy"), *previous.get("retiringPolicies", [])]
-    old_envs = [previous.get("serviceEnvironment"), *previous.get("retiringEnvironments", [])]
-    return {
-        "schedulingPolicy": policy,
-        "serviceEnvironment": environment,
-        "retiringPolicies": sorted(
-            {n for n in old_policies if n and n != policy and n in observed.policies}
-        ),
-        "retiringEnvironments": sorted(
-            {n for n in old_envs if n and n != environment and alive_env(n)}
-        ),
-    }
-
-
-def _queue_health(desired: Desired, observed: ObservedState) -> Condition:
-    """Healthy: the job queue is VALID and so is the service environment it runs on."""
-    queue = observed.queue
-    if queue is None or queue.status != "VALID":
-        message = (queue.statusReason or "") if queue else "job queue not found"
-        return Condition("Healthy", False, "JobQueueNotValid", message)
-    bad = [
-        e.serviceEnvironmentName
-        for e in _queue_environments(desired, observed)
-        if e.status == "INVALID"
-    ]
-    if bad:
-        return Condition(
-            "Healthy",
-            False,
-            "ServiceEnvironmentNotValid",
-            f"service environment {', '.join(bad)} is INVALID",
-        )
-    return Condition("Healthy", True, "JobQueueValid", queue.statusReason or "")
-
-
-def _queue_environments(desired: Desired, observed: ObservedState) -> list[ObservedEnvironment]:
-    """The environments the queue runs on (its serviceEnvironmentOrder, as Batch reports it)
-    and the one the document names, each once."""
-    found: dict[str, ObservedEnvironment] = {}
-    order = observed.queue.serviceEnvironmentOrder if observed.queue else []
-    for entry in order:
-        env = observed.environment_by_arn(entry.serviceEnvironment)
-        if env is not None:
-            found.setdefault(env.serviceEnvironmentName, env)
-    settings = desired.settings
-    named = observed.environments.get(settings.service_environment_name) if settings else None
-    if named is not None:
-        found.setdefault(named.serviceEnvironmentName, named)
-    return list(found.values())
-
-
-def _torn_down(queue: str, observed: ObservedState, the_plan: Plan) -> bool:
-    """Nothing of a removed queue is left in Batch: no request to make, nothing to wait for,
-    and every resource gone or DELETED (Batch lists deleted resources for a while). A policy
-    or environment not tagged as this queue's is left in place by the teardown: it does not
-    count."""
-
-    def gone(resource: Any) -> bool:
-        return resource is None or resource.status == "DELETED"
-
-    def ours(resource: ObservedPolicy | ObservedEnvironment) -> bool:
-        return resource.tags.get(OWNER_TAG) == queue
-
-    return (
-        not the_plan.actions
-        and not the_plan.waits
-        and gone(observed.queue)
-        and all(gone(s) for s in observed.shares.values())
-        and all(gone(e) or not ours(e) for e in observed.environments.values())
-        and not any(ours(p) for p in observed.policies.values())
-    )
-
-
-def _keep(previous: Mapping[str, Any] | None, kind: str) -> Condition:
-    for cond in (previous or {}).get("conditions", []):
-        if cond.get("type") == kind:
-            return Condition(
-                cond["type"],
-                cond.get("status") == "True",
-                cond.get("reason", ""),
-                cond.get("message", ""),
-            )
-    return Condition(kind, False, "Unknown", "")  # type: ignore[arg-type]
-
-
-def _warnings_text(report: ValidationReport) -> str:
-    return "; ".join(f"warning: {w}" for w in report.warnings)
 
 
 def _unsafe_to_repeat(action: Action) -> bool:
