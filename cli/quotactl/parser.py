@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 from quotactl import aws
+from quotactl.times import moment
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,21 +239,6 @@ def _change_id(value: str) -> str:
             f"{value!r} is not a change id (12 lowercase hex digits, as in status heldChange.id)"
         )
     return value
-
-
-def moment(value: str) -> datetime:
-    """An ISO-8601 time with its zone (`2026-12-05T18:00Z`, `2026-12-05T19:00+01:00`), UTC."""
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not an ISO-8601 time (e.g. 2026-12-05T18:00Z)"
-        ) from None
-    if when.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} has no time zone: add Z for UTC or an offset (e.g. {value}Z)"
-        )
-    return when.astimezone(UTC)
 
 
 UNIT_COUNT = re.compile(r"([^=\s]+)=([0-9]+)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +27,7 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 def add_parser(sub: Any) -> None:
     """The `recommend` command's options."""
     from quota_local.recommend import DEFAULT_BUDGET, DEFAULT_OBJECTIVE, KEEP_SYNTAX, OBJECTIVES
+    from quotactl.times import moment
 
     p = sub.add_parser(
         "recommend",
@@ -49,6 +51,13 @@ def add_parser(sub: Any) -> None:
         help=f"keep part of the layout (repeatable): {KEEP_SYNTAX}",
     )
     p.add_argument("-o", "--out", metavar="FILE", help="write the chosen document here (YAML)")
+    p.add_argument(
+        "--start",
+        type=moment,
+        metavar="TIME",
+        help="the moment the workload's second 0 stands for, for documents with quota windows "
+        "(ISO-8601 with a zone, e.g. 2026-12-07T00:00Z; default: now)",
+    )
     p.add_argument("--seed", type=_whole(0, 2**31 - 1), default=0, help="search seed (0)")
     p.add_argument(
         "--budget",
@@ -87,17 +96,26 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
             print(f"  {where}: {problem.severity}: {problem}", file=sys.stderr)
         return EXIT_INVALID
     raw = loaded.source.data if loaded.source is not None else {}
+    schedule = None
     if isinstance(raw, dict) and raw.get("windows"):
-        # The search varies one static layout: written back, the windows would be lost (and
-        # the layout in force now, a window's, would become the base).
-        print(
-            f"quotactl recommend: {args.file}: windows: a document with quota windows cannot be "
-            "searched (a recommendation is one static layout, and the windows would be lost "
-            "from the document it writes); search the base layout in a copy without `windows`, "
-            "and compare scheduled layouts with quotactl simulate --compare",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID
+        # The search varies the base layout; the windows are laid on every candidate as they
+        # are written (the layout in force now is a window's, not the base).
+        from quota_controller.domain.config import validate_document
+        from quota_local.recommend import Schedule
+
+        start = args.start or datetime.now(UTC)
+        full = validate_document(raw, start)
+        base = validate_document({k: v for k, v in raw.items() if k != "windows"})
+        if not full.ok or base.document is None:
+            problems = "; ".join(str(p) for p in (full.errors or base.errors)[:3])
+            print(
+                f"quotactl recommend: {args.file}: the layout without its windows (the base "
+                f"the search varies) is invalid: {problems}",
+                file=sys.stderr,
+            )
+            return EXIT_INVALID
+        document = base.document
+        schedule = Schedule(list(raw["windows"]), start)
     jobs = _read_workload(args.workload)
     if jobs is None:
         return EXIT_INVALID
@@ -112,6 +130,7 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
             seed=args.seed,
             budget=args.budget,
             progress=_progress(args.budget + 1) if sys.stderr.isatty() else None,
+            schedule=schedule,
         )
     except RecommendError as exc:
         print(f"quotactl recommend: {exc}", file=sys.stderr)
@@ -119,7 +138,7 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
     seconds = time.perf_counter() - started
     if sys.stderr.isatty():
         print(file=sys.stderr)  # ends the progress line
-    written = _write(args.out, document, result, args) if args.out else None
+    written = _write(args.out, document, result, args, schedule) if args.out else None
     if args.out and written is None:
         return EXIT_INVALID
     if args.format != "table":
@@ -151,16 +170,20 @@ def _read_workload(path: str) -> list[Any] | None:
     return None
 
 
-def _write(path: str, document: Any, result: Any, args: argparse.Namespace) -> str | None:
-    """Write the chosen document, checked by the validator once more as the text written."""
+def _write(
+    path: str, document: Any, result: Any, args: argparse.Namespace, schedule: Any = None
+) -> str | None:
+    """Write the chosen document (with the windows it was searched with), checked by the
+    validator once more as the text written."""
     from quota_controller.domain.config import validate_document
     from quota_controller.domain.config.source import parse_text
     from quota_local.recommend import document_data
 
-    text = _header(result, args) + yaml.safe_dump(
-        document_data(document, result.best.layout), sort_keys=False, default_flow_style=False
-    )
-    report = validate_document(parse_text(text).data)
+    data = document_data(document, result.best.layout)
+    if schedule is not None:
+        data["windows"] = schedule.windows
+    text = _header(result, args) + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+    report = validate_document(parse_text(text).data, schedule.start if schedule else None)
     if not report.ok:  # a bug of the search: say so rather than write it
         problems = "; ".join(str(p) for p in report.errors)
         print(f"quotactl recommend: the chosen layout is invalid: {problems}", file=sys.stderr)
@@ -263,6 +286,9 @@ def _print(
         print(f"warning: {warning}", file=out)
     print(file=out)
     rows = [_summary_row("current", result.current, result.current)]
+    if result.static is not None:
+        # The windows' worth: the same base layout with no window.
+        rows.append(_summary_row("current, no windows", result.static, result.current))
     rows += [
         _summary_row(
             f"#{n}" + (" (current)" if e.layout == result.current.layout else ""), e, result.current
@@ -326,6 +352,7 @@ def _data(result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float
         "seconds": round(seconds, 2),
         "warnings": result.warnings,
         "current": layout(result.current),
+        "currentWithoutWindows": layout(result.static) if result.static else None,
         "ranked": [layout(e) for e in result.ranked],
         "why": explain(result.current, result.best),
         "written": args.out,

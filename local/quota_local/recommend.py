@@ -22,6 +22,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.config import validate_document
@@ -32,6 +33,7 @@ from quota_local.simulate import (
     check_workload,
     refusing_shares,
     simulate,
+    windowed_layout,
 )
 
 STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
@@ -296,6 +298,8 @@ class Evaluation:
     preempted_instance_hours: float
     stuck: int
     shares: dict[str, ShareFigures]
+    # Why the layout cannot be used (the document's windows make it invalid at a moment).
+    invalid: str | None = None
 
 
 def weighted_percentile(pairs: Iterable[tuple[float, float]], p: float) -> float | None:
@@ -324,16 +328,41 @@ def _waits(report: Any) -> list[tuple[float, float]]:
     return [*zip(report.waits, report.wait_weights, strict=True), *report.stuck_waits]
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """The document's quota windows, kept as written over every base layout searched; second 0
+    of the workload stands for `start`."""
+
+    windows: list[Any]
+    start: datetime
+
+
 def evaluate(
     document: QuotaDocument,
     layout: Layout,
     jobs: Sequence[WorkloadJob],
     objective: str,
     demand: Mapping[str, dict[str, float]],
+    schedule: Schedule | None = None,
 ) -> Evaluation:
-    """Simulate `jobs` under `layout` and score it on `objective`."""
-    result = simulate(build_document(document, layout), jobs, timeline=False)
+    """Simulate `jobs` under `layout` and score it on `objective`. With a schedule, `layout`
+    is the base the windows are laid on, and the run changes layout at each edge; a base the
+    windows make invalid at some moment scores worst and says why (`invalid`)."""
+    built = build_document(document, layout)
+    if schedule is None:
+        return _score(layout, simulate(built, jobs, timeline=False), objective, demand)
+    raw = {**document_data(document, layout), "windows": schedule.windows}
+    report = validate_document(raw, schedule.start)
+    if not report.ok:
+        first = str(report.errors[0]) if report.errors else "invalid"
+        return _invalid(layout, f"with the windows: {first}")
+    windowed = windowed_layout(raw, schedule.start, jobs)
+    result = simulate(built, jobs, timeline=False, windows=windowed)
     return _score(layout, result, objective, demand)
+
+
+def _invalid(layout: Layout, why: str) -> Evaluation:
+    return Evaluation(layout, (float("inf"), float("inf")), None, None, 0.0, 0, {}, invalid=why)
 
 
 def _score(
@@ -384,6 +413,8 @@ class Recommendation:
     ranked: list[Evaluation]
     evaluations: int
     warnings: list[str] = field(default_factory=list)
+    # With quota windows: the current base layout without them (a static layout), to compare.
+    static: Evaluation | None = None
 
     @property
     def best(self) -> Evaluation:
@@ -621,9 +652,14 @@ def recommend(
     budget: int = DEFAULT_BUDGET,
     top: int = 3,
     progress: Callable[[int, Evaluation], None] | None = None,
+    schedule: Schedule | None = None,
 ) -> Recommendation:
     """Search layouts for `jobs` (at most `budget` simulations besides the current layout's);
-    the best `top`, best first. RecommendError for input it cannot work with."""
+    the best `top`, best first. RecommendError for input it cannot work with.
+
+    With a `schedule` (the document's quota windows), `document` is the base layout: every
+    candidate is a base the same windows are laid on, simulated changing layout at each edge,
+    and the current base is also simulated without them (`static`)."""
     check_inputs(document, jobs, objective)
     if budget < 1:
         raise RecommendError(f"--budget {budget}: simulate at least 1 candidate")
@@ -634,12 +670,14 @@ def recommend(
 
     def run(layout: Layout) -> Evaluation:
         if layout not in seen:
-            seen[layout] = evaluate(document, layout, jobs, objective, demand)
+            seen[layout] = evaluate(document, layout, jobs, objective, demand, schedule)
             if progress is not None:
                 progress(len(seen), seen[layout])
         return seen[layout]
 
     baseline = run(current)
+    if baseline.invalid:
+        raise RecommendError(f"the current layout {baseline.invalid}")
     start = _fit_current(space, current)
     seeds = [start]
     largest: dict[tuple[str, str], int] = {}
@@ -667,7 +705,7 @@ def recommend(
         return (*evaluation.score, evaluation.stuck, distance(current, layout), repr(layout))
 
     rng = random.Random(seed)
-    candidates = [e for e in seen.values() if _within(space, e.layout)]
+    candidates = [e for e in seen.values() if _within(space, e.layout) and not e.invalid]
     best = min(candidates, key=_rank) if candidates else baseline
     stale = 0
     # Nothing scores below no wait and no preemption: a step from there only adds changes.
@@ -680,7 +718,12 @@ def recommend(
         if _rank(evaluation) < _rank(best):
             best = evaluation
     ranked = sorted(
-        (e for e in seen.values() if _within(space, e.layout) or e.layout == current), key=_rank
+        (
+            e
+            for e in seen.values()
+            if (_within(space, e.layout) and not e.invalid) or e.layout == current
+        ),
+        key=_rank,
     )
     # What is left after check_inputs: jobs of instance types the environment lacks.
     warnings = check_workload(jobs, document)
@@ -692,7 +735,8 @@ def recommend(
         ranked = [e for e in ranked if e.layout != current] or [baseline]
     if _within(space, current) and _rank(ranked[0]) >= _rank(baseline):
         ranked = [baseline, *(e for e in ranked if e.layout != current)]
-    return Recommendation(objective, baseline, ranked[:top], len(seen), warnings)
+    static = evaluate(document, current, jobs, objective, demand) if schedule is not None else None
+    return Recommendation(objective, baseline, ranked[:top], len(seen), warnings, static)
 
 
 def distance(current: Layout, layout: Layout) -> int:

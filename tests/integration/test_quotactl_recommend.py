@@ -3,6 +3,7 @@ against the live (local) queue; nothing else is written."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -132,13 +133,15 @@ def test_bad_input_is_named_and_nothing_is_written(
     assert not Path(files["out"]).exists()
 
 
-def test_a_document_with_quota_windows_is_refused_not_stripped(
+def test_a_document_with_quota_windows_is_searched_as_a_schedule(
     files: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The search varies the base layout and lays the same windows on every candidate; the
+    current base is also simulated without them, and the file written keeps them."""
     doc = layout()
-    doc["windows"] = [
+    windows = [
         {
-            "name": "nights",
+            "name": "evenings",
             "every": {"days": ["MON"], "start": "20:00", "end": "23:00", "timeZone": "UTC"},
             "quotaShares": [
                 {
@@ -148,10 +151,23 @@ def test_a_document_with_quota_windows_is_refused_not_stripped(
             ],
         }
     ]
+    doc["windows"] = windows
     Path(files["current"]).write_text(yaml.safe_dump(doc), encoding="utf-8")
     argv = ["recommend", "-f", files["current"], "--workload", files["jobs"], "-o", files["out"]]
-    assert main(argv) == 1
-    err = capsys.readouterr().err
-    assert f"{files['current']}: windows: a document with quota windows cannot be searched" in err
-    assert "quotactl simulate --compare" in err
-    assert not Path(files["out"]).exists()
+    argv += ["--start", "2026-12-07T20:00Z", "--budget", "6"]  # a Monday evening
+    assert main([*argv, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    scheduled, static = data["current"], data["currentWithoutWindows"]
+    assert scheduled["wait_p95_s"] < static["wait_p95_s"], "team-b's evening window helps"
+    assert {s["share"]: s["capacityLimits"][0]["maxCapacity"] for s in scheduled["shares"]} == {
+        "team-a": 2,
+        "team-b": 1,
+        "team-c": 1,
+    }, "the base layout is what is searched, not the layout in force at the start"
+    written = yaml.safe_load(Path(files["out"]).read_text(encoding="utf-8"))
+    assert written["windows"] == windows
+    assert validate_document(written).ok
+
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    assert "current, no windows" in shown

@@ -188,3 +188,56 @@ def test_jobs_of_a_type_the_environment_lacks_are_a_warning() -> None:
     jobs = [*busy_b(6), WorkloadJob(0.0, "team-a", "ml.p4d.24xlarge", 1, 60.0)]
     result = recommend(lopsided(), jobs, budget=2)
     assert any("'ml.p4d.24xlarge'" in w and "never run" in w for w in result.warnings)
+
+
+def test_with_windows_every_candidate_is_a_schedule_and_the_static_base_is_shown() -> None:
+    """Every night the windows give team-a's quota to team-b: the current base is simulated
+    with them and without them (static), and the chosen base keeps the windows valid."""
+    from datetime import UTC, datetime
+
+    from quota_local.recommend import Schedule
+
+    document = lopsided()
+    windows = [
+        {
+            "name": "nights",
+            "every": {
+                "days": ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"],
+                "start": "00:00",
+                "end": "06:00",
+                "timeZone": "UTC",
+            },
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}],
+                },
+                {
+                    "quotaShareName": "team-b",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 3}],
+                },
+            ],
+        }
+    ]
+    schedule = Schedule(windows, datetime(2026, 12, 7, tzinfo=UTC))
+    result = recommend(document, busy_b(), budget=12, schedule=schedule)
+    assert result.static is not None
+    assert result.current.wait_p95_s is not None
+    assert result.static.wait_p95_s is not None
+    assert result.current.wait_p95_s < result.static.wait_p95_s, "the nights help team-b"
+    assert all(e.invalid is None for e in result.ranked)
+    chosen = {"windows": windows, **document_data(document, result.best.layout)}
+    assert validate_document(chosen, schedule.start).ok
+    assert recommend(document, busy_b(), budget=12, schedule=schedule) == result, "deterministic"
+
+
+def test_windows_the_current_layout_fails_are_refused_by_name() -> None:
+    from datetime import UTC, datetime
+
+    from quota_local.recommend import Schedule
+
+    broken = [{"name": "x", "every": {"start": "00:00", "end": "06:00", "timeZone": "UTC"}}]
+    with pytest.raises(RecommendError, match=r"windows\[0\]\.every\.days"):
+        recommend(
+            lopsided(), busy_b(), schedule=Schedule(broken, datetime(2026, 12, 7, tzinfo=UTC))
+        )

@@ -1,0 +1,21 @@
+"""Times given on the command line."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+
+def moment(value: str) -> datetime:
+    """An ISO-8601 time with its zone (`2026-12-05T18:00Z`, `2026-12-05T19:00+01:00`), UTC."""
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an ISO-8601 time (e.g. 2026-12-05T18:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} has no time zone: add Z for UTC or an offset (e.g. {value}Z)"
+        )
+    return when.astimezone(UTC)
