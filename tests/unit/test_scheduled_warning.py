@@ -219,3 +219,15 @@ def test_a_lowering_edge_behind_a_raising_one_gets_its_full_lead_time() -> None:
     h.run("30 minutes ahead of both edges")
     [warning] = risks(h)
     assert warning.quotaShareName == "team-b", "the loan's end, 20 minutes ahead, not the next edge"
+
+
+def test_a_window_deleted_from_the_document_did_not_end() -> None:
+    """Taking a window out is an edit: the reduction it brings names no window's end."""
+    h = Harness()
+    lent(h, reductionPolicy="warn")
+    h.edit_item("QUEUE", windows=None)  # the loan deleted, hours before its end
+    h.clock.advance(60)
+    h.run("the edit")
+    assert team_b_limit(h) == 1
+    records = change_windows(h)
+    assert [w for k, w in records.items() if "team-b" in k] == [[]]

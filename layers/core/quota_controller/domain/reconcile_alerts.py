@@ -1,6 +1,7 @@
 """The reconcile's own alerts other than PREEMPTION_RISK (`domain/risk_alerts.py`), as pure
 builders: a rejected document or share, a conflict, a refused request, a resource Batch reports
-INVALID, a lease held too long, an owner contact SNS refuses. Each has a `dedupKey` that stays
+INVALID, an owner contact SNS refuses (a lease held too long is said by
+`services/reconcile.py`, `_report_locked`). Each has a `dedupKey` that stays
 the same while the problem stands (the reconcile sends a key once and remembers it in status
 `alerted`), and changes when the problem does.
 """

@@ -30,6 +30,7 @@ from quota_controller.domain.config.items import (
     is_controller_key,
     share_key,
     validate_items,
+    validate_layout_at,
 )
 from quota_controller.domain.config.validation import Problem, ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
@@ -110,6 +111,10 @@ SETTLE_SECONDS = 300
 # A quota window's next edge is waited for by a requeue when it is at most this far ahead
 # (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
 WINDOW_REQUEUE_HORIZON = 7 * 86400
+# At most this many edges within the lead time are planned ahead by one run (each is a plan and
+# a guard, and each share at risk an alert key to remember): later ones are warned of by the
+# runs that come after, as the earlier edges pass.
+MAX_EDGES_WARNED = 4
 
 
 @dataclass(frozen=True)
@@ -366,14 +371,19 @@ class _Run:
         # it applies later: status carries the ended windows until their requests are made.
         status = self.queue_status or {}
         ended = [*(status.get("windowsInForce") or []), *(status.get("windowsEndedPending") or [])]
-        self.windows_ended = list(dict.fromkeys(str(w) for w in ended if w not in report.in_force))
-        # What each ended window set (its shares; None for the environment): a request on
-        # anything else is not its end's. A window since deleted from the document: unknown.
+        # What each window sets (its shares; None for the environment): a request on anything
+        # else is not its end's. A window deleted from the document did not end: it was
+        # edited away, and the requests that follow are the edit's.
         self.window_targets = {
             w.name: {o.quotaShareName for o in w.quotaShares}
             | ({None} if w.serviceEnvironment is not None else set())
             for w in report.windows
         }
+        self.windows_ended = list(
+            dict.fromkeys(
+                str(w) for w in ended if w not in report.in_force and w in self.window_targets
+            )
+        )
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
         desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
@@ -402,7 +412,7 @@ class _Run:
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
-        self._warn_of_edge(report, observed, desired)
+        self._warn_of_edge(assembled, report, observed, desired)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
         self.result.waits = list(the_plan.waits)
         # After the alerts of this run (a removed share's owners hear of its removal).
@@ -580,11 +590,7 @@ class _Run:
     def _ended_for(self, action: Action) -> list[str]:
         """The ended windows that set what `action` changes (its share, or the environment
         for a request on no share)."""
-        return [
-            w
-            for w in self.windows_ended
-            if w not in self.window_targets or action.share in self.window_targets[w]
-        ]
+        return [w for w in self.windows_ended if action.share in self.window_targets.get(w, ())]
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -919,7 +925,11 @@ class _Run:
             self._publish(alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp))
 
     def _warn_of_edge(
-        self, report: ValidationReport, observed: ObservedState, desired_now: Desired
+        self,
+        assembled: AssembledDocument,
+        report: ValidationReport,
+        observed: ObservedState,
+        desired_now: Desired,
     ) -> None:
         """PREEMPTION_RISK `windowWarningMinutes` before a window's edge lowers quota under
         running jobs, naming them (`domain/scheduled_warning.py`): the layout the edge puts in
@@ -933,10 +943,12 @@ class _Run:
         if settings is None:
             return
         before = desired_now
-        for edge in edges_to_warn(report.windows, self.now, settings.windowWarningMinutes):
-            assembled, at_edge = validate_items(self.queue, self.config.values(), edge)
+        due = edges_to_warn(report.windows, self.now, settings.windowWarningMinutes)
+        for edge in due[:MAX_EDGES_WARNED]:
+            # The document's validation checked every moment; this plans the edge's layout.
+            at_edge = validate_layout_at(assembled, report.windows, edge)
             if at_edge.queue_wide_errors or at_edge.settings is None:
-                return  # the validator checked this moment already: it is rejected at the edge
+                continue  # rejected at that moment (the validator said so already)
             desired = desired_state(self.queue, at_edge, self.status, assembled)
             self._warn_of(edge, at_edge, desired, before, observed)
             before = desired

@@ -9,7 +9,7 @@ controller and are never config. Any other sort key is an error: a typo must not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,6 +22,7 @@ from quota_controller.domain.config.validation import (
     format_path,
     validate_document,
 )
+from quota_controller.domain.config.windows import Window, apply, in_force
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     CONTROLLER_PREFIXES,
@@ -202,8 +203,25 @@ def validate_items(
     assembled = items_to_document(queue, items)
     if assembled.raw is None:
         return assembled, ValidationReport(errors=list(assembled.problems))
-    report = validate_document(assembled.raw, now)
+    return assembled, _with_item_problems(assembled, validate_document(assembled.raw, now))
+
+
+def validate_layout_at(
+    assembled: AssembledDocument, windows: Sequence[Window], t: datetime
+) -> ValidationReport:
+    """The layout in force at `t` alone, validated as `validate_items` validates the document
+    (item problems first): the moment's windows applied, without checking a year of moments
+    again (the document's own validation did). `in_force` names the moment's windows."""
+    if assembled.raw is None:
+        return ValidationReport(errors=list(assembled.problems))
+    active = in_force(windows, t)
+    report = _with_item_problems(assembled, validate_document(apply(assembled.raw, active)))
+    report.in_force = tuple(w.name for w in active)
+    return report
+
+
+def _with_item_problems(assembled: AssembledDocument, report: ValidationReport) -> ValidationReport:
     report.errors[:0] = assembled.problems
     bad = {p.share_index for p in report.errors}
     report.valid_shares = {i: s for i, s in report.valid_shares.items() if i not in bad}
-    return assembled, report
+    return report
