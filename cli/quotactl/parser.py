@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from quotactl import aws
-from quotactl.times import moment
+from quotactl.times import moment, start_option
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,13 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, metavar="CSV", help="jobs to replay")
     p.add_argument("--compare", metavar="FILE", help="a second quota document to compare")
     p.add_argument("--plot", metavar="OUT", help="write usage per share over time (.html or .svg)")
-    p.add_argument(
-        "--start",
-        type=moment,
-        metavar="TIME",
-        help="the moment the workload's second 0 stands for, for documents with quota windows "
-        "(ISO-8601 with a zone, e.g. 2026-12-07T00:00Z; default: now)",
-    )
+    start_option(p)
     output_option(p)
 
     p = sub.add_parser("local", help="run the whole controller on this machine")

@@ -27,7 +27,7 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 def add_parser(sub: Any) -> None:
     """The `recommend` command's options."""
     from quota_local.recommend import DEFAULT_BUDGET, DEFAULT_OBJECTIVE, KEEP_SYNTAX, OBJECTIVES
-    from quotactl.times import moment
+    from quotactl.times import start_option
 
     p = sub.add_parser(
         "recommend",
@@ -51,13 +51,7 @@ def add_parser(sub: Any) -> None:
         help=f"keep part of the layout (repeatable): {KEEP_SYNTAX}",
     )
     p.add_argument("-o", "--out", metavar="FILE", help="write the chosen document here (YAML)")
-    p.add_argument(
-        "--start",
-        type=moment,
-        metavar="TIME",
-        help="the moment the workload's second 0 stands for, for documents with quota windows "
-        "(ISO-8601 with a zone, e.g. 2026-12-07T00:00Z; default: now)",
-    )
+    start_option(p)
     p.add_argument("--seed", type=_whole(0, 2**31 - 1), default=0, help="search seed (0)")
     p.add_argument(
         "--budget",

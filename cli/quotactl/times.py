@@ -19,3 +19,14 @@ def moment(value: str) -> datetime:
             f"{value!r} has no time zone: add Z for UTC or an offset (e.g. {value}Z)"
         )
     return when.astimezone(UTC)
+
+
+def start_option(parser: argparse.ArgumentParser) -> None:
+    """`--start`: what second 0 of a workload stands for (simulate, recommend)."""
+    parser.add_argument(
+        "--start",
+        type=moment,
+        metavar="TIME",
+        help="the moment the workload's second 0 stands for, for documents with quota windows "
+        "(ISO-8601 with a zone, e.g. 2026-12-07T00:00Z; default: now)",
+    )

@@ -113,7 +113,10 @@ class SnsSubscriptions:
             attrs = self._call("get_subscription_attributes", SubscriptionArn=arn)
         except (RetryableError, SubscriptionRefused):
             # Subscribed: keep its ARN (status remembers it) and say what SNS does: an e-mail
-            # or another account's queue waits for its owner's confirmation.
+            # or another account's queue waits for its owner's confirmation (Subscribe, SNS
+            # API reference: "If the endpoint type is HTTP/S or email, or if the endpoint and
+            # the topic are not in the same AWS account, the endpoint owner must run the
+            # ConfirmSubscription action").
             account = self._topic_arn.split(":")[4]
             return arn, protocol == "email" or endpoint.split(":")[4:5] != [account]
         pending = str((attrs.get("Attributes") or {}).get(_PENDING, "false")).lower() == "true"

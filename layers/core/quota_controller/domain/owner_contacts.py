@@ -101,11 +101,6 @@ class WantedContact:
     endpoint: str
     shares: frozenset[str]
 
-    @property
-    def label(self) -> str:
-        """`email:<address>` or `sqs:<arn>`."""
-        return contact_label(self.protocol, self.endpoint)
-
 
 @dataclass(frozen=True)
 class Remembered:
@@ -170,11 +165,6 @@ class OwnerPlan:
     """Every contact this queue has or had, with what to request."""
 
     contacts: list[ContactPlan] = field(default_factory=list)
-
-    @property
-    def steps(self) -> list[Step]:
-        """The requests, in contact order."""
-        return [c.step for c in self.contacts if c.step is not None]
 
 
 def wanted_contacts(owners: Mapping[str, Sequence[Any]]) -> list[WantedContact]:

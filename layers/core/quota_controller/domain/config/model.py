@@ -291,7 +291,8 @@ _EMAIL_RE = re.compile(
 )
 # arn:<partition>:sqs:<region>:<account>:<queue name> (names: 1 to 80 letters, digits, hyphens
 # and underscores, `.fifo` for FIFO queues). The partition must also be the stack's: the
-# reconcile checks that (the document does not know where it is deployed).
+# reconcile checks that (`domain/owner_contacts.py`; the document does not know where it is
+# deployed).
 _SQS_ARN_RE = re.compile(
     r"arn:(?P<partition>aws(?:-[a-z]+)*):sqs:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):(?P<name>[A-Za-z0-9_-]{1,80}(?P<fifo>\.fifo)?)"
@@ -328,12 +329,6 @@ def _check_sqs_arn(value: str) -> str:
 
 def _quoted(value: str) -> str:
     return repr(value if len(value) <= 60 else value[:60] + "\u2026")
-
-
-def sqs_arn_partition(arn: str) -> str | None:
-    """The partition of an SQS queue ARN (None when it is not one)."""
-    match = _SQS_ARN_RE.fullmatch(arn)
-    return match["partition"] if match else None
 
 
 class OwnerContact(_Strict):
