@@ -26,8 +26,8 @@ from builders import guide_layout
 
 from quota_controller import composition
 from quota_controller.domain.config.items import document_to_items, plain
+from quota_controller.domain.recent_writes import SETTLE_SECONDS
 from quota_controller.domain.status import generation
-from quota_controller.services.reconcile import SETTLE_SECONDS
 from quota_local import emulator as emulator_module
 from quota_local.emulator import Fault, server_error, throttling
 from quota_local.event_sources import FakeContext

@@ -39,7 +39,7 @@ from quota_controller.domain.config.model import OWNER_TAG
 EXPECTED = Path(__file__).parent / "expected"
 UPDATE = os.environ.get("QUOTA_UPDATE_GOLDEN") == "1"
 G5 = "ml.g5.xlarge"
-# Reads that no longer see a write after this long (reconcile.SETTLE_SECONDS).
+# Reads that no longer see a write after this long (domain/recent_writes.py, SETTLE_SECONDS).
 SETTLE = 300
 RESYNC = 300
 

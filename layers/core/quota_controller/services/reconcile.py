@@ -50,6 +50,14 @@ from quota_controller.domain.queue_status import (
     resources_of,
     torn_down,
 )
+from quota_controller.domain.recent_writes import (
+    SETTLE_SECONDS,
+    drop_repeated_writes,
+    params_digest,
+    remember_write,
+    remembered_writes,
+    write_key,
+)
 from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.scheduled_warning import (
     edges_to_warn,
@@ -104,10 +112,6 @@ Outcome = Literal[
 ]
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 _ALERT_MEMORY = 100
-# How long a create Batch refused may stay invisible to every read before the refusal counts:
-# Batch documents no read-after-write consistency, and a retried create whose first answer was
-# lost is refused while the resource it made may not show yet. Longer than any lag seen.
-SETTLE_SECONDS = 300
 # A quota window's next edge is waited for by a requeue when it is at most this far ahead
 # (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
 WINDOW_REQUEUE_HORIZON = 7 * 86400
@@ -313,7 +317,7 @@ class _Run:
         self.unsettled: dict[str, str] = {}
         # This controller's writes of the last SETTLE_SECONDS, the last per resource and
         # operation (status `recentWrites`): a plan repeating one of them is a read that lags.
-        self.recent_writes = _recent_writes(self.queue_status, now)
+        self.recent_writes = remembered_writes(self.queue_status, now)
         # Refused requests the run went on past (tags: None is a queue-level resource), and
         # whether a refusal stopped the run (every request after it is left for the retry).
         self.failed_shares: set[str | None] = set()
@@ -392,7 +396,7 @@ class _Run:
         observed = self.deps.batch.observe(self.queue, policies, environments)
         desired = self._with_share_tags_read(desired, observed)
         the_plan = plan(desired, observed, self.deps.batch.scope)
-        self._drop_repeated_writes(the_plan)
+        drop_repeated_writes(the_plan, self.recent_writes)
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
@@ -498,17 +502,7 @@ class _Run:
                     self.stopped_at = action
                     break  # later requests may depend on this one
                 self.result.applied.append(action)
-                if action.operation.startswith(("Create", "Delete")):
-                    # A new life of the resource: what was written to the old one is past.
-                    for key, entry in list(self.recent_writes.items()):
-                        if entry["resource"] == action.resource:
-                            del self.recent_writes[key]
-                self.recent_writes[_write_key(action)] = {
-                    "resource": action.resource,
-                    "operation": action.operation,
-                    "params": _params_digest(action),
-                    "at": self.stamp,
-                }
+                remember_write(self.recent_writes, action, self.stamp)
                 records.append(self._change_record(action, guarded, observed, next(seq)))
                 if guarded.risks and self.approving and self.last_approved != self.approving:
                     self._remember_approval(self.approving)
@@ -517,29 +511,6 @@ class _Run:
             if records:
                 self.deps.store.record_changes(self.queue, [_fitted(r) for r in records])
         return failure
-
-    def _drop_repeated_writes(self, the_plan: Plan) -> None:
-        """Creates, deletes and reductions this controller made within SETTLE_SECONDS with the
-        same parameters wait instead of being made again: the reads lag (Batch documents no
-        read-after-write consistency); a repeated create or delete is refused, and a repeated
-        reduction would be guarded, held or announced again as a new change although Batch
-        already has it. A later write of the resource replaces the entry, so editing back and
-        forth is never mistaken for a lagging read. The cost: a console edit that undoes one of
-        these writes within SETTLE_SECONDS is put right only once that time has passed."""
-        kept: list[Action] = []
-        for action in the_plan.actions:
-            if not _unsafe_to_repeat(action):
-                kept.append(action)  # a tag or a raise made twice is the same state
-                continue
-            done = self.recent_writes.get(_write_key(action))
-            if done is None or done["params"] != _params_digest(action):
-                kept.append(action)
-                continue
-            where = f"quota share {action.share} " if action.share else ""
-            the_plan.waits.append(
-                f"{where}{action.summary}: made at {done['at']}, reads do not show it yet"
-            )
-        the_plan.actions = kept
 
     def _unsettled(self, exc: ActionUnsettled) -> str | None:
         """The wait for a refused create no read shows yet, or None once it has stayed so for
@@ -966,14 +937,12 @@ class _Run:
         scope = self.deps.batch.scope
         the_plan = plan(desired, observed, scope)
         needed_before = {
-            (_write_key(a), _params_digest(a)) for a in plan(before, observed, scope).actions
+            (write_key(a), params_digest(a)) for a in plan(before, observed, scope).actions
         }
         the_plan = dataclasses.replace(
             the_plan,
             actions=[
-                a
-                for a in the_plan.actions
-                if (_write_key(a), _params_digest(a)) not in needed_before
+                a for a in the_plan.actions if (write_key(a), params_digest(a)) not in needed_before
             ],
         )
         if the_plan.conflicts or not any(
@@ -1000,41 +969,6 @@ def _fitted(item: dict[str, Any]) -> dict[str, Any]:
     and `truncated` says what was cut."""
     value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
     return value
-
-
-def _unsafe_to_repeat(action: Action) -> bool:
-    return action.is_reduction or action.operation.startswith(("Create", "Delete"))
-
-
-def _write_key(action: Action) -> str:
-    return f"{action.operation} {action.resource}"
-
-
-def _params_digest(action: Action) -> str:
-    import json
-
-    return alerts.digest([json.dumps(action.params, sort_keys=True, default=str)])
-
-
-def _recent_writes(status: Mapping[str, Any] | None, now: datetime) -> dict[str, dict[str, str]]:
-    """The writes status remembers that are younger than SETTLE_SECONDS, by resource and
-    operation (entries of another shape are dropped)."""
-    kept: dict[str, dict[str, str]] = {}
-    for entry in (status or {}).get("recentWrites") or []:
-        if not isinstance(entry, Mapping):
-            continue
-        fields = {k: entry.get(k) for k in ("resource", "operation", "params", "at")}
-        if not all(isinstance(v, str) for v in fields.values()):
-            continue
-        try:
-            age = (now - datetime.fromisoformat(str(fields["at"]))).total_seconds()
-        except ValueError:
-            continue
-        if 0 <= age < SETTLE_SECONDS:
-            kept[f"{fields['operation']} {fields['resource']}"] = {
-                k: str(v) for k, v in fields.items()
-            }
-    return kept
 
 
 __all__ = [

@@ -1,0 +1,105 @@
+"""The reconciler's memory of its own writes: what it keeps, what a plan then waits for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from quota_controller.domain.planner import Action, Plan, Reduction
+from quota_controller.domain.recent_writes import (
+    SETTLE_SECONDS,
+    drop_repeated_writes,
+    params_digest,
+    remember_write,
+    remembered_writes,
+)
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+SHARE_ARN = "arn:aws:batch:us-east-1:123456789012:quota-share/q/team-a"
+
+
+def _stamp(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _update(units: int) -> Action:
+    return Action(
+        "UpdateQuotaShare",
+        {"quotaShareArn": SHARE_ARN, "capacityLimits": [{"maxCapacity": units}]},
+        SHARE_ARN,
+        f"set team-a to {units}",
+        share="team-a",
+    )
+
+
+def _reduction(units: int) -> Action:
+    return Action(
+        "UpdateQuotaShare",
+        {"quotaShareArn": SHARE_ARN, "capacityLimits": [{"maxCapacity": units}]},
+        SHARE_ARN,
+        f"lower team-a to {units}",
+        share="team-a",
+        reductions=(Reduction("limit", "team-a", "ml.g5.xlarge", 4, units),),
+    )
+
+
+def test_a_reduction_made_again_within_the_settle_time_waits_and_says_when_it_was_made() -> None:
+    recent: dict[str, dict[str, str]] = {}
+    remember_write(recent, _reduction(2), _stamp(NOW))
+    the_plan = Plan(actions=[_reduction(2)])
+    drop_repeated_writes(the_plan, remembered_writes({"recentWrites": list(recent.values())}, NOW))
+    assert the_plan.actions == []
+    assert the_plan.waits == [
+        f"quota share team-a lower team-a to 2: made at {_stamp(NOW)}, reads do not show it yet"
+    ]
+
+
+def test_a_different_reduction_or_a_raise_is_made() -> None:
+    recent: dict[str, dict[str, str]] = {}
+    remember_write(recent, _reduction(2), _stamp(NOW))
+    other, raise_ = _reduction(1), _update(2)
+    the_plan = Plan(actions=[other, raise_])
+    drop_repeated_writes(the_plan, recent)
+    assert the_plan.actions == [other, raise_]
+    assert the_plan.waits == []
+
+
+def test_a_delete_forgets_what_was_written_to_the_resource_before() -> None:
+    recent: dict[str, dict[str, str]] = {}
+    remember_write(recent, _reduction(2), _stamp(NOW))
+    delete = Action("DeleteQuotaShare", {"quotaShareArn": SHARE_ARN}, SHARE_ARN, "delete team-a")
+    remember_write(recent, delete, _stamp(NOW))
+    assert [e["operation"] for e in recent.values()] == ["DeleteQuotaShare"]
+    assert recent["DeleteQuotaShare " + SHARE_ARN]["params"] == params_digest(delete)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "not a mapping",
+        {"resource": SHARE_ARN, "operation": "UpdateQuotaShare", "params": "x"},  # no time
+        {"resource": SHARE_ARN, "operation": "UpdateQuotaShare", "params": 3, "at": "2026"},
+        {"resource": SHARE_ARN, "operation": "UpdateQuotaShare", "params": "x", "at": "soon"},
+        {
+            "resource": SHARE_ARN,
+            "operation": "UpdateQuotaShare",
+            "params": "x",
+            "at": _stamp(NOW - timedelta(seconds=SETTLE_SECONDS)),  # settled
+        },
+        {
+            "resource": SHARE_ARN,
+            "operation": "UpdateQuotaShare",
+            "params": "x",
+            "at": _stamp(NOW + timedelta(seconds=5)),  # from a clock ahead of ours
+        },
+    ],
+)
+def test_status_entries_of_another_shape_or_age_are_not_remembered(entry: Any) -> None:
+    assert remembered_writes({"recentWrites": [entry]}, NOW) == {}
+
+
+def test_recent_writes_that_are_not_a_list_are_none() -> None:
+    assert remembered_writes({"recentWrites": "UpdateQuotaShare"}, NOW) == {}
+    assert remembered_writes(None, NOW) == {}
