@@ -28,7 +28,7 @@ from quotactl.operating import (
     valid_document,
     who,
 )
-from quotactl.plan_cmd import plan_against_batch
+from quotactl.plan_cmd import decision_against_batch
 from quotactl.render import plural
 
 
@@ -150,13 +150,13 @@ def _apply_conflicts(
     queue's document manages, say): it would apply nothing. A Batch read refused (apply itself
     needs no Batch permission) only skips the check, with a note."""
     try:
-        _, _, the_plan, _ = plan_against_batch(
-            queue, target, [plain(i) for i in existing], assembled, merged
+        decision = decision_against_batch(
+            queue, target, [plain(i) for i in existing], assembled, merged, guard="never"
         )
     except aws.AwsError as exc:
         print(f"note: not checked against AWS Batch for conflicts: {exc}", file=sys.stderr)
         return []
-    return list(the_plan.conflicts)
+    return list(decision.plan.conflicts)
 
 
 def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespace) -> None:

@@ -7,16 +7,16 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
-from quota_controller.domain.config.items import SORT_KEY, plain, validate_items
+from quota_controller.domain.config.items import AssembledDocument, plain, validate_items
+from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
-from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import GuardedAction
-from quota_controller.domain.planner import Plan, plan
-from quota_controller.domain.status import STATUS_PREFIX
-from quota_controller.services.guard import guard_plan
+from quota_controller.domain.planner import Plan
+from quota_controller.domain.status import status_items
+from quota_controller.services.decision import Decision, decide
 from quotactl import aws, render
 from quotactl.operating import (
     EXIT_FAILED,
@@ -91,10 +91,9 @@ def _preview(
     assembled, report = validate_items(queue, after_write(items, write), now)
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
-    desired, observed, the_plan, batch = plan_against_batch(queue, target, items, assembled, report)
-    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
-        decided, held = guard_plan(the_plan, desired, observed, batch)
-    if held is not None and held != (desired.held_change or {}).get("id"):
+    decision = decision_against_batch(queue, target, items, assembled, report, guard="always")
+    held = decision.held_change
+    if held is not None and held != (decision.desired.held_change or {}).get("id"):
         # Not held yet: the reconciler dates a new hold (its id depends on when), so no id
         # can be approved before the change is held.
         held = None
@@ -102,8 +101,8 @@ def _preview(
         queue,
         target.table_name,
         target.region,
-        the_plan,
-        decided,
+        decision.plan,
+        decision.decided,
         held,
         write,
         problems=[assembled.describe(p) for p in report.errors],
@@ -113,27 +112,22 @@ def _preview(
     )
 
 
-def plan_against_batch(
+def decision_against_batch(
     queue: str,
     target: aws.Target,
     items: list[dict[str, Any]],
-    assembled: Any,
-    report: Any,
-) -> tuple[Any, Any, Plan, Any]:
-    """The reconciler's plan for the config `report` validated, against what AWS Batch has:
-    (desired, observed, plan, gateway). Status items supply the names last managed."""
+    assembled: AssembledDocument,
+    report: ValidationReport,
+    *,
+    guard: Literal["always", "never"],
+) -> Decision:
+    """The reconciler's decision (`services/decision.py`, `decide`) for the config `report`
+    validated, against what AWS Batch has; status items supply the names last managed."""
     from quota_controller.adapters.batch_gateway import BotoBatchGateway
 
-    status = {
-        str(i[SORT_KEY]): i for i in items if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
-    }
-    desired = desired_state(queue, report, status, assembled)
-    policies, environments = names_to_observe(desired)
     batch = BotoBatchGateway(target.batch_client(), target.scope())
     with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
-        observed = batch.observe(queue, policies, environments)
-        the_plan = plan(desired, observed, batch.scope)
-    return desired, observed, the_plan, batch
+        return decide(queue, report, status_items(items), batch, assembled=assembled, guard=guard)
 
 
 def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:

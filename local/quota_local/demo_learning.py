@@ -34,11 +34,10 @@ from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
 from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
-from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import GuardedAction
-from quota_controller.domain.planner import Scope, plan
-from quota_controller.domain.status import STATUS_PREFIX
-from quota_controller.services.guard import guard_plan
+from quota_controller.domain.planner import Scope
+from quota_controller.domain.status import status_items
+from quota_controller.services.decision import decide
 from quota_local.recommend import (
     DEFAULT_BUDGET,
     Recommendation,
@@ -169,17 +168,15 @@ class Preview:
 def preview_plan(stack: LocalStack, queue: str, raw: dict[str, Any]) -> Preview:
     """The reconciler's plan for `raw` against the live queue, through the reduction guard
     (the jobs each action puts at risk): the steps `quotactl plan -f` takes
-    (`quotactl.operate`), writing nothing."""
+    (`quotactl/plan_cmd.py`, `_preview`), writing nothing."""
     items = [plain(i) for i in DynamoConfigStore(stack.table).load_partition(queue)]
     stamp = stack.clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
     write = plan_config_write(raw, items, by="quotactl plan", at=stamp, prune=False)
     assembled, report = validate_items(queue, after_write(items, write))
-    status = {str(i[SORT_KEY]): i for i in items if str(i[SORT_KEY]).startswith(STATUS_PREFIX)}
-    desired = desired_state(queue, report, status, assembled)
     batch = BotoBatchGateway(stack.batch, Scope(ACCOUNT, stack.region))
-    observed = batch.observe(queue, *names_to_observe(desired))
-    the_plan = plan(desired, observed, batch.scope)
-    decided, _ = guard_plan(the_plan, desired, observed, batch)
+    decision = decide(
+        queue, report, status_items(items), batch, assembled=assembled, guard="always"
+    )
     after = {
         s["quotaShareName"]: {
             "capacityLimits": s["capacityLimits"],
@@ -187,7 +184,7 @@ def preview_plan(stack: LocalStack, queue: str, raw: dict[str, Any]) -> Preview:
         }
         for s in stack.batch.list_quota_shares(jobQueue=queue)["quotaShares"]
     }
-    return Preview(decided, write, [assembled.describe(p) for p in report.errors], after)
+    return Preview(decision.decided, write, [assembled.describe(p) for p in report.errors], after)
 
 
 def table_document(stack: LocalStack, queue: str) -> QuotaDocument:

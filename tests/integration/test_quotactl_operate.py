@@ -4,6 +4,7 @@ boto3 clients (moto intercepts them), the config table, the reconciler and the B
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -508,6 +509,27 @@ def test_status_and_plan_of_a_queue_with_a_binary_set_typed_in_the_console(
     assert "tags: must be a mapping of fields (got a list)" in capsys.readouterr().out
     assert quotactl(converged, "plan", "-f", doc_file(guide_layout().build())) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_plan_reads_a_status_item_edited_by_hand_as_the_reconciler_does(
+    converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """appliedTags typed as text in the console: the reconciler reads the item without it;
+    plan (the same decision) reads it the same way and previews what the reconciler does."""
+    status = raw_item(converged, "STATUS#SHARE#team-a")
+    status["appliedTags"] = "team=a"
+    converged.put_item(status)
+
+    assert quotactl(converged, "plan", "-f", doc_file(guide_layout().build()), "-o", "json") == 0
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    preview = [(a["operation"], a["resource"]) for a in json.loads(out.out)["actions"]]
+
+    before = batch_writes(converged)
+    assert quotactl(converged, "reconcile", QUEUE) == 0
+    capsys.readouterr()
+    made = {k: n - before.get(k, 0) for k, n in batch_writes(converged).items()}
+    assert {k: n for k, n in made.items() if n} == dict(Counter(op for op, _ in preview))
 
 
 def test_status_of_an_unknown_queue_fails(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -111,6 +111,17 @@ def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
     ):
         del out["appliedTags"]
     return out
+
+
+def status_items(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A queue partition's status items by sort key, each `well_formed`: the controller's
+    last applied state as every decision reads it (the reconcile, `quotactl plan`, the
+    demo's preview), so an item edited by hand is read the same way by all of them."""
+    return {
+        str(i[SORT_KEY]): well_formed(i)
+        for i in items
+        if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
+    }
 
 
 def _mistyped(key: str, value: Any) -> bool:

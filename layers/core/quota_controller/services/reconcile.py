@@ -9,7 +9,6 @@ the second time.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import logging
 import math
@@ -33,7 +32,6 @@ from quota_controller.domain.config.items import (
     validate_layout_at,
 )
 from quota_controller.domain.config.validation import Problem, ValidationReport
-from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import (
     GuardedAction,
     hold_since,
@@ -77,6 +75,7 @@ from quota_controller.domain.status import (
     generation,
     lease_bound,
     share_status_key,
+    status_items,
     well_formed,
 )
 from quota_controller.ports import (
@@ -89,7 +88,7 @@ from quota_controller.ports import (
     RetryableError,
     Subscriptions,
 )
-from quota_controller.services.guard import guard_plan
+from quota_controller.services.decision import decide
 from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
 
 _log = logging.getLogger(__name__)
@@ -291,11 +290,7 @@ class _Run:
             for i in items
             if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
         }
-        self.status = {
-            i[SORT_KEY]: well_formed(i)
-            for i in items
-            if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
-        }
+        self.status = status_items(items)
         self.queue_status = self.status.get(QUEUE_STATUS)
         # Alerts already sent for problems that still stand (so repeated reconciles stay
         # quiet), and the keys of what this run found: only those are remembered, so a problem
@@ -390,20 +385,25 @@ class _Run:
         )
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
-        desired = desired_state(self.queue, report if self.config else None, self.status, assembled)
         self._alert_invalid_shares(assembled, report)
-        policies, environments = names_to_observe(desired)
-        observed = self.deps.batch.observe(self.queue, policies, environments)
-        desired = self._with_share_tags_read(desired, observed)
-        the_plan = plan(desired, observed, self.deps.batch.scope)
-        drop_repeated_writes(the_plan, self.recent_writes)
+        decision = decide(
+            self.queue,
+            report if self.config else None,
+            self.status,
+            self.deps.batch,
+            assembled=assembled,
+            read_share_tags=self.read_share_tags,
+            before_guard=lambda p: drop_repeated_writes(p, self.recent_writes),
+            now=self.stamp,
+        )
+        desired, observed, the_plan = decision.desired, decision.observed, decision.plan
+        self.share_tags = decision.share_tags
+        self.result.tags_pending.extend(decision.tags_pending)
+        # With the loosening the guard deferred (a run that applies a reduction).
         self.result.waits = list(the_plan.waits)
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
-        decided, self.result.held_change = guard_plan(
-            the_plan, desired, observed, self.deps.batch, now=self.stamp
-        )
-        self.result.waits = list(the_plan.waits)  # with the loosening deferred by the guard
+        decided, self.result.held_change = decision.decided, decision.held_change
         self.hold_since = hold_since(risky_actions(decided), desired.held_change, self.stamp)
         settings = desired.settings
         if (
@@ -423,30 +423,6 @@ class _Run:
         self._sync_owners(desired)
         self._finish(desired, observed, report, the_plan, decided, failure)
         return self.result
-
-    def _with_share_tags_read(self, desired: Desired, observed: ObservedState) -> Desired:
-        """The desired state planned against the tags Batch shows for the shares the resync
-        flagged, instead of the tags status says were applied (a console edit is undone).
-
-        Every flagged share's tags are recorded in its status, also those of a share the plan
-        leaves alone (invalid in the config, or removed and waiting to be idle), so the resync
-        stops flagging it; only shares the document keeps are retagged (the planner's rule)."""
-        for name in sorted(self.read_share_tags):
-            share = observed.shares.get(name)
-            if share is None:
-                continue  # gone: the plan recreates it if the document keeps it
-            if share.transitional:
-                self.result.tags_pending.append(name)
-                continue
-            tags = self.deps.batch.share_tags(share.quotaShareArn)
-            if tags is None:
-                continue  # deleted since, or the read was refused: status keeps its tags
-            self.share_tags[name] = {k: v for k, v in tags.items() if not k.startswith("aws:")}
-        if not self.share_tags:
-            return desired
-        return dataclasses.replace(
-            desired, applied_share_tags={**desired.applied_share_tags, **self.share_tags}
-        )
 
     def _apply(
         self,
@@ -920,38 +896,43 @@ class _Run:
             at_edge = validate_layout_at(assembled, report.windows, edge)
             if at_edge.queue_wide_errors or at_edge.settings is None:
                 continue  # rejected at that moment (the validator said so already)
-            desired = desired_state(self.queue, at_edge, self.status, assembled)
-            self._warn_of(edge, at_edge, desired, before, observed)
-            before = desired
+            before = self._warn_of(edge, at_edge, assembled, before, observed)
 
     def _warn_of(
         self,
         edge: datetime,
         at_edge: ValidationReport,
-        desired: Desired,
+        assembled: AssembledDocument,
         before: Desired,
         observed: ObservedState,
-    ) -> None:
+    ) -> Desired:
         """The warnings of one edge: its layout's requests that the layout before it (now, or
-        the previous edge's within the lead time) does not need too."""
+        the previous edge's within the lead time) does not need too, decided against what
+        Batch runs now. Returns the edge's desired state (the layout before the next edge)."""
         scope = self.deps.batch.scope
-        the_plan = plan(desired, observed, scope)
         needed_before = {
             (write_key(a), params_digest(a)) for a in plan(before, observed, scope).actions
         }
-        the_plan = dataclasses.replace(
-            the_plan,
-            actions=[
+
+        def the_edges_own(the_plan: Plan) -> None:
+            the_plan.actions = [
                 a for a in the_plan.actions if (write_key(a), params_digest(a)) not in needed_before
-            ],
+            ]
+
+        decision = decide(
+            self.queue,
+            at_edge,
+            self.status,
+            self.deps.batch,
+            assembled=assembled,
+            observed=observed,
+            before_guard=the_edges_own,
         )
-        if the_plan.conflicts or not any(
-            a.is_reduction or a.deletes_queue for a in the_plan.actions
+        for alert in scheduled_risk_alerts(
+            self.queue, edge, at_edge.in_force, decision.decided, self.now
         ):
-            return
-        decided, _ = guard_plan(the_plan, desired, observed, self.deps.batch)
-        for alert in scheduled_risk_alerts(self.queue, edge, at_edge.in_force, decided, self.now):
             self._publish(alert)
+        return decision.desired
 
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
         """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
