@@ -29,14 +29,10 @@ import pytest
 
 from quota_controller import composition
 from quota_controller.adapters.slack_webhook import SlackWebhook, use_webhook
-from quota_controller.domain.alerts.classify import (
-    Context,
-    Group,
-    Observation,
-    Verdict,
-    build_alert,
-)
+from quota_controller.domain.alerts.classify import Context, Verdict
+from quota_controller.domain.alerts.groups import Group, build_alert
 from quota_controller.domain.alerts.model import Alert, ChangeRef
+from quota_controller.domain.alerts.observation import Observation
 from quota_controller.domain.alerts.render import (
     chat_notification,
     detail_lines,

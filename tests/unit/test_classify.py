@@ -46,19 +46,16 @@ from alert_builders import (
 from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from pydantic import ValidationError
 
-from quota_controller.domain.alerts.classify import (
-    Context,
+from quota_controller.domain.alerts.classify import Context, Verdict, classify
+from quota_controller.domain.alerts.events import BatchEvent, epoch_ms, queue_name
+from quota_controller.domain.alerts.groups import build_alert, group
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.observation import (
     Observation,
-    Verdict,
-    build_alert,
-    classify,
     failed_by_preemption,
-    group,
     merge,
     observe,
 )
-from quota_controller.domain.alerts.events import BatchEvent, epoch_ms, queue_name
-from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config import QuotaDocument, validate_document
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
