@@ -25,8 +25,8 @@ from quota_controller.domain.alerts.model import AlertCause, AlertKind, ChangeRe
 from quota_controller.domain.alerts.observation import (
     CAPACITY_REASON,
     Observation,
-    _iso,
-    _ms_time,
+    iso,
+    ms_time,
 )
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
@@ -190,7 +190,7 @@ def _computed_at(ctx: Context, part: str) -> datetime | None:
     """lastUpdatedAt of one part of the snapshot (queueUtilization, frontOfQuotaShares): when
     Batch computed it (API_GetJobQueueSnapshot)."""
     section = (ctx.snapshot or {}).get(part)
-    return _ms_time(section.get("lastUpdatedAt")) if isinstance(section, Mapping) else None
+    return ms_time(section.get("lastUpdatedAt")) if isinstance(section, Mapping) else None
 
 
 def victim_in_snapshot(obs: Observation, taken: datetime | None) -> bool | None:
@@ -254,18 +254,18 @@ def _snapshot_gap(obs: Observation, ctx: Context) -> str:
     taken = _computed_at(ctx, "queueUtilization")
     if taken is None:
         return "the queue snapshot does not say when its usage was computed (no lastUpdatedAt)"
-    when = [f"the queue snapshot's usage was computed at {_iso(taken)}"]
+    when = [f"the queue snapshot's usage was computed at {iso(taken)}"]
     if obs.stopped_at is not None:
-        when.append(f"the preempted attempt stopped at {_iso(obs.stopped_at)}")
+        when.append(f"the preempted attempt stopped at {iso(obs.stopped_at)}")
     else:
         if obs.began_by is not None:
-            when.append(f"the preemption began by {_iso(obs.began_by)}")
+            when.append(f"the preemption began by {iso(obs.began_by)}")
         if obs.ended_by is not None:
-            when.append(f"it was over by {_iso(obs.ended_by + _EVENT_SECOND)}")
+            when.append(f"it was over by {iso(obs.ended_by + _EVENT_SECOND)}")
         if obs.began_by is None and obs.ended_by is None:
             when.append("when the preemption happened is not known")
     if obs.attempt_started_at is not None and taken < obs.attempt_started_at - EVENT_TIME_SLACK:
-        when.append(f"before the attempt started ({_iso(obs.attempt_started_at)})")
+        when.append(f"before the attempt started ({iso(obs.attempt_started_at)})")
     return (
         "; ".join(when)
         + f": so it cannot be told whether the preempted job's usage is in it (slack "
@@ -295,7 +295,7 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
             continue
         waiting = [
             since
-            for since in (_ms_time(e.get("earliestTimeAtPosition")) for e in entries)
+            for since in (ms_time(e.get("earliestTimeAtPosition")) for e in entries)
             if since is not None
             and trigger is not None
             and used_at is not None

@@ -15,7 +15,7 @@ from typing import Any
 
 from quota_controller.domain.alerts.classify import Context, Verdict
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, Severity
-from quota_controller.domain.alerts.observation import CAPACITY_REASON, Observation, _iso
+from quota_controller.domain.alerts.observation import CAPACITY_REASON, Observation, iso
 from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import one_line
 from quota_controller.domain.capacity import share_capacities
@@ -145,7 +145,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
         detail=detail,
         nextSteps=steps,
         protection=protection(verdict.kind, verdict.cause, g.share, jobs, verdict.change),
-        occurredAt=_iso(min(o.occurred_at for o in g.observations)),
+        occurredAt=iso(min(o.occurred_at for o in g.observations)),
         dedupKey=f"{g.queue}:{g.share or '?'}:{verdict.cause or verdict.kind}:{digest}",
     )
 
@@ -243,7 +243,7 @@ def _rule_fires(g: Group, rule: JobStateTimeLimitAction) -> str:
     the reason; the event announcing the reason is the nearest known start."""
     whens = ", ".join(
         f"{one_line(o.job_name or o.job_id)} at about "
-        f"{_iso(o.occurred_at + timedelta(seconds=rule.maxTimeSeconds))}"
+        f"{iso(o.occurred_at + timedelta(seconds=rule.maxTimeSeconds))}"
         for o in g.observations[:5]
     )
     more = f" and {len(g.observations) - 5} more" if len(g.observations) > 5 else ""
@@ -293,12 +293,12 @@ def _waited(o: Observation) -> str:
     if o.created_at is not None:
         parts.append(
             f"{_duration(o.occurred_at - o.created_at)} since it was submitted "
-            f"({_iso(o.created_at)})"
+            f"({iso(o.created_at)})"
         )
     if o.runnable_since is not None:
         parts.append(
             f"{_duration(o.occurred_at - o.runnable_since)} since its last attempt stopped "
-            f"({_iso(o.runnable_since)})"
+            f"({iso(o.runnable_since)})"
         )
     if not parts:
         return f"How long {name} has waited is not known (no createdAt, no attempts)"

@@ -245,7 +245,7 @@ def observe(event: BatchEvent, described: JobDetail | None) -> Observation | Non
         reason,
         attempt=attempt,
         count=count + 1,
-        started=_ms_time(running.startedAt) if running else None,
+        started=ms_time(running.startedAt) if running else None,
     )
 
 
@@ -281,7 +281,7 @@ def _arn(resource: Any) -> str | None:
     return getattr(resource, "value", None) if resource is not None else None
 
 
-def _ms_time(value: Any) -> datetime | None:
+def ms_time(value: Any) -> datetime | None:
     """Epoch milliseconds (or seconds) -> an aware datetime; None if absent or not a time."""
     try:
         at = epoch_ms(value)
@@ -290,7 +290,8 @@ def _ms_time(value: Any) -> datetime | None:
     return None if at is None else datetime.fromtimestamp(at / 1000, UTC)
 
 
-def _iso(when: datetime) -> str:
+def iso(when: datetime) -> str:
+    """An instant as alerts write it: ISO 8601 in UTC, to the millisecond, with a Z."""
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -321,7 +322,7 @@ def _observation(
         usage[entry.capacityUnit] = usage.get(entry.capacityUnit, 0) + entry.quantity
     if preempted is not None:
         attempt = _arn(preempted.serviceResourceId)
-        started = _ms_time(preempted.startedAt)
+        started = ms_time(preempted.startedAt)
     past = [
         *job.attempts,
         *(job.preemptionSummary.recentPreemptedAttempts if job.preemptionSummary else []),
@@ -344,10 +345,10 @@ def _observation(
         attempt=attempt,
         reason=reason,
         stuck=stuck,
-        created_at=_ms_time(job.createdAt),
-        runnable_since=_ms_time(max(stops)) if stuck and stops else None,
+        created_at=ms_time(job.createdAt),
+        runnable_since=ms_time(max(stops)) if stuck and stops else None,
         attempt_started_at=started,
-        stopped_at=_ms_time(preempted.stoppedAt) if preempted is not None else None,
+        stopped_at=ms_time(preempted.stoppedAt) if preempted is not None else None,
         began_by=event.time if event.detail_type == PREEMPTION_STARTED else None,
         ended_by=None if stuck or event.detail_type == PREEMPTION_STARTED else event.time,
     )
