@@ -10,7 +10,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from quota_controller.domain.config.validation import Problem, ValidationReport
+from quota_controller.domain.config.problems import Problem
+from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.planner import Action, Desired, Plan

@@ -31,7 +31,8 @@ from quota_controller.domain.config.items import (
     validate_items,
     validate_layout_at,
 )
-from quota_controller.domain.config.validation import Problem, ValidationReport
+from quota_controller.domain.config.problems import Problem
+from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import (
     GuardedAction,
     hold_since,

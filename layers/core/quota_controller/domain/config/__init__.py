@@ -6,12 +6,8 @@ from quota_controller.domain.config.model import (
     QuotaDocument,
     QuotaShareSpec,
 )
-from quota_controller.domain.config.validation import (
-    Problem,
-    ValidationReport,
-    format_path,
-    validate_document,
-)
+from quota_controller.domain.config.problems import Problem, format_path
+from quota_controller.domain.config.validation import ValidationReport, validate_document
 
 __all__ = [
     "CapacityLimit",

@@ -15,13 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.config.model import TOP_LEVEL_FIELDS
-from quota_controller.domain.config.validation import (
-    Path,
-    Problem,
-    ValidationReport,
-    format_path,
-    validate_document,
-)
+from quota_controller.domain.config.problems import Path, Problem, format_path
+from quota_controller.domain.config.validation import ValidationReport, validate_document
 from quota_controller.domain.config.windows import Window, apply, in_force
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from quota_controller.domain.config.validation import Path
+from quota_controller.domain.config.problems import Path
 
 
 class DocumentSyntaxError(ValueError):
