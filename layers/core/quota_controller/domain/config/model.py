@@ -3,7 +3,8 @@
 Field names follow the AWS Batch API (camelCase) so that each maps one to one onto a request
 field. User-written config forbids unknown fields: a typo must never silently drop a setting.
 Rules that need the whole document (share units inside the environment, unique names, totals)
-live in `quota_controller.domain.config.validation`, which is the one entry point everything uses.
+live in `quota_controller.domain.config.layout_rules`, applied by
+`quota_controller.domain.config.validation`, which is the one entry point everything uses.
 """
 
 from __future__ import annotations
