@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
 from quota_controller.domain.config.model import QuotaDocument
-from quota_controller.domain.config.windows import moments
+from quota_controller.domain.config.timeline import moments
 from quota_controller.domain.history import JobRecord
 from quotactl import aws, render
 

@@ -35,9 +35,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.config.timeline import apply, in_force, parse_windows
+from quota_controller.domain.config.timeline import edges as window_edges
 from quota_controller.domain.config.validation import validate_document
-from quota_controller.domain.config.windows import apply, in_force, parse_windows
-from quota_controller.domain.config.windows import edges as window_edges
 from quota_local.ledger import UsageLedger
 from quota_local.scheduling import (
     CAPACITY_LIMIT_PREEMPTION,

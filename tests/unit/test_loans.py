@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from builders import DocBuilder, g5
 
+from quota_controller.domain.config.timeline import layout_at, parse_windows
 from quota_controller.domain.config.validation import validate_document
-from quota_controller.domain.config.windows import layout_at, parse_windows
 from quota_controller.domain.loans import Loan, loan_window
 from quota_controller.domain.schedule import FieldChange, current, next_edges
 from quotactl.local_state import virtual_clock

@@ -10,7 +10,7 @@ import pytest
 from builders import guide_layout
 from golden.harness import Harness
 
-from quota_controller.domain.config.windows import parse_windows
+from quota_controller.domain.config.timeline import parse_windows
 from quota_controller.domain.scheduled_warning import edges_to_warn, next_warning_in
 
 EDGE = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from builders import guide_layout
 
-from quota_controller.domain.config.validation import validate_document
-from quota_controller.domain.config.windows import (
-    Window,
+from quota_controller.domain.config.timeline import (
     edges,
     in_force,
     layout_at,
     next_edge,
     parse_windows,
 )
+from quota_controller.domain.config.validation import validate_document
+from quota_controller.domain.config.windows import Window
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
 G5 = "ml.g5.xlarge"

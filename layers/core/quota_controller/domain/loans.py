@@ -18,13 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from quota_controller.domain.config.model import NAME_MAX
-from quota_controller.domain.config.windows import (
-    Window,
-    layout_at,
-    moments,
-    parse_windows,
-    show_time,
-)
+from quota_controller.domain.config.timeline import layout_at, moments, parse_windows
+from quota_controller.domain.config.windows import Window, show_time
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
 DESCRIPTION_MAX = 512

@@ -12,13 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from quota_controller.domain.config.windows import (
-    Window,
-    apply,
-    check_until,
-    in_force,
-    moments,
-)
+from quota_controller.domain.config.timeline import apply, check_until, in_force, moments
+from quota_controller.domain.config.windows import Window
 
 ENVIRONMENT = "serviceEnvironment"
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from quota_controller.domain.config.model import TOP_LEVEL_FIELDS
 from quota_controller.domain.config.problems import Path, Problem, format_path
+from quota_controller.domain.config.timeline import apply, in_force
 from quota_controller.domain.config.validation import ValidationReport, validate_document
-from quota_controller.domain.config.windows import Window, apply, in_force
+from quota_controller.domain.config.windows import Window
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     CONTROLLER_PREFIXES,

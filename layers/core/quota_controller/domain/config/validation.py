@@ -37,17 +37,15 @@ from quota_controller.domain.config.problems import (
     _scoped,
     _unknown_field,
 )
-from quota_controller.domain.config.windows import (
-    MAX_WINDOWS,
-    Window,
+from quota_controller.domain.config.timeline import (
     apply,
     check_until,
     equal_precedence_overlaps,
     in_force,
     moments,
     next_edge,
-    show_time,
 )
+from quota_controller.domain.config.windows import MAX_WINDOWS, Window, show_time
 
 
 @dataclass
@@ -107,7 +105,7 @@ def validate_document(raw: object, now: datetime | None = None) -> ValidationRep
     With `windows`, each window is checked alone and then every moment's layout from `now`
     (default: the current time) for a year; the first moment a combination of windows makes
     invalid is reported. The report's settings and shares are then the layout in force at
-    `now` (`quota_controller.domain.config.windows`), and it says which windows are in force
+    `now` (`quota_controller.domain.config.timeline`), and it says which windows are in force
     and when the layout next changes."""
     if not isinstance(raw, Mapping) or "windows" not in raw:
         return _validate_layout(raw)
