@@ -46,7 +46,7 @@ from quota_controller.domain.observed import (
     ObservedState,
 )
 from quota_controller.domain.owner_contacts import TopicSubscription
-from quota_controller.domain.planner import Action, Scope
+from quota_controller.domain.plan_records import Action, Scope
 from quota_controller.domain.status import (
     CHANGE_PREFIX,
     LEASE_ITEM,

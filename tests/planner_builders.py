@@ -18,6 +18,7 @@ from typing import Any
 from builders import DocBuilder
 
 from quota_controller.domain.config import QueueSettings, QuotaShareSpec, validate_document
+from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
@@ -25,7 +26,8 @@ from quota_controller.domain.observed import (
     ObservedShare,
     ObservedState,
 )
-from quota_controller.domain.planner import OWNER_TAG, Desired, Plan, Scope, plan
+from quota_controller.domain.plan_records import Desired, Plan, Scope
+from quota_controller.domain.planner import plan
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota_controller.domain.planner import Scope
+from quota_controller.domain.plan_records import Scope
 from quota_controller.ports import ActionFailed, RetryableError
 
 TABLE_ENV = "QUOTACTL_TABLE"

@@ -14,7 +14,7 @@ from quota_controller.domain.config.items import AssembledDocument, plain, valid
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.impact import GuardedAction
-from quota_controller.domain.planner import Plan
+from quota_controller.domain.plan_records import Plan
 from quota_controller.domain.status import status_items
 from quota_controller.services.decision import Decision, decide
 from quotactl import aws, render

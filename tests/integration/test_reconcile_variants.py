@@ -15,7 +15,7 @@ from builders import guide_layout
 
 from quota_controller.adapters.batch_gateway import BotoBatchGateway
 from quota_controller.adapters.batch_reader import BotoAlertReader
-from quota_controller.domain.planner import Action, Scope
+from quota_controller.domain.plan_records import Action, Scope
 from quota_local import emulator
 from quota_local.stack import LocalStack
 from quotactl.main import main

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import strategies as st
 from planner_builders import QUEUE, SCOPE
 
-from quota_controller.domain.config.model import TIME_LIMIT_REASONS
+from quota_controller.domain.config.model import OWNER_TAG, TIME_LIMIT_REASONS
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
@@ -25,7 +25,6 @@ from quota_controller.domain.observed import (
     ObservedShare,
     ObservedState,
 )
-from quota_controller.domain.planner import OWNER_TAG
 
 POOL = (
     "ml.g5.xlarge",

@@ -46,8 +46,10 @@ from strategies import (
 
 from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.items import document_to_items
+from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.planner import OWNER_TAG, Action, Desired, Plan, plan
+from quota_controller.domain.plan_records import Action, Desired, Plan
+from quota_controller.domain.planner import plan
 from quota_controller.services.alert_events import AlertDeps, handle_alert_batch
 from quota_controller.services.reconcile import Deps, reconcile
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from quota_controller.domain.impact import ActiveJob, change_id, guard, risks_for
-from quota_controller.domain.planner import Action, Reduction
+from quota_controller.domain.plan_records import Action, Reduction
 
 G5 = "ml.g5.xlarge"
 G5_2X = "ml.g5.2xlarge"

@@ -25,7 +25,8 @@ from planner_builders import (
     share_tags,
 )
 
-from quota_controller.domain.planner import OWNER_TAG, Plan, Reduction
+from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.plan_records import Plan, Reduction
 
 G5 = "ml.g5.xlarge"
 G5_2X = "ml.g5.2xlarge"

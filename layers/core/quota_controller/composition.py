@@ -102,7 +102,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
     from quota_controller.adapters.config_store import DynamoConfigStore
     from quota_controller.adapters.sns_notifier import SnsNotifier
     from quota_controller.adapters.sns_owners import SnsSubscriptions
-    from quota_controller.domain.planner import Scope
+    from quota_controller.domain.plan_records import Scope
     from quota_controller.services.reconcile import Deps, ReconcileSettings
 
     s = settings()

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.impact import ActiveJob
     from quota_controller.domain.observed import ObservedState
     from quota_controller.domain.owner_contacts import TopicSubscription
-    from quota_controller.domain.planner import Action, Scope
+    from quota_controller.domain.plan_records import Action, Scope
 
 
 class RetryableError(Exception):

@@ -34,7 +34,7 @@ from quota_controller.domain.observed import (
     ObservedShare,
     ObservedState,
 )
-from quota_controller.domain.planner import Action, Scope
+from quota_controller.domain.plan_records import Action, Scope
 from quota_controller.domain.training_request import requested_capacity
 from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
 

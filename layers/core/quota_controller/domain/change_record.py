@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     # Types only: the alert function reads records without loading the planner.
     from quota_controller.domain.impact import GuardedAction
     from quota_controller.domain.observed import ObservedState
-    from quota_controller.domain.planner import Action
+    from quota_controller.domain.plan_records import Action
 
 ResourceKind = Literal["queue", "policy", "environment", "share"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
-from quota_controller.domain.planner import Desired
+from quota_controller.domain.plan_records import Desired
 from quota_controller.domain.status import STATUS_PREFIX
 
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.planner import Action, Reduction
+from quota_controller.domain.plan_records import Action, Reduction
 
 ACTIVE_STATUSES = ("SCHEDULED", "STARTING", "RUNNING")
 # Queued jobs: a deletion terminates them too (API_DeleteQuotaShare, API_DeleteJobQueue: "All

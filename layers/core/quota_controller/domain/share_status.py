@@ -14,7 +14,7 @@ from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import GuardedAction
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.planner import Action, Desired, Plan
+from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.status import Condition, conditions, generation, share_status_key
 from quota_controller.domain.table_keys import SORT_KEY
 

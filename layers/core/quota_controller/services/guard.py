@@ -11,7 +11,7 @@ from quota_controller.domain.impact import (
     layout_risks,
 )
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.planner import Desired, Plan
+from quota_controller.domain.plan_records import Desired, Plan
 from quota_controller.ports import BatchGateway
 
 

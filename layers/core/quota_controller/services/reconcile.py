@@ -39,7 +39,8 @@ from quota_controller.domain.impact import (
     risky_actions,
 )
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.planner import Action, Desired, Plan, plan
+from quota_controller.domain.plan_records import Action, Desired, Plan
+from quota_controller.domain.planner import plan
 from quota_controller.domain.queue_status import (
     held_change_record,
     kept_condition,

@@ -1,0 +1,127 @@
+"""The planner's records: the desired state of a queue (Desired), where its resources live
+(Scope), one Batch request (Action) with the reductions it makes (Reduction), and a plan (Plan)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from quota_controller.domain.config.model import QueueSettings, QuotaShareSpec
+
+ReductionKind = Literal[
+    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted"
+]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Where the resources live: the ARN prefix is derived from it."""
+
+    account: str
+    region: str
+    partition: str = "aws"
+
+    def arn(self, resource: str) -> str:
+        """`arn:<partition>:batch:<region>:<account>:<resource>`."""
+        return f"arn:{self.partition}:batch:{self.region}:{self.account}:{resource}"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A change that can make running jobs preemptible (share None: the environment)."""
+
+    kind: ReductionKind
+    share: str | None
+    unit: str | None
+    before: int | None
+    after: int | None
+
+    def describe(self) -> str:
+        """One line for status, alerts and the CLI."""
+        who = f"share {self.share}" if self.share else "the service environment"
+        if self.kind == "deleted" and not self.share:
+            return "the job queue: deleted (its jobs are terminated)"
+        if self.kind == "limit":
+            return f"{who}: {self.unit} {self.before} -> {self.after}"
+        if self.kind == "unit-removed":
+            return f"{who}: {self.unit} removed (was {self.before})"
+        if self.kind == "borrow":
+            return f"{who}: borrow limit {_pct(self.before)} -> {_pct(self.after)}"
+        if self.kind == "strategy":
+            return f"{who}: stops borrowing (strategy no longer LEND_AND_BORROW)"
+        if self.kind == "lending" and self.unit:
+            return (
+                f"{who}: lends less {self.unit} ({self.before} -> {self.after} lendable: "
+                "capacity other shares borrowed from it is reclaimed)"
+            )
+        if self.kind == "lending":
+            return f"{who}: stops lending (strategy RESERVE)"
+        return f"{who}: {self.kind}"
+
+
+def _pct(value: int | None) -> str:
+    return "unlimited" if value == -1 else f"{value}%"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One Batch request: `operation` with `params`, as botocore takes them."""
+
+    operation: str
+    params: Mapping[str, Any]
+    resource: str
+    summary: str
+    share: str | None = None
+    reductions: tuple[Reduction, ...] = ()
+    # Deleting a share terminates its jobs: only when it has no active job, unless forced.
+    deletes_share: bool = False
+    # DeleteJobQueue terminates the queue's jobs too (API_DeleteJobQueue).
+    deletes_queue: bool = False
+
+    @property
+    def is_reduction(self) -> bool:
+        """True when applying it can make jobs preemptible."""
+        return bool(self.reductions)
+
+
+@dataclass
+class Plan:
+    """The requests to make now, what must wait, and conflicts no request can fix."""
+
+    actions: list[Action] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+    @property
+    def converged(self) -> bool:
+        """Nothing to do, nothing to wait for."""
+        return not self.actions and not self.waits and not self.conflicts
+
+
+@dataclass(frozen=True)
+class Desired:
+    """The desired state of one queue, as far as the config is valid.
+
+    `settings` None means the queue has no config any more and is torn down. Shares named in
+    `frozen_shares` are invalid in the config: they are left exactly as they are in Batch.
+    `managed` names the policy and environment the controller last applied (from status), so a
+    renamed or removed resource can still be found and cleaned up.
+    """
+
+    queue: str
+    settings: QueueSettings | None
+    shares: Mapping[str, QuotaShareSpec] = field(default_factory=dict)
+    frozen_shares: frozenset[str] = frozenset()
+    force: bool = False
+    managed_policy: str | None = None
+    managed_environment: str | None = None
+    # Replaced resources not yet confirmed gone: read until they are retired.
+    retiring_policies: tuple[str, ...] = ()
+    retiring_environments: tuple[str, ...] = ()
+    # Tags last applied to each share (ListQuotaShares does not return tags).
+    applied_share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The id of the last approved change applied (status): a change id is never reused.
+    last_approved_change: str | None = None
+    # The change the last reconcile held (status heldChange: its digest and since date it).
+    held_change: Mapping[str, Any] | None = None
