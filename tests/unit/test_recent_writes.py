@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from quota_controller.domain.planner import Action, Plan, Reduction
+from quota_controller.domain.plan_records import Action, Plan, Reduction
 from quota_controller.domain.recent_writes import (
     SETTLE_SECONDS,
     drop_repeated_writes,

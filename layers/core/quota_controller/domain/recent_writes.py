@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime
 
-from quota_controller.domain.planner import Action, Plan
+from quota_controller.domain.plan_records import Action, Plan
 
 # How long a read may lag behind a write (and a create Batch refused may stay invisible to
 # every read before the refusal counts): Batch documents no read-after-write consistency, and

@@ -24,7 +24,8 @@ from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
 from quota_controller.domain.impact import GuardedAction
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.planner import Desired, Plan, plan
+from quota_controller.domain.plan_records import Desired, Plan
+from quota_controller.domain.planner import plan
 from quota_controller.ports import BatchGateway
 from quota_controller.services.guard import guard_plan
 
