@@ -11,14 +11,13 @@ and a share or queue is disabled before it is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 # OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
 from quota_controller.domain.config.model import (
     MAX_QUOTA_SHARES,
     OWNER_TAG,
-    CapacityLimit,
     QueueSettings,
     QuotaShareSpec,
 )
@@ -27,6 +26,14 @@ from quota_controller.domain.observed import (
     ObservedShare,
     ObservedState,
 )
+from quota_controller.domain.plan_limits import (
+    _limit_list,
+    _limit_reductions,
+    _limits,
+    _limits_text,
+    _tightening_first,
+)
+from quota_controller.domain.plan_ownership import _not_adopted, _owned_elsewhere, _retag, _tags
 from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope, _pct
 
 QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
@@ -541,116 +548,7 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
             _retire_environment(env, out)
 
 
-# -- helpers ---------------------------------------------------------------------------------
-
-
-def _owned_elsewhere(
-    tags: Mapping[str, str], queue: str, resource: str, rename_at: str, out: Plan
-) -> bool:
-    """A resource another queue's document manages (its owner tag names that queue) is never
-    changed, retagged or attached here: two documents would undo each other's limits on every
-    reconcile, and removing this one would tear down what the other still uses. An untagged
-    resource is `_not_adopted`'s case."""
-    owner = tags.get(OWNER_TAG)
-    if owner is None or owner == queue:
-        return False
-    out.conflicts.append(
-        f"{resource} is managed by job queue {owner}'s document (tag {OWNER_TAG}); each queue "
-        f"needs its own: name another in {rename_at}"
-    )
-    return True
-
-
-def _not_adopted(
-    tags: Mapping[str, str], queue: str, adopt: bool, resource: str, part: str, out: Plan
-) -> bool:
-    """An existing resource without the owner tag was not created by the controller (or was
-    created by hand before it): it is never changed, tagged or torn down unless the document
-    says `adopt: true` on it, since other jobs may run on it. Adopted, it gets the owner tag and
-    is managed (and torn down with the document) like one the controller created."""
-    if tags.get(OWNER_TAG) == queue or adopt:
-        return False
-    out.conflicts.append(
-        f"{resource} exists and was not created by this controller (no tag {OWNER_TAG}); it "
-        f"is left untouched: set {part}.adopt: true to manage it (its limits, state and tags "
-        "become the document's), or name another"
-    )
-    return True
-
-
-def _tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
-    return {**user, OWNER_TAG: queue}
-
-
-def _retag(
-    arn: str,
-    have: Mapping[str, str],
-    want: Mapping[str, str],
-    resource: str,
-    out: Plan,
-    share: str | None = None,
-) -> None:
-    # `share` lets status record the share's applied tags (ListQuotaShares returns none).
-    # Untag first: Batch counts the tags a TagResource adds against the 50 a resource may hold
-    # before any are removed, so replacing many keys the other way round never converges.
-    # The owner tag is always wanted, so it is never among the keys removed.
-    add = {k: v for k, v in want.items() if have.get(k) != v}
-    remove = sorted(k for k in have if k not in want and not k.startswith("aws:"))
-    if remove:
-        out.actions.append(
-            Action(
-                "UntagResource",
-                {"resourceArn": arn, "tagKeys": remove},
-                resource,
-                "remove tags " + ", ".join(remove),
-                share=share,
-            )
-        )
-    if add:
-        out.actions.append(
-            Action(
-                "TagResource", {"resourceArn": arn, "tags": add}, resource, "set tags", share=share
-            )
-        )
-
-
 _LENDING = ("LEND", "LEND_AND_BORROW")
-
-
-def _tightening_first(
-    have: Mapping[str, int],
-    want: Mapping[str, int],
-    lowered: Sequence[Reduction],
-    resource: str,
-    out: Plan,
-) -> list[dict[str, Any]]:
-    """The capacityLimits to send now. A request that lowers some limits and raises others
-    sends only the lowering first (each limit at the lower of before and after): a raise could
-    dispatch a job the lowering would then preempt, after the guard read the jobs. The raise
-    follows in the next reconcile, once the resource is VALID again."""
-    target = [{"capacityUnit": u, "maxCapacity": m} for u, m in want.items()]
-    raised = any(have.get(u, 0) < m for u, m in want.items())
-    if not lowered or not raised:
-        return target
-    clamped = [
-        {"capacityUnit": u, "maxCapacity": min(m, have[u])} for u, m in want.items() if u in have
-    ]
-    if not clamped:
-        return target  # every unit replaced: nothing to lower first
-    out.waits.append(f"{resource} waits: its raised limits follow once the lowered are applied")
-    return clamped
-
-
-def _limits(limits: list[CapacityLimit]) -> dict[str, int]:
-    return {c.capacityUnit: c.maxCapacity for c in limits}
-
-
-def _limit_list(limits: list[CapacityLimit]) -> list[dict[str, Any]]:
-    return [{"capacityUnit": c.capacityUnit, "maxCapacity": c.maxCapacity} for c in limits]
-
-
-def _limits_text(limits: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} x {u}" for u, n in limits.items()) or "none"
 
 
 def _sharing(spec: QuotaShareSpec) -> dict[str, Any]:
@@ -658,19 +556,6 @@ def _sharing(spec: QuotaShareSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"strategy": sharing.strategy}
     if sharing.strategy == "LEND_AND_BORROW":
         out["borrowLimit"] = sharing.effective_borrow_limit
-    return out
-
-
-def _limit_reductions(
-    share: str | None, have: Mapping[str, int], want: Mapping[str, int]
-) -> list[Reduction]:
-    out = []
-    for unit, before in have.items():
-        after = want.get(unit)
-        if after is None:
-            out.append(Reduction("unit-removed", share, unit, before, 0))
-        elif after < before:
-            out.append(Reduction("limit", share, unit, before, after))
     return out
 
 

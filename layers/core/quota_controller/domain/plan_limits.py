@@ -1,0 +1,59 @@
+"""Capacity limits in the planner's requests: as Batch takes them, as text, the reductions a
+change of limits makes, and the lowering sent before a raise."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from quota_controller.domain.config.model import CapacityLimit
+from quota_controller.domain.plan_records import Plan, Reduction
+
+
+def _tightening_first(
+    have: Mapping[str, int],
+    want: Mapping[str, int],
+    lowered: Sequence[Reduction],
+    resource: str,
+    out: Plan,
+) -> list[dict[str, Any]]:
+    """The capacityLimits to send now. A request that lowers some limits and raises others
+    sends only the lowering first (each limit at the lower of before and after): a raise could
+    dispatch a job the lowering would then preempt, after the guard read the jobs. The raise
+    follows in the next reconcile, once the resource is VALID again."""
+    target = [{"capacityUnit": u, "maxCapacity": m} for u, m in want.items()]
+    raised = any(have.get(u, 0) < m for u, m in want.items())
+    if not lowered or not raised:
+        return target
+    clamped = [
+        {"capacityUnit": u, "maxCapacity": min(m, have[u])} for u, m in want.items() if u in have
+    ]
+    if not clamped:
+        return target  # every unit replaced: nothing to lower first
+    out.waits.append(f"{resource} waits: its raised limits follow once the lowered are applied")
+    return clamped
+
+
+def _limits(limits: list[CapacityLimit]) -> dict[str, int]:
+    return {c.capacityUnit: c.maxCapacity for c in limits}
+
+
+def _limit_list(limits: list[CapacityLimit]) -> list[dict[str, Any]]:
+    return [{"capacityUnit": c.capacityUnit, "maxCapacity": c.maxCapacity} for c in limits]
+
+
+def _limits_text(limits: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} x {u}" for u, n in limits.items()) or "none"
+
+
+def _limit_reductions(
+    share: str | None, have: Mapping[str, int], want: Mapping[str, int]
+) -> list[Reduction]:
+    out = []
+    for unit, before in have.items():
+        after = want.get(unit)
+        if after is None:
+            out.append(Reduction("unit-removed", share, unit, before, 0))
+        elif after < before:
+            out.append(Reduction("limit", share, unit, before, after))
+    return out
