@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
 from quota_controller.domain.config.model import (
     MAX_QUOTA_SHARES,
-    OWNER_TAG,
     QueueSettings,
     QuotaShareSpec,
 )
@@ -35,6 +33,7 @@ from quota_controller.domain.plan_limits import (
 )
 from quota_controller.domain.plan_ownership import _not_adopted, _owned_elsewhere, _retag, _tags
 from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope, _pct
+from quota_controller.domain.plan_removals import _remove_share, _retire_replaced, _teardown
 
 QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
 
@@ -403,149 +402,6 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
         share=name,
         reductions=tuple(reductions),
     )
-
-
-def _remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
-    name = current.quotaShareName
-    if current.transitional:
-        out.waits.append(f"quota share {name} is {current.status} (being removed)")
-        return
-    if current.state != "DISABLED":
-        out.actions.append(
-            Action(
-                "UpdateQuotaShare",
-                {"quotaShareArn": current.quotaShareArn, "state": "DISABLED"},
-                f"quota share {name}",
-                f"disable quota share {name} before deleting it (no new jobs)",
-                share=name,
-                reductions=(Reduction("disabled", name, None, None, None),),
-            )
-        )
-        out.waits.append(f"quota share {name} to be disabled before it is deleted")
-        return
-    out.actions.append(
-        Action(
-            "DeleteQuotaShare",
-            {"quotaShareArn": current.quotaShareArn},
-            f"quota share {name}",
-            f"delete quota share {name}" + (" (forced: its jobs are terminated)" if force else ""),
-            share=name,
-            reductions=(Reduction("deleted", name, None, None, None),),
-            deletes_share=not force,
-        )
-    )
-
-
-# -- replaced and removed resources ----------------------------------------------------------
-
-
-def _retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> None:
-    """Delete the environment or policy a rename replaced, once the queue no longer uses it."""
-    settings = desired.settings
-    assert settings is not None
-    queue = observed.queue
-    attached = {o.serviceEnvironment for o in queue.serviceEnvironmentOrder} if queue else set()
-    for name, env in sorted(observed.environments.items()):
-        if name == settings.service_environment_name or env.tags.get(OWNER_TAG) != desired.queue:
-            continue
-        if env.status == "DELETED":
-            continue
-        if env.serviceEnvironmentArn in attached or name in attached:
-            continue
-        _retire_environment(env, out)
-    for name, policy in sorted(observed.policies.items()):
-        if (
-            name != settings.scheduling_policy_name
-            and policy.tags.get(OWNER_TAG) == desired.queue
-            and (queue is None or queue.schedulingPolicyArn != policy.arn)
-        ):
-            out.actions.append(
-                Action(
-                    "DeleteSchedulingPolicy",
-                    {"arn": policy.arn},
-                    f"scheduling policy {name}",
-                    f"delete the replaced scheduling policy {name}",
-                )
-            )
-
-
-def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
-    name = env.serviceEnvironmentName
-    if env.transitional:
-        out.waits.append(f"service environment {name} is {env.status} (being removed)")
-    elif env.state != "DISABLED":
-        out.actions.append(
-            Action(
-                "UpdateServiceEnvironment",
-                {"serviceEnvironment": env.serviceEnvironmentArn, "state": "DISABLED"},
-                f"service environment {name}",
-                f"disable service environment {name} before deleting it",
-            )
-        )
-        out.waits.append(f"service environment {name} to be disabled before it is deleted")
-    else:
-        out.actions.append(
-            Action(
-                "DeleteServiceEnvironment",
-                {"serviceEnvironment": env.serviceEnvironmentArn},
-                f"service environment {name}",
-                f"delete service environment {name}",
-            )
-        )
-
-
-def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
-    """Remove everything of a queue whose config is gone: shares, queue, policy, environment."""
-    for name in sorted(observed.shares):
-        _remove_share(observed.shares[name], desired.force, out)
-    queue = observed.queue
-    if queue is not None and queue.status != "DELETED":
-        if queue.tags.get(OWNER_TAG) != desired.queue:
-            out.conflicts.append(
-                f"job queue {queue.jobQueueName} is not marked as managed by this controller "
-                f"(tag {OWNER_TAG}); it is left in place"
-            )
-            return
-        if observed.shares:
-            out.waits.append(f"job queue {queue.jobQueueName} waits for its shares to be deleted")
-            return
-        if queue.transitional:
-            out.waits.append(f"job queue {queue.jobQueueName} is {queue.status}")
-        elif queue.state != "DISABLED":
-            out.actions.append(
-                Action(
-                    "UpdateJobQueue",
-                    {"jobQueue": queue.jobQueueArn, "state": "DISABLED"},
-                    f"job queue {queue.jobQueueName}",
-                    f"disable job queue {queue.jobQueueName} before deleting it",
-                )
-            )
-            out.waits.append(f"job queue {queue.jobQueueName} to be disabled")
-        else:
-            out.actions.append(
-                Action(
-                    "DeleteJobQueue",
-                    {"jobQueue": queue.jobQueueArn},
-                    f"job queue {queue.jobQueueName}",
-                    f"delete job queue {queue.jobQueueName}",
-                    deletes_queue=True,
-                )
-            )
-            out.waits.append(f"job queue {queue.jobQueueName} to be deleted")
-        return
-    for name, policy in sorted(observed.policies.items()):
-        if policy.tags.get(OWNER_TAG) == desired.queue:
-            out.actions.append(
-                Action(
-                    "DeleteSchedulingPolicy",
-                    {"arn": policy.arn},
-                    f"scheduling policy {name}",
-                    f"delete scheduling policy {name}",
-                )
-            )
-    for _, env in sorted(observed.environments.items()):
-        if env.tags.get(OWNER_TAG) == desired.queue and env.status != "DELETED":
-            _retire_environment(env, out)
 
 
 _LENDING = ("LEND", "LEND_AND_BORROW")
