@@ -14,16 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from quota_controller.domain.config.model import (
-    MAX_QUOTA_SHARES,
-    QueueSettings,
-    QuotaShareSpec,
-)
-from quota_controller.domain.observed import (
-    ObservedEnvironment,
-    ObservedShare,
-    ObservedState,
-)
+from quota_controller.domain.config.model import QueueSettings
+from quota_controller.domain.observed import ObservedEnvironment, ObservedState
 from quota_controller.domain.plan_limits import (
     _limit_list,
     _limit_reductions,
@@ -32,8 +24,9 @@ from quota_controller.domain.plan_limits import (
     _tightening_first,
 )
 from quota_controller.domain.plan_ownership import _not_adopted, _owned_elsewhere, _retag, _tags
-from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope, _pct
-from quota_controller.domain.plan_removals import _remove_share, _retire_replaced, _teardown
+from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope
+from quota_controller.domain.plan_removals import _retire_replaced, _teardown
+from quota_controller.domain.plan_shares import _shares
 
 QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
 
@@ -285,144 +278,6 @@ def _queue(
         )
     _retag(current.jobQueueArn, current.tags, tags, f"job queue {queue}", out)
     return current.status == "VALID" and not params
-
-
-# -- quota shares ----------------------------------------------------------------------------
-
-
-def _shares(
-    desired: Desired, observed: ObservedState, queue_ready: bool, scope: Scope, out: Plan
-) -> None:
-    queue_arn = (
-        observed.queue.jobQueueArn if observed.queue else scope.arn(f"job-queue/{desired.queue}")
-    )
-    # Removals first: a job queue holds at most MAX_QUOTA_SHARES shares, so a share renamed at
-    # the limit can only be created once the old name is gone (a removed share takes two
-    # passes, disable then delete, and holds its slot until Batch has deleted it).
-    for name in sorted(observed.shares):
-        if name in desired.shares or name in desired.frozen_shares:
-            continue
-        _remove_share(observed.shares[name], desired.force, out)
-    # A share being deleted still holds its slot (quota shares have no DELETED status: a deleted
-    # share leaves ListQuotaShares).
-    free = MAX_QUOTA_SHARES - len(observed.shares)
-    for name in sorted(desired.shares):
-        spec = desired.shares[name]
-        current = observed.shares.get(name)
-        if current is None:
-            if not queue_ready:
-                out.waits.append(f"quota share {name} waits for job queue {desired.queue}")
-            elif free <= 0:
-                out.waits.append(
-                    f"quota share {name} waits for a removed share to be deleted (a job queue "
-                    f"holds at most {MAX_QUOTA_SHARES} quota shares)"
-                )
-            else:
-                free -= 1
-                out.actions.append(_create_share(spec, desired.queue, queue_arn))
-                out.waits.append(f"quota share {name} to be created")
-            continue
-        if current.transitional:
-            out.waits.append(f"quota share {name} is {current.status}")
-            continue
-        update = _update_share(spec, current, out)
-        if update is not None:
-            out.actions.append(update)
-        desired_tags = _tags(spec.tags, desired.queue)
-        applied = desired.applied_share_tags.get(name)
-        if applied is not None and dict(applied) != desired_tags:
-            _retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
-
-
-def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:
-    params: dict[str, Any] = {
-        "quotaShareName": spec.quotaShareName,
-        "jobQueue": queue_arn,
-        "capacityLimits": _limit_list(spec.capacityLimits),
-        "resourceSharingConfiguration": _sharing(spec),
-        "preemptionConfiguration": spec.preemptionConfiguration.model_dump(),
-        "state": spec.state,
-        "tags": _tags(spec.tags, queue),
-    }
-    return Action(
-        "CreateQuotaShare",
-        params,
-        f"quota share {spec.quotaShareName}",
-        f"create quota share {spec.quotaShareName} "
-        f"({_limits_text(_limits(spec.capacityLimits))}, "
-        f"{spec.resourceSharingConfiguration.strategy})",
-        share=spec.quotaShareName,
-    )
-
-
-def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Action | None:
-    name = spec.quotaShareName
-    params: dict[str, Any] = {}
-    changes: list[str] = []
-    reductions: list[Reduction] = []
-    want, have = _limits(spec.capacityLimits), current.limits()
-    if want != have:
-        lowered = _limit_reductions(name, have, want)
-        params["capacityLimits"] = _tightening_first(
-            have, want, lowered, f"quota share {name}", out
-        )
-        changes.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
-        reductions.extend(lowered)
-    sharing = spec.resourceSharingConfiguration
-    strategy_before = current.resourceSharingConfiguration.strategy
-    borrow_before = current.effective_borrow_limit
-    if sharing.strategy != strategy_before or sharing.effective_borrow_limit != borrow_before:
-        params["resourceSharingConfiguration"] = _sharing(spec)
-        if sharing.strategy != strategy_before:
-            changes.append(f"strategy {strategy_before} -> {sharing.strategy}")
-        else:
-            changes.append(
-                f"borrow limit {_pct(borrow_before)} -> {_pct(sharing.effective_borrow_limit)}"
-            )
-        reductions.extend(_borrow_reductions(name, borrow_before, sharing.effective_borrow_limit))
-        if strategy_before in _LENDING and sharing.strategy not in _LENDING:
-            # Capacity it lent is reclaimed from the borrowers: the guard reads their jobs.
-            reductions.append(Reduction("lending", name, None, None, None))
-    preemption = spec.preemptionConfiguration.inSharePreemption
-    if preemption != current.preemptionConfiguration.inSharePreemption:
-        params["preemptionConfiguration"] = {"inSharePreemption": preemption}
-        changes.append(f"in-share preemption -> {preemption}")
-    if spec.state != current.state:
-        params["state"] = spec.state
-        changes.append(f"state {current.state} -> {spec.state}")
-        if spec.state == "DISABLED":
-            reductions.append(Reduction("disabled", name, None, None, None))
-    if not params:
-        return None
-    return Action(
-        "UpdateQuotaShare",
-        {"quotaShareArn": current.quotaShareArn, **params},
-        f"quota share {name}",
-        f"update quota share {name}: " + ", ".join(changes),
-        share=name,
-        reductions=tuple(reductions),
-    )
-
-
-_LENDING = ("LEND", "LEND_AND_BORROW")
-
-
-def _sharing(spec: QuotaShareSpec) -> dict[str, Any]:
-    sharing = spec.resourceSharingConfiguration
-    out: dict[str, Any] = {"strategy": sharing.strategy}
-    if sharing.strategy == "LEND_AND_BORROW":
-        out["borrowLimit"] = sharing.effective_borrow_limit
-    return out
-
-
-def _borrow_reductions(share: str, before: int | None, after: int | None) -> list[Reduction]:
-    if before is None:
-        return []
-    if after is None:
-        return [Reduction("strategy", share, None, before, None)]
-    if (before == -1 and after != -1) or (after != -1 and after < before):
-        return [Reduction("borrow", share, None, before, after)]
-    return []
 
 
 def _change_text(
