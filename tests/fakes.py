@@ -37,7 +37,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.items import document_to_items
-from quota_controller.domain.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
+from quota_controller.domain.impact_records import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,

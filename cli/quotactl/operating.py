@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from quota_controller.domain.impact import ActiveJob, Risk
+from quota_controller.domain.impact_records import ActiveJob, Risk
 from quota_controller.ports import Clock
 from quotactl import aws, render
 from quotactl.documents import load_and_validate

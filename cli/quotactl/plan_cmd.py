@@ -13,7 +13,7 @@ from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import AssembledDocument, plain, validate_items
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
-from quota_controller.domain.impact import GuardedAction
+from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Plan
 from quota_controller.domain.status import status_items
 from quota_controller.services.decision import Decision, decide

@@ -34,7 +34,7 @@ from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
 from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
-from quota_controller.domain.impact import GuardedAction
+from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Scope
 from quota_controller.domain.status import status_items
 from quota_controller.services.decision import decide

@@ -11,8 +11,6 @@ from builders import DocBuilder, g5
 from planner_builders import converged, desired, plan_for
 
 from quota_controller.domain.impact import (
-    ActiveJob,
-    GuardedAction,
     change_id,
     defer_loosening,
     hold_since,
@@ -20,6 +18,7 @@ from quota_controller.domain.impact import (
     observed_layout,
     unrunnable,
 )
+from quota_controller.domain.impact_records import ActiveJob, GuardedAction
 
 G5 = "ml.g5.xlarge"
 QUOTA_RULE = {

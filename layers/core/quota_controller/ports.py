@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from quota_controller.domain.alerts.model import Alert
     from quota_controller.domain.history import JobRecord
-    from quota_controller.domain.impact import ActiveJob
+    from quota_controller.domain.impact_records import ActiveJob
     from quota_controller.domain.observed import ObservedState
     from quota_controller.domain.owner_contacts import TopicSubscription
     from quota_controller.domain.plan_records import Action, Scope

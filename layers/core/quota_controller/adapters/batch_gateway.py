@@ -26,7 +26,7 @@ from quota_controller.adapters.batch_reader import (
     is_retryable,
     pages,
 )
-from quota_controller.domain.impact import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
+from quota_controller.domain.impact_records import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,

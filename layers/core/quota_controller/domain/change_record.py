@@ -22,7 +22,7 @@ from quota_controller.domain.table_keys import SORT_KEY
 
 if TYPE_CHECKING:
     # Types only: the alert function reads records without loading the planner.
-    from quota_controller.domain.impact import GuardedAction
+    from quota_controller.domain.impact_records import GuardedAction
     from quota_controller.domain.observed import ObservedState
     from quota_controller.domain.plan_records import Action
 

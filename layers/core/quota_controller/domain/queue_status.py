@@ -10,7 +10,8 @@ from typing import Any
 
 from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.config.validation import ValidationReport
-from quota_controller.domain.impact import GuardedAction, change_id, risky_actions
+from quota_controller.domain.impact import change_id, risky_actions
+from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.domain.plan_records import Desired, Plan
 from quota_controller.domain.status import Condition

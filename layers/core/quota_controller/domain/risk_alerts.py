@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from quota_controller.domain.alerts.model import Alert, ChangeRef
 from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import detail_lines
-from quota_controller.domain.impact import QUEUED_STATUSES, GuardedAction
+from quota_controller.domain.impact_records import QUEUED_STATUSES, GuardedAction
 from quota_controller.domain.scheduled_warning import alert_job
 
 

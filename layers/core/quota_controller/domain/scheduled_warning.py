@@ -19,7 +19,7 @@ from quota_controller.domain.alerts.protection import scheduled_protection
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.config.timeline import edges
 from quota_controller.domain.config.windows import Window, show_time
-from quota_controller.domain.impact import ActiveJob, GuardedAction
+from quota_controller.domain.impact_records import ActiveJob, GuardedAction
 
 DEFAULT_WARNING_MINUTES = 30
 

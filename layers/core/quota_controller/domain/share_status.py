@@ -12,7 +12,7 @@ from typing import Any
 
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
-from quota_controller.domain.impact import GuardedAction
+from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.status import Condition, conditions, generation, share_status_key

@@ -33,11 +33,8 @@ from quota_controller.domain.config.items import (
 )
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
-from quota_controller.domain.impact import (
-    GuardedAction,
-    hold_since,
-    risky_actions,
-)
+from quota_controller.domain.impact import hold_since, risky_actions
+from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.planner import plan
