@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from quota_controller.domain.impact import change_id, guard, risks_for
+from quota_controller.domain.impact import change_id, guard
 from quota_controller.domain.impact_records import ActiveJob
+from quota_controller.domain.impact_victims import risks_for
 from quota_controller.domain.plan_records import Action, Reduction
 
 G5 = "ml.g5.xlarge"
