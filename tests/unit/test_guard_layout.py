@@ -1,5 +1,6 @@
-"""The plan's layouts (impact.layout_risks), tightening before loosening and dated holds: pure
-tables for issue 14 items 1-5 (the end-to-end cases are tests/integration/test_guard_coverage.py).
+"""The plan's layouts (impact_layouts.layout_risks), tightening before loosening and dated holds:
+pure tables for issue 14 items 1-5 (the end-to-end cases are
+tests/integration/test_guard_coverage.py).
 """
 
 from __future__ import annotations
@@ -10,14 +11,8 @@ import pytest
 from builders import DocBuilder, g5
 from planner_builders import converged, desired, plan_for
 
-from quota_controller.domain.impact import (
-    change_id,
-    defer_loosening,
-    hold_since,
-    layout_risks,
-    observed_layout,
-    unrunnable,
-)
+from quota_controller.domain.impact import change_id, defer_loosening, hold_since
+from quota_controller.domain.impact_layouts import layout_risks, observed_layout, unrunnable
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction
 
 G5 = "ml.g5.xlarge"

@@ -3,7 +3,8 @@ policy decide (`impact.guard`, pure). Shared by reconcile and `quotactl plan`.""
 
 from __future__ import annotations
 
-from quota_controller.domain.impact import defer_loosening, guard, layout_risks
+from quota_controller.domain.impact import defer_loosening, guard
+from quota_controller.domain.impact_layouts import layout_risks
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Desired, Plan
