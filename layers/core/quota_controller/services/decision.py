@@ -22,7 +22,7 @@ from typing import Any, Literal
 from quota_controller.domain.config.items import AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.desired import desired_state, names_to_observe
-from quota_controller.domain.impact import GuardedAction
+from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Desired, Plan
 from quota_controller.domain.planner import plan
