@@ -14,7 +14,13 @@ from quota_controller.domain.impact import change_id, risky_actions
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy, ObservedState
 from quota_controller.domain.plan_records import Desired, Plan
-from quota_controller.domain.status import Condition
+from quota_controller.domain.status import (
+    CONDITION_TYPES,
+    QUEUE_STATUS,
+    Condition,
+    conditions,
+)
+from quota_controller.domain.table_keys import SORT_KEY
 
 
 def queue_conditions(
@@ -196,3 +202,45 @@ def kept_condition(previous: Mapping[str, Any] | None, kind: str) -> Condition:
 def warnings_text(report: ValidationReport) -> str:
     """The validator's warnings, as the Valid condition's message."""
     return "; ".join(f"warning: {w}" for w in report.warnings)
+
+
+def invalid_resources(
+    desired: Desired, observed: ObservedState
+) -> list[tuple[str, str | None, str]]:
+    """The queue's resources Batch reports INVALID (jobs they hold are not scheduled): what
+    (as an alert says it), the share (None: a queue-level resource) and Batch's reason. A
+    frozen share (its item invalid) is still the queue's share in Batch: it counts too."""
+    invalid: list[tuple[str, str | None, str]] = []
+    if observed.queue is not None and observed.queue.status == "INVALID":
+        invalid.append(("job queue", None, observed.queue.statusReason or ""))
+    for env in queue_environments(desired, observed):
+        if env.status == "INVALID":
+            invalid.append((f"service environment {env.serviceEnvironmentName}", None, ""))
+    for name in sorted({*desired.shares, *desired.frozen_shares}):
+        share = observed.shares.get(name)
+        if share is not None and share.status == "INVALID":
+            invalid.append((f"quota share {name}", name, ""))
+    return invalid
+
+
+def locked_status(
+    previous: Mapping[str, Any] | None, message: str, alerted: Sequence[str], stamp: str
+) -> dict[str, Any]:
+    """The queue's status item while its lease is held by something other than a reconcile:
+    Applied False (Locked, `message`), the rest as the last run left it."""
+    item = dict(previous or {SORT_KEY: QUEUE_STATUS})
+    kept = [c for c in item.get("conditions") or [] if c.get("type") != "Applied"]
+    [applied] = conditions(previous, [Condition("Applied", False, "Locked", message)], None, stamp)
+    applied["observedGeneration"] = next(
+        (c.get("observedGeneration") for c in kept), item.get("observedGeneration")
+    )
+    item["conditions"] = sorted([*kept, applied], key=_condition_order)
+    item["alerted"] = list(alerted)
+    item["lastError"] = message
+    item["updatedAt"] = stamp
+    return item
+
+
+def _condition_order(cond: Mapping[str, Any]) -> int:
+    kind = cond.get("type")
+    return CONDITION_TYPES.index(kind) if kind in CONDITION_TYPES else len(CONDITION_TYPES)

@@ -9,15 +9,60 @@ the same while the problem stands (the reconcile sends a key once and remembers 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.render import detail_lines
+from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.status import LEASE_ITEM, lease_bound
 
 
 def digest(parts: Sequence[str]) -> str:
     """A short, stable hash of texts (what makes a problem's key change when it does)."""
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+def rejected_shares(assembled: AssembledDocument, report: ValidationReport) -> dict[str, list[str]]:
+    """The problems of each share item the validator rejected, said by the item a table user
+    wrote (the reconcile leaves those shares as they are in Batch and alerts once per share)."""
+    by_share: dict[str, list[str]] = {}
+    for problem in report.errors:
+        if problem.share_index is not None and problem.share_index < len(assembled.share_items):
+            name = assembled.share_items[problem.share_index][len(SHARE_PREFIX) :]
+            by_share.setdefault(name, []).append(assembled.describe(problem))
+    return by_share
+
+
+def lease_held(
+    queue: str, lease: Mapping[str, Any], since: float, lease_seconds: int, stamp: str
+) -> Alert:
+    """The queue's reconcile lease has been held since `since` (epoch seconds), longer than a
+    reconcile can hold it (`lease` is the LOCK# item as found): no change is applied."""
+    held_since = datetime.fromtimestamp(since, UTC).isoformat(timespec="seconds")
+    message = (
+        f"{LEASE_ITEM} of {queue} is held by {str(lease.get('owner', 'unknown'))[:80]!r} "
+        f"(expiresAt {str(lease.get('expiresAt', 'unknown'))[:40]}); no reconcile has run since "
+        f"{held_since.replace('+00:00', 'Z')}, longer than a reconcile can hold it "
+        f"({lease_bound(lease_seconds)} s)"
+    )
+    return Alert(
+        kind="RECONCILE_FAILED",
+        severity="critical",
+        jobQueue=queue,
+        summary=f"Cannot reconcile {queue}: its reconcile lease is held",
+        detail=message,
+        nextSteps=[
+            f"Find what writes item {LEASE_ITEM} of queue {queue} and stop it, or "
+            "delete the item: a reconcile holds it for at most "
+            f"{lease_seconds} s",
+            "Changes to the config are not applied until then",
+        ],
+        occurredAt=stamp,
+        dedupKey=f"{queue}:locked",
+    )
 
 
 def config_rejected(queue: str, messages: Sequence[str], stamp: str) -> Alert:

@@ -23,13 +23,11 @@ from quota_controller.domain.change_record import change_record
 from quota_controller.domain.config.items import (
     PARTITION_KEY,
     QUEUE_ITEM,
-    SHARE_PREFIX,
     SORT_KEY,
     AssembledDocument,
     is_controller_key,
     share_key,
     validate_items,
-    validate_layout_at,
 )
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
@@ -37,34 +35,29 @@ from quota_controller.domain.impact import hold_since, risky_actions
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan
-from quota_controller.domain.planner import plan
 from quota_controller.domain.queue_status import (
     held_change_record,
+    invalid_resources,
     kept_condition,
+    locked_status,
     managed_names,
     queue_conditions,
-    queue_environments,
     resources_of,
     torn_down,
 )
 from quota_controller.domain.recent_writes import (
     SETTLE_SECONDS,
     drop_repeated_writes,
-    params_digest,
     remember_write,
     remembered_writes,
-    write_key,
 )
 from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.scheduled_warning import (
-    edges_to_warn,
     next_warning_in,
-    scheduled_risk_alerts,
 )
 from quota_controller.domain.service_limits import fit_item
 from quota_controller.domain.share_status import ShareFacts, share_status
 from quota_controller.domain.status import (
-    CONDITION_TYPES,
     LEASE_ITEM,
     QUEUE_STATUS,
     STATUS_PREFIX,
@@ -88,6 +81,7 @@ from quota_controller.ports import (
     Subscriptions,
 )
 from quota_controller.services.decision import decide
+from quota_controller.services.edge_warnings import edge_warnings
 from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
 
 _log = logging.getLogger(__name__)
@@ -113,10 +107,6 @@ _ALERT_MEMORY = 100
 # A quota window's next edge is waited for by a requeue when it is at most this far ahead
 # (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
 WINDOW_REQUEUE_HORIZON = 7 * 86400
-# At most this many edges within the lead time are planned ahead by one run (each is a plan and
-# a guard, and each share at risk an alert key to remember): later ones are warned of by the
-# runs that come after, as the earlier edges pass.
-MAX_EDGES_WARNED = 4
 
 
 @dataclass(frozen=True)
@@ -211,54 +201,18 @@ def _report_locked(queue: str, deps: Deps, now: datetime, since: float) -> None:
     than a reconcile holds or keeps taking `LOCK#RECONCILE`. Say so once (RECONCILE_FAILED)
     and stop status saying Applied; the next run that gets the lease sets both right."""
     items = {i.get(SORT_KEY): i for i in deps.store.load_partition(queue)}
-    lease = items.get(LEASE_ITEM) or {}
     previous = well_formed(items[QUEUE_STATUS]) if QUEUE_STATUS in items else None
     stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    held_since = datetime.fromtimestamp(since, UTC).isoformat(timespec="seconds")
-    message = (
-        f"{LEASE_ITEM} of {queue} is held by {str(lease.get('owner', 'unknown'))[:80]!r} "
-        f"(expiresAt {str(lease.get('expiresAt', 'unknown'))[:40]}); no reconcile has run since "
-        f"{held_since.replace('+00:00', 'Z')}, longer than a reconcile can hold it "
-        f"({lease_bound(deps.settings.lease_seconds)} s)"
+    alert = alerts.lease_held(
+        queue, items.get(LEASE_ITEM) or {}, since, deps.settings.lease_seconds, stamp
     )
-    key = f"{queue}:locked"
     alerted = list((previous or {}).get("alerted") or [])
-    if key not in alerted:
-        deps.notifier.publish(
-            Alert(
-                kind="RECONCILE_FAILED",
-                severity="critical",
-                jobQueue=queue,
-                summary=f"Cannot reconcile {queue}: its reconcile lease is held",
-                detail=message,
-                nextSteps=[
-                    f"Find what writes item {LEASE_ITEM} of queue {queue} and stop it, or "
-                    "delete the item: a reconcile holds it for at most "
-                    f"{deps.settings.lease_seconds} s",
-                    "Changes to the config are not applied until then",
-                ],
-                occurredAt=stamp,
-                dedupKey=key,
-            )
-        )
-        alerted.append(key)
-    item = dict(previous or {SORT_KEY: QUEUE_STATUS})
-    kept = [c for c in item.get("conditions") or [] if c.get("type") != "Applied"]
-    [applied] = conditions(previous, [Condition("Applied", False, "Locked", message)], None, stamp)
-    applied["observedGeneration"] = next(
-        (c.get("observedGeneration") for c in kept), item.get("observedGeneration")
-    )
-    item["conditions"] = sorted([*kept, applied], key=_condition_order)
-    item["alerted"] = alerted[-_ALERT_MEMORY:]
-    item["lastError"] = message
-    item["updatedAt"] = stamp
+    if alert.dedupKey not in alerted:
+        deps.notifier.publish(alert)
+        alerted.append(alert.dedupKey)
+    item = locked_status(previous, alert.detail, alerted[-_ALERT_MEMORY:], stamp)
     if differs(previous, item):
         deps.store.write_status(queue, [item], [])
-
-
-def _condition_order(cond: Mapping[str, Any]) -> int:
-    kind = cond.get("type")
-    return CONDITION_TYPES.index(kind) if kind in CONDITION_TYPES else len(CONDITION_TYPES)
 
 
 class _Run:
@@ -415,7 +369,17 @@ class _Run:
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
-        self._warn_of_edge(assembled, report, observed, desired)
+        for alert in edge_warnings(
+            self.queue,
+            assembled,
+            report,
+            self.status,
+            observed,
+            desired,
+            self.deps.batch,
+            self.now,
+        ):
+            self._publish(alert)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
         self.result.waits = list(the_plan.waits)
         # After the alerts of this run (a removed share's owners hear of its removal).
@@ -843,11 +807,7 @@ class _Run:
         self.deps.store.write_status(self.queue, [_fitted(item)], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
-        by_share: dict[str, list[str]] = {}
-        for problem in report.errors:
-            if problem.share_index is not None and problem.share_index < len(assembled.share_items):
-                name = assembled.share_items[problem.share_index][len(SHARE_PREFIX) :]
-                by_share.setdefault(name, []).append(assembled.describe(problem))
+        by_share = alerts.rejected_shares(assembled, report)
         for name, messages in sorted(by_share.items()):
             self._publish(alerts.share_rejected(self.queue, name, messages, self.stamp))
         self.result.errors.extend(m for ms in by_share.values() for m in ms)
@@ -856,82 +816,8 @@ class _Run:
         """One alert per resource Batch reports INVALID (jobs it holds are not scheduled); the
         status says it too (Healthy False). Raised again by every run while it lasts, so it is
         alerted once, and again if it comes back after a fix."""
-        invalid: list[tuple[str, str | None, str]] = []
-        if observed.queue is not None and observed.queue.status == "INVALID":
-            invalid.append(("job queue", None, observed.queue.statusReason or ""))
-        for env in queue_environments(desired, observed):
-            if env.status == "INVALID":
-                invalid.append((f"service environment {env.serviceEnvironmentName}", None, ""))
-        # A frozen share (its item invalid) is still the queue's share in Batch: it counts too.
-        for name in sorted({*desired.shares, *desired.frozen_shares}):
-            share = observed.shares.get(name)
-            if share is not None and share.status == "INVALID":
-                invalid.append((f"quota share {name}", name, ""))
-        for what, share_name, reason in invalid:
+        for what, share_name, reason in invalid_resources(desired, observed):
             self._publish(alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp))
-
-    def _warn_of_edge(
-        self,
-        assembled: AssembledDocument,
-        report: ValidationReport,
-        observed: ObservedState,
-        desired_now: Desired,
-    ) -> None:
-        """PREEMPTION_RISK `windowWarningMinutes` before a window's edge lowers quota under
-        running jobs, naming them (`domain/scheduled_warning.py`): the layout the edge puts in
-        force, planned and guarded against what Batch runs now. Raised by every run within
-        the lead time, so it is published once per edge.
-
-        Only what the edge changes is announced: a request the layout in force now needs as
-        well (a reduction held by block or drain, an edit made within the lead time) is not
-        the window's, and has the guard's own alert."""
-        settings = report.settings
-        if settings is None:
-            return
-        before = desired_now
-        due = edges_to_warn(report.windows, self.now, settings.windowWarningMinutes)
-        for edge in due[:MAX_EDGES_WARNED]:
-            # The document's validation checked every moment; this plans the edge's layout.
-            at_edge = validate_layout_at(assembled, report.windows, edge)
-            if at_edge.queue_wide_errors or at_edge.settings is None:
-                continue  # rejected at that moment (the validator said so already)
-            before = self._warn_of(edge, at_edge, assembled, before, observed)
-
-    def _warn_of(
-        self,
-        edge: datetime,
-        at_edge: ValidationReport,
-        assembled: AssembledDocument,
-        before: Desired,
-        observed: ObservedState,
-    ) -> Desired:
-        """The warnings of one edge: its layout's requests that the layout before it (now, or
-        the previous edge's within the lead time) does not need too, decided against what
-        Batch runs now. Returns the edge's desired state (the layout before the next edge)."""
-        scope = self.deps.batch.scope
-        needed_before = {
-            (write_key(a), params_digest(a)) for a in plan(before, observed, scope).actions
-        }
-
-        def the_edges_own(the_plan: Plan) -> None:
-            the_plan.actions = [
-                a for a in the_plan.actions if (write_key(a), params_digest(a)) not in needed_before
-            ]
-
-        decision = decide(
-            self.queue,
-            at_edge,
-            self.status,
-            self.deps.batch,
-            assembled=assembled,
-            observed=observed,
-            before_guard=the_edges_own,
-        )
-        for alert in scheduled_risk_alerts(
-            self.queue, edge, at_edge.in_force, decision.decided, self.now
-        ):
-            self._publish(alert)
-        return decision.desired
 
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
         """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
