@@ -7,9 +7,10 @@ Powertools' batch utilities (see `make bench`, cold_start).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from quota_controller.domain.requeue import RequeueMessage
 
 if TYPE_CHECKING:
     from quota_controller.ports import Clock
@@ -40,19 +41,16 @@ class SqsRequeuer:
     ) -> None:
         """Send the queue's name, due after `delay_seconds`."""
         delay = max(0, delay_seconds)
-        body: dict[str, Any] = {
-            "queue": queue,
-            "reason": reason,
-            "notBefore": self._clock.now().timestamp() + delay,
-        }
-        if read_share_tags:
-            body["readShareTags"] = sorted(read_share_tags)
-        if chain:
-            body["chain"] = chain
-        if locked_since is not None:
-            body["lockedSince"] = locked_since
+        message = RequeueMessage(
+            queue,
+            self._clock.now().timestamp() + delay,
+            reason,
+            tuple(read_share_tags),
+            chain,
+            locked_since,
+        )
         self._client.send_message(
             QueueUrl=self._url,
-            MessageBody=json.dumps(body),
+            MessageBody=message.body(),
             DelaySeconds=min(self._max_delay, delay),
         )

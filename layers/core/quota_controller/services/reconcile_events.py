@@ -10,7 +10,6 @@ into status and an alert.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
+from quota_controller.domain.requeue import MalformedMessage, RequeueMessage
 from quota_controller.ports import Requeuer
 from quota_controller.services.reconcile import Deps, ReconcileResult, reconcile
 
@@ -54,19 +54,6 @@ def queue_of_stream_record(record: DynamoDBRecord) -> str | None:
     return queue if is_config_key(item) else None
 
 
-@dataclass(frozen=True)
-class RequeueMessage:
-    """A requeue message: which queue, and not before when (epoch seconds)."""
-
-    queue: str
-    not_before: float = 0.0
-    reason: str = ""
-    read_share_tags: tuple[str, ...] = ()
-    chain: str | None = None
-    # Since when (epoch seconds) the queue has been found locked by this message's runs.
-    locked_since: float | None = None
-
-
 # The longest wait a requeue asks for: the next quota-window edge, at most a week and a day
 # ahead for a recurring window (a one-off window further out is reached by the resync, whose
 # runs requeue for it once it is this close). Anything later is run now, not sent back forever.
@@ -74,41 +61,11 @@ MAX_REQUEUE_WAIT = 8 * 86400
 
 
 def parse_requeue(record: SQSRecord) -> RequeueMessage:
-    """The queue a requeue message names: {"queue": "<name>", "notBefore": <epoch>,
-    "reason": "...", "readShareTags": ["<share>", ...]}."""
+    """The requeue message a record carries (`domain/requeue.py`)."""
     try:
-        body = json.loads(record.body)
-    except (TypeError, ValueError) as exc:
-        raise MalformedRecord(f"message {record.message_id} is not JSON: {exc}") from None
-    queue = body.get("queue") if isinstance(body, dict) else None
-    if not isinstance(queue, str) or not queue:
-        raise MalformedRecord(f"message {record.message_id} names no queue")
-    not_before = body.get("notBefore", 0)
-    if not isinstance(not_before, int | float):
-        raise MalformedRecord(f"message {record.message_id} has a non-numeric notBefore")
-    chain = body.get("chain")
-    if chain is not None and not isinstance(chain, str):
-        raise MalformedRecord(f"message {record.message_id}: chain is not text")
-    read_share_tags = body.get("readShareTags", [])
-    if not isinstance(read_share_tags, list) or not all(
-        isinstance(n, str) and n for n in read_share_tags
-    ):
-        raise MalformedRecord(f"message {record.message_id}: readShareTags is not a list of names")
-    locked_since = body.get("lockedSince")
-    if locked_since is not None and (
-        isinstance(locked_since, bool)
-        or not isinstance(locked_since, int | float)
-        or not math.isfinite(locked_since)
-    ):
-        locked_since = None  # not written by the controller: start counting again
-    return RequeueMessage(
-        queue,
-        float(not_before),
-        str(body.get("reason", "")),
-        tuple(read_share_tags),
-        chain,
-        None if locked_since is None else float(locked_since),
-    )
+        return RequeueMessage.parse(record.body, record.message_id)
+    except MalformedMessage as exc:
+        raise MalformedRecord(str(exc)) from None
 
 
 def handle_event(
