@@ -156,7 +156,7 @@ def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
             }
             for n, g in enumerate(p.decided, 1)
         ],
-        "waits": list(p.the_plan.waits),
+        "waits": p.the_plan.wait_texts,
         "conflicts": list(p.the_plan.conflicts),
         "heldChange": p.held_change,
         "approveCommand": approve_command(args, p.queue, p.held_change) if blocked else None,
@@ -206,7 +206,9 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
         ]
         render.table(rows, ["#", "operation", "resource", "decision", "summary"], out)
     if not conflicts:
-        print_list("Waiting for (later reconciles continue from there):", p.the_plan.waits, out)
+        print_list(
+            "Waiting for (later reconciles continue from there):", p.the_plan.wait_texts, out
+        )
     risky = [g for g in p.decided if g.risks or g.decision != "apply"]
     if risky:
         print("Impact on running jobs:", file=out)

@@ -90,7 +90,7 @@ def drive(doc: Mapping[str, Any], world: World) -> list[Plan]:
             world.apply(action.operation, action.params)
         remember_applied_tags(world, wanted, the_plan.actions)
         world.settle()
-    steps = [[f"{a.operation} {a.resource}" for a in p.actions] + p.waits for p in plans[-3:]]
+    steps = [[f"{a.operation} {a.resource}" for a in p.actions] + p.wait_texts for p in plans[-3:]]
     raise AssertionError(f"not converged after {MAX_ROUNDS} rounds; last plans: {steps}")
 
 

@@ -132,7 +132,7 @@ def test_a_request_that_lowers_and_raises_sends_the_lowering_first() -> None:
         {"capacityUnit": G5, "maxCapacity": 1},
         {"capacityUnit": "ml.g5.2xlarge", "maxCapacity": 1},
     ]
-    assert any("raised limits follow" in w for w in the_plan.waits)
+    assert any("raised limits follow" in w for w in the_plan.wait_texts)
 
 
 def test_a_run_that_applies_a_reduction_defers_the_raises() -> None:
@@ -145,7 +145,8 @@ def test_a_run_that_applies_a_reduction_defers_the_raises() -> None:
 
     assert [g.action.operation for g in kept] == ["UpdateQuotaShare"]
     assert len(waits) == 1
-    assert waits[0].startswith("service environment")
+    assert waits[0].text.startswith("service environment")
+    assert waits[0].share is None  # the queue's wait, not a share's
     # Without a reduction applied (held), nothing waits.
     held = [GuardedAction(a, "blocked" if a.is_reduction else "apply") for a in the_plan.actions]
     assert defer_loosening(held) == (held, [])

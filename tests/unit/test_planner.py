@@ -185,7 +185,7 @@ def test_resources_are_created_in_dependency_order(
     the_plan = plan_for(desired(guide()), have)
 
     assert steps(the_plan) == expected_steps
-    assert the_plan.waits == expected_waits
+    assert the_plan.wait_texts == expected_waits
     assert the_plan.conflicts == []
 
 
@@ -336,7 +336,8 @@ def test_create_quota_share_params(new_share: ShareBuilder, expected: dict[str, 
     the_plan = plan_for(desired(doc), converged(guide(env_limits=g5(5))))
 
     assert requests(the_plan) == [("CreateQuotaShare", expected)]
-    assert the_plan.waits == ["quota share team-x to be created"]
+    assert the_plan.wait_texts == ["quota share team-x to be created"]
+    assert [(w.resource, w.share) for w in the_plan.waits] == [("quota share team-x", "team-x")]
 
 
 def test_shares_are_created_in_name_order() -> None:
@@ -397,7 +398,7 @@ def test_converged_document_plans_nothing(doc: DocBuilder) -> None:
     the_plan = plan_for(desired(doc, applied_share_tags=share_tags(doc)), converged(doc))
 
     assert the_plan.converged
-    assert (the_plan.actions, the_plan.waits, the_plan.conflicts) == ([], [], [])
+    assert (the_plan.actions, the_plan.wait_texts, the_plan.conflicts) == ([], [], [])
 
 
 # -- changes to one share --------------------------------------------------------------------
@@ -537,7 +538,7 @@ def test_edited_share_is_one_update_with_only_the_changed_fields(
     (action,) = the_plan.actions
     assert action.share == "team-a"
     assert action.reductions == expected_reductions
-    assert the_plan.waits == []
+    assert the_plan.wait_texts == []
 
 
 def test_transitional_share_waits_and_is_not_updated() -> None:
@@ -546,7 +547,7 @@ def test_transitional_share_waits_and_is_not_updated() -> None:
     the_plan = plan_for(desired(guide(share("team-a", "LEND", **g5(2)))), have)
 
     assert the_plan.actions == []
-    assert the_plan.waits == ["quota share team-a is UPDATING"]
+    assert the_plan.wait_texts == ["quota share team-a is UPDATING"]
 
 
 @pytest.mark.parametrize(
@@ -571,7 +572,7 @@ def test_frozen_share_is_left_alone_while_others_change(have: ObservedBuilder) -
             {"quotaShareArn": share_arn("team-a"), "capacityLimits": limits(**g5(2))},
         )
     ]
-    assert the_plan.waits == []
+    assert the_plan.wait_texts == []
 
 
 def test_frozen_share_missing_from_batch_is_not_created() -> None:
@@ -634,7 +635,7 @@ def test_removed_share_is_disabled_then_deleted(
     the_plan = plan_for(desired(guide(drop=("team-c",)), force=force), have)
 
     assert requests(the_plan) == expected_requests
-    assert the_plan.waits == expected_waits
+    assert the_plan.wait_texts == expected_waits
 
 
 @pytest.mark.parametrize(
@@ -714,7 +715,7 @@ def test_environment_update(
         ("UpdateServiceEnvironment", {"serviceEnvironment": env_arn(ENV), **changed})
     ]
     assert the_plan.actions[0].reductions == expected_reductions
-    assert the_plan.waits == []
+    assert the_plan.wait_texts == []
 
 
 @pytest.mark.parametrize(
@@ -969,7 +970,7 @@ def test_renamed_environment_is_replaced_and_the_old_one_retired(
     the_plan = plan_for(desired(ENV_2, managed_environment="env-1"), have)
 
     assert requests(the_plan) == expected_requests
-    assert the_plan.waits == expected_waits
+    assert the_plan.wait_texts == expected_waits
     assert the_plan.conflicts == []
 
 
@@ -1013,7 +1014,7 @@ def test_renamed_policy_is_replaced(
     the_plan = plan_for(desired(POLICY_2, managed_policy="pol-1"), have)
 
     assert requests(the_plan) == expected_requests
-    assert the_plan.waits == expected_waits
+    assert the_plan.wait_texts == expected_waits
 
 
 @pytest.mark.parametrize(
@@ -1142,7 +1143,7 @@ def test_teardown_runs_in_reverse_dependency_order(
     the_plan = plan_for(desired(None), have)
 
     assert requests(the_plan) == expected_requests
-    assert the_plan.waits == expected_waits
+    assert the_plan.wait_texts == expected_waits
     assert the_plan.conflicts == []
 
 

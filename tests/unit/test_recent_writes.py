@@ -51,7 +51,7 @@ def test_a_reduction_made_again_within_the_settle_time_waits_and_says_when_it_wa
     the_plan = Plan(actions=[_reduction(2)])
     drop_repeated_writes(the_plan, remembered_writes({"recentWrites": list(recent.values())}, NOW))
     assert the_plan.actions == []
-    assert the_plan.waits == [
+    assert the_plan.wait_texts == [
         f"quota share team-a lower team-a to 2: made at {_stamp(NOW)}, reads do not show it yet"
     ]
 
@@ -63,7 +63,7 @@ def test_a_different_reduction_or_a_raise_is_made() -> None:
     the_plan = Plan(actions=[other, raise_])
     drop_repeated_writes(the_plan, recent)
     assert the_plan.actions == [other, raise_]
-    assert the_plan.waits == []
+    assert the_plan.wait_texts == []
 
 
 def test_a_delete_forgets_what_was_written_to_the_resource_before() -> None:

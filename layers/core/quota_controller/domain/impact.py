@@ -14,7 +14,7 @@ from typing import Any
 
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction, Risk
 from quota_controller.domain.impact_victims import jobs_at_risk, risks_for
-from quota_controller.domain.plan_records import Action, Reduction
+from quota_controller.domain.plan_records import Action, Reduction, Wait
 
 # Requests that can let Batch dispatch more (a raise, a new share, an enabled resource): in a
 # run that applies a reduction they wait for the next run (tightening before loosening).
@@ -57,7 +57,7 @@ def hold_since(
     return now
 
 
-def defer_loosening(decided: Sequence[GuardedAction]) -> tuple[list[GuardedAction], list[str]]:
+def defer_loosening(decided: Sequence[GuardedAction]) -> tuple[list[GuardedAction], list[Wait]]:
     """Tightening before loosening. The guard judged the jobs Batch had before the plan; a
     raise (a limit, a new share, an enabled resource) applied in the same run could dispatch
     a job that a reduction of the same run then preempts. So in a run that applies a
@@ -69,12 +69,16 @@ def defer_loosening(decided: Sequence[GuardedAction]) -> tuple[list[GuardedActio
     if not tightening:
         return list(decided), []
     kept: list[GuardedAction] = []
-    waits: list[str] = []
+    waits: list[Wait] = []
     for g in decided:
         if g.applies and not g.action.is_reduction and g.action.operation in _LOOSENING:
             waits.append(
-                f"{g.action.resource} waits: {g.action.summary}, once this run's reductions "
-                "are applied"
+                Wait(
+                    g.action.resource,
+                    f"{g.action.resource} waits: {g.action.summary}, once this run's "
+                    "reductions are applied",
+                    g.action.share,
+                )
             )
             continue
         kept.append(g)

@@ -16,6 +16,7 @@ def _tightening_first(
     lowered: Sequence[Reduction],
     resource: str,
     out: Plan,
+    share: str | None = None,
 ) -> list[dict[str, Any]]:
     """The capacityLimits to send now. A request that lowers some limits and raises others
     sends only the lowering first (each limit at the lower of before and after): a raise could
@@ -30,7 +31,7 @@ def _tightening_first(
     ]
     if not clamped:
         return target  # every unit replaced: nothing to lower first
-    out.waits.append(f"{resource} waits: its raised limits follow once the lowered are applied")
+    out.wait_for(resource, "waits: its raised limits follow once the lowered are applied", share)
     return clamped
 
 

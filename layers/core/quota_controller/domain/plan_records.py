@@ -85,13 +85,36 @@ class Action:
         return bool(self.reductions)
 
 
+@dataclass(frozen=True)
+class Wait:
+    """Something the plan cannot do yet (a later reconcile goes on from there): the resource
+    that waits, as actions name it ("quota share team-a", "job queue q"), the share it
+    concerns (None: a queue-level resource), and the line status and the CLI show."""
+
+    resource: str
+    text: str
+    share: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class Plan:
     """The requests to make now, what must wait, and conflicts no request can fix."""
 
     actions: list[Action] = field(default_factory=list)
-    waits: list[str] = field(default_factory=list)
+    waits: list[Wait] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+
+    def wait_for(self, resource: str, why: str, share: str | None = None) -> None:
+        """Add the wait "<resource> <why>"."""
+        self.waits.append(Wait(resource, f"{resource} {why}", share))
+
+    @property
+    def wait_texts(self) -> list[str]:
+        """The waits as status, results and the CLI show them."""
+        return [w.text for w in self.waits]
 
     @property
     def converged(self) -> bool:

@@ -16,7 +16,7 @@ from quota_controller.domain.plan_records import Action, Desired, Plan, Reductio
 def _remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
     name = current.quotaShareName
     if current.transitional:
-        out.waits.append(f"quota share {name} is {current.status} (being removed)")
+        out.wait_for(f"quota share {name}", f"is {current.status} (being removed)", share=name)
         return
     if current.state != "DISABLED":
         out.actions.append(
@@ -29,7 +29,7 @@ def _remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
                 reductions=(Reduction("disabled", name, None, None, None),),
             )
         )
-        out.waits.append(f"quota share {name} to be disabled before it is deleted")
+        out.wait_for(f"quota share {name}", "to be disabled before it is deleted", share=name)
         return
     out.actions.append(
         Action(
@@ -77,7 +77,7 @@ def _retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> No
 def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
     name = env.serviceEnvironmentName
     if env.transitional:
-        out.waits.append(f"service environment {name} is {env.status} (being removed)")
+        out.wait_for(f"service environment {name}", f"is {env.status} (being removed)")
     elif env.state != "DISABLED":
         out.actions.append(
             Action(
@@ -87,7 +87,7 @@ def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
                 f"disable service environment {name} before deleting it",
             )
         )
-        out.waits.append(f"service environment {name} to be disabled before it is deleted")
+        out.wait_for(f"service environment {name}", "to be disabled before it is deleted")
     else:
         out.actions.append(
             Action(
@@ -112,10 +112,10 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
             )
             return
         if observed.shares:
-            out.waits.append(f"job queue {queue.jobQueueName} waits for its shares to be deleted")
+            out.wait_for(f"job queue {queue.jobQueueName}", "waits for its shares to be deleted")
             return
         if queue.transitional:
-            out.waits.append(f"job queue {queue.jobQueueName} is {queue.status}")
+            out.wait_for(f"job queue {queue.jobQueueName}", f"is {queue.status}")
         elif queue.state != "DISABLED":
             out.actions.append(
                 Action(
@@ -125,7 +125,7 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                     f"disable job queue {queue.jobQueueName} before deleting it",
                 )
             )
-            out.waits.append(f"job queue {queue.jobQueueName} to be disabled")
+            out.wait_for(f"job queue {queue.jobQueueName}", "to be disabled")
         else:
             out.actions.append(
                 Action(
@@ -136,7 +136,7 @@ def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                     deletes_queue=True,
                 )
             )
-            out.waits.append(f"job queue {queue.jobQueueName} to be deleted")
+            out.wait_for(f"job queue {queue.jobQueueName}", "to be deleted")
         return
     for name, policy in sorted(observed.policies.items()):
         if policy.tags.get(OWNER_TAG) == desired.queue:

@@ -42,19 +42,23 @@ def _shares(
         current = observed.shares.get(name)
         if current is None:
             if not queue_ready:
-                out.waits.append(f"quota share {name} waits for job queue {desired.queue}")
+                out.wait_for(
+                    f"quota share {name}", f"waits for job queue {desired.queue}", share=name
+                )
             elif free <= 0:
-                out.waits.append(
-                    f"quota share {name} waits for a removed share to be deleted (a job queue "
-                    f"holds at most {MAX_QUOTA_SHARES} quota shares)"
+                out.wait_for(
+                    f"quota share {name}",
+                    "waits for a removed share to be deleted (a job queue holds at most "
+                    f"{MAX_QUOTA_SHARES} quota shares)",
+                    share=name,
                 )
             else:
                 free -= 1
                 out.actions.append(_create_share(spec, desired.queue, queue_arn))
-                out.waits.append(f"quota share {name} to be created")
+                out.wait_for(f"quota share {name}", "to be created", share=name)
             continue
         if current.transitional:
-            out.waits.append(f"quota share {name} is {current.status}")
+            out.wait_for(f"quota share {name}", f"is {current.status}", share=name)
             continue
         update = _update_share(spec, current, out)
         if update is not None:
@@ -95,7 +99,7 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
     if want != have:
         lowered = _limit_reductions(name, have, want)
         params["capacityLimits"] = _tightening_first(
-            have, want, lowered, f"quota share {name}", out
+            have, want, lowered, f"quota share {name}", out, share=name
         )
         changes.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
         reductions.extend(lowered)

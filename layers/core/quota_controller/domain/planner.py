@@ -116,7 +116,7 @@ def _environment(
                 f"({_limits_text(desired_limits)})",
             )
         )
-        out.waits.append(f"service environment {name} to be created")
+        out.wait_for(f"service environment {name}", "to be created")
         return None
     if _owned_elsewhere(
         env.tags,
@@ -135,7 +135,7 @@ def _environment(
         )
         return None
     if env.transitional:
-        out.waits.append(f"service environment {name} is {env.status}")
+        out.wait_for(f"service environment {name}", f"is {env.status}")
         return env
     params: dict[str, Any] = {}
     reductions = tuple(_limit_reductions(None, env.limits(), desired_limits))
@@ -187,7 +187,7 @@ def _queue(
     env_ready = env is not None and env.status == "VALID" and not env_updating
     if current is None or current.status == "DELETED":
         if not env_ready or env is None:
-            out.waits.append(f"job queue {queue} waits for its service environment to be VALID")
+            out.wait_for(f"job queue {queue}", "waits for its service environment to be VALID")
             return False
         params: dict[str, Any] = {
             "jobQueueName": queue,
@@ -205,7 +205,7 @@ def _queue(
         out.actions.append(
             Action("CreateJobQueue", params, f"job queue {queue}", "create the job queue")
         )
-        out.waits.append(f"job queue {queue} to be created")
+        out.wait_for(f"job queue {queue}", "to be created")
         return False
     if _not_adopted(current.tags, queue, spec.adopt, f"job queue {queue}", "jobQueue", out):
         return False
@@ -216,7 +216,7 @@ def _queue(
         )
         return False
     if current.transitional:
-        out.waits.append(f"job queue {queue} is {current.status}")
+        out.wait_for(f"job queue {queue}", f"is {current.status}")
         return False
     params = {}
     changes: list[str] = []
@@ -249,7 +249,7 @@ def _queue(
         return False
     if current.schedulingPolicyArn != policy_arn:
         if observed.policy is None or observed.policy.arn != policy_arn:
-            out.waits.append(f"job queue {queue} waits for its new scheduling policy")
+            out.wait_for(f"job queue {queue}", "waits for its new scheduling policy")
         else:
             params["schedulingPolicyArn"] = policy_arn
             changes.append(f"scheduling policy -> {settings.scheduling_policy_name}")
@@ -265,7 +265,7 @@ def _queue(
             old = observed.environment_by_arn(attached[0])
             switched = _limit_reductions(None, old.limits() if old else {}, env.limits())
         else:
-            out.waits.append(f"job queue {queue} waits for its new service environment")
+            out.wait_for(f"job queue {queue}", "waits for its new service environment")
     if params:
         out.actions.append(
             Action(

@@ -34,7 +34,7 @@ def queue_conditions(
 ) -> list[Condition]:
     """Valid, Applied, Healthy and Blocked of the queue (its own requests: none of a share)."""
     queue_held = [g for g in held if g.action.share is None]
-    queue_waits = [w for w in the_plan.waits if not w.startswith("quota share")]
+    queue_waits = [w.text for w in the_plan.waits if w.share is None]
     applied_ok = (
         not failure and not queue_waits and not [a for a in the_plan.actions if a.share is None]
     )

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime
 
-from quota_controller.domain.plan_records import Action, Plan
+from quota_controller.domain.plan_records import Action, Plan, Wait
 
 # How long a read may lag behind a write (and a create Batch refused may stay invisible to
 # every read before the refusal counts): Batch documents no read-after-write consistency, and
@@ -81,7 +81,11 @@ def drop_repeated_writes(the_plan: Plan, recent: RecentWrites) -> None:
             continue
         where = f"quota share {action.share} " if action.share else ""
         the_plan.waits.append(
-            f"{where}{action.summary}: made at {done['at']}, reads do not show it yet"
+            Wait(
+                action.resource,
+                f"{where}{action.summary}: made at {done['at']}, reads do not show it yet",
+                action.share,
+            )
         )
     the_plan.actions = kept
 

@@ -53,7 +53,7 @@ def share_status(
     gen = generation(config)
     current = observed.shares.get(name)
     pending = [a for a in the_plan.actions if a.share == name]
-    waits = [w for w in the_plan.waits if w.startswith(f"quota share {name} ")]
+    waits = [w.text for w in the_plan.waits if w.share == name]
     invalid = [p for p in report.errors if p.share == name]
     if name in desired.frozen_shares:
         valid = Condition(

@@ -34,7 +34,7 @@ from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import hold_since, risky_actions
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.plan_records import Action, Desired, Plan
+from quota_controller.domain.plan_records import Action, Desired, Plan, Wait
 from quota_controller.domain.queue_status import (
     held_change_record,
     invalid_resources,
@@ -353,7 +353,7 @@ class _Run:
         self.share_tags = decision.share_tags
         self.result.tags_pending.extend(decision.tags_pending)
         # With the loosening the guard deferred (a run that applies a reduction).
-        self.result.waits = list(the_plan.waits)
+        self.result.waits = the_plan.wait_texts
         if the_plan.conflicts:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
         decided, self.result.held_change = decision.decided, decision.held_change
@@ -381,7 +381,7 @@ class _Run:
         ):
             self._publish(alert)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
-        self.result.waits = list(the_plan.waits)
+        self.result.waits = the_plan.wait_texts
         # After the alerts of this run (a removed share's owners hear of its removal).
         self._sync_owners(desired)
         self._finish(desired, observed, report, the_plan, decided, failure)
@@ -392,7 +392,7 @@ class _Run:
         decided: list[GuardedAction],
         observed: ObservedState,
         unannounced: set[str | None],
-        waits: list[str],
+        waits: list[Wait],
     ) -> str | None:
         records: list[dict[str, Any]] = []
         failure: str | None = None
@@ -451,7 +451,7 @@ class _Run:
                 self.deps.store.record_changes(self.queue, [_fitted(r) for r in records])
         return failure
 
-    def _unsettled(self, exc: ActionUnsettled) -> str | None:
+    def _unsettled(self, exc: ActionUnsettled) -> Wait | None:
         """The wait for a refused create no read shows yet, or None once it has stayed so for
         SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
         action = exc.action
@@ -465,9 +465,11 @@ class _Run:
             return None
         self.unsettled[action.resource] = since
         where = f"quota share {action.share} " if action.share else ""
-        return (
-            f"{where}{action.summary}: Batch refused it ({exc.message}) and no read shows it yet "
-            "(an earlier attempt may have made it); read again with the next attempt"
+        return Wait(
+            action.resource,
+            f"{where}{action.summary}: Batch refused it ({exc.message}) and no read shows it "
+            "yet (an earlier attempt may have made it); read again with the next attempt",
+            action.share,
         )
 
     def _remember_approval(self, change: str) -> None:
@@ -650,7 +652,7 @@ class _Run:
             desired, observed, report, the_plan, held, failure, bool(self.result.applied)
         )
         queue_status = self._queue_status(gen, conds)
-        queue_status["waitingFor"] = list(the_plan.waits)
+        queue_status["waitingFor"] = the_plan.wait_texts
         if report.windows:
             # Quota windows: those in force (the layout applied is theirs) and the next edge.
             queue_status["windowsInForce"] = list(report.in_force)
