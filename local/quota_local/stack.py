@@ -108,7 +108,10 @@ class _CaptureServer:
 
         self.bodies = bodies
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # A short poll: `shutdown` waits for the loop to look (0.5 s by default, per stack).
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
         self.url = f"http://127.0.0.1:{self._server.server_port}/chat"
 
