@@ -1,4 +1,4 @@
-"""`quotactl conformance`: run the probe (quotactl.conformance) and write conformance.json."""
+"""`quotactl conformance`: run the probe (conformance_checks) and write conformance.json."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from quotactl import aws, render
-from quotactl.conformance import Clock, Probe, cost_bound
+from quotactl.conformance_checks import Clock, Probe, cost_bound
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
