@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from quotactl import aws, render
-from quotactl.conformance_checks import Clock, Probe, cost_bound
+from quotactl.conformance_checks import Probe, cost_bound
+from quotactl.conformance_session import Clock
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

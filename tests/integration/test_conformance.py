@@ -13,7 +13,8 @@ import pytest
 
 from quota_local.emulator import PROFILES, Fault, load_conformance
 from quota_local.stack import LocalStack
-from quotactl.conformance_checks import Clock, Probe
+from quotactl.conformance_checks import Probe
+from quotactl.conformance_session import Clock
 from quotactl.main import main
 
 REQUEST = {
