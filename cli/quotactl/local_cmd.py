@@ -40,7 +40,7 @@ def refusal(port: int, apply: str | None, err: TextIO) -> int | None:
             file=err,
         )
         return 2
-    from quota_local.stack import port_taken
+    from quota_local.loopback import port_taken
 
     if port and port_taken(port):
         print(
@@ -228,7 +228,7 @@ def run_submit(
         return 2
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from quota_local.stack import service_job_request
+    from quota_local.service_jobs import service_job_request
 
     request = service_job_request(
         queue, share, instance_type, count, priority=priority, runtime_s=run_time, name=name
@@ -258,7 +258,7 @@ def run_alerts(fmt: str, out: TextIO) -> int:
         return 2
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from quota_local.stack import drain_alerts
+    from quota_local.alerts_inbox import drain_alerts
 
     sqs = _client(state, "sqs")
     others: list[str] = []

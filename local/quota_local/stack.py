@@ -20,15 +20,20 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from quota_local.alerts_inbox import drain_alerts
+from quota_local.clock import VirtualClock
 from quota_local.event_sources import SqsSource, StreamSource
+from quota_local.loopback import _CaptureServer, _free_port, port_taken
 from quota_local.paths import function_file
+from quota_local.process_patches import _cache_jsonpath_parsing, _drop_unpublished_metrics
+from quota_local.service_jobs import service_job_request
 from quota_local.template import StackShape, load_template, stack_shape
 
 ACCOUNT = "123456789012"
@@ -39,85 +44,6 @@ _FAKE_CREDENTIALS = {
     "AWS_SECURITY_TOKEN": "testing",
     "AWS_EC2_METADATA_DISABLED": "true",
 }
-
-
-class VirtualClock:
-    """A clock that moves only when told to (epoch seconds, UTC)."""
-
-    def __init__(self, start: datetime | None = None):
-        self._t = (start or datetime(2026, 3, 16, 19, 0, tzinfo=UTC)).timestamp()
-
-    def time(self) -> float:
-        """Now, in epoch seconds."""
-        return self._t
-
-    def now(self) -> datetime:
-        """Now, as an aware datetime."""
-        return datetime.fromtimestamp(self._t, UTC)
-
-    def advance(self, seconds: float) -> None:
-        """Move forward."""
-        if seconds < 0:
-            raise ValueError("the clock does not go back")
-        self._t += seconds
-
-    def set(self, epoch: float) -> None:
-        """Jump forward to an instant."""
-        self._t = max(self._t, epoch)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def port_taken(port: int) -> bool:
-    """Something holds the port on 127.0.0.1 (a server could not listen there)."""
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
-
-class _CaptureServer:
-    """An https-subscriber stand-in on 127.0.0.1 that keeps every body it is sent."""
-
-    def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        bodies: list[bytes] = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                bodies.append(self.rfile.read(length))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                return None
-
-        self.bodies = bodies
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # A short poll: `shutdown` waits for the loop to look (0.5 s by default, per stack).
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_port}/chat"
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 class LocalStack:
@@ -791,101 +717,3 @@ class LocalStack:
             )
             out[name] = [json.loads(m["Body"]) for m in page.get("Messages", [])]
         return out
-
-
-def _drop_unpublished_metrics() -> None:
-    """Empty Powertools' metric set after an invocation when metrics are off (as locally).
-
-    Powertools clears its (process-wide) metric set only when it publishes; with
-    POWERTOOLS_METRICS_DISABLED it keeps every value, so a long-running local stack would grow
-    and a test that turns metrics on would see values of earlier invocations. A publish would
-    have emptied it, so this does what the publish would.
-    """
-    from aws_lambda_powertools import Metrics
-    from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
-    if is_metrics_disabled():
-        Metrics().clear_metrics()
-
-
-def _cache_jsonpath_parsing() -> None:
-    """moto's EventBridge builds a JSONPath parser (a PLY grammar) anew for every input path of
-    every target of every event it delivers (`EventTemplateParser.parse` imports and calls
-    `jsonpath_ng.ext.parse`): a tenth of a local run's time. The same few paths are parsed
-    each time and a parsed path is not changed by `find`, so the parse is cached, once per
-    process."""
-    import functools
-
-    try:
-        import jsonpath_ng.ext
-    except ImportError:  # moto's EventBridge would need it too: nothing to speed up
-        return
-    parse = getattr(jsonpath_ng.ext, "parse", None)
-    if parse is not None and not hasattr(parse, "cache_info"):
-        setattr(jsonpath_ng.ext, "parse", functools.lru_cache(maxsize=512)(parse))  # noqa: B010
-
-
-def drain_alerts(
-    sqs: Any, queue_url: str, on_other: Callable[[str], None] | None = None
-) -> list[dict[str, Any]]:
-    """Take every alert waiting in the alerts inbox (an SQS queue subscribed to the alerts
-    topic: each message is the SNS envelope around the alert JSON), in arrival order.
-
-    A message that is no alert raises ValueError (and stays in the inbox); with `on_other`, it
-    is handed to it and taken out instead."""
-    alerts: list[dict[str, Any]] = []
-    while True:
-        page = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
-        messages = page.get("Messages", [])
-        if not messages:
-            return alerts
-        for message in messages:
-            try:
-                alert = json.loads(json.loads(message["Body"])["Message"])
-                if not isinstance(alert, dict):
-                    raise ValueError("not an alert document")
-            except (ValueError, KeyError, TypeError) as exc:
-                if on_other is None:
-                    raise ValueError(f"a message in the alerts inbox is no alert: {exc}") from exc
-                on_other(str(message.get("Body", "")))
-            else:
-                alerts.append(alert)
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-
-
-def service_job_request(
-    queue: str,
-    share: str,
-    instance_type: str,
-    count: int,
-    *,
-    priority: int = 0,
-    runtime_s: int = 3600,
-    name: str | None = None,
-    retries_before_termination: int | None = None,
-) -> dict[str, Any]:
-    """SubmitServiceJob's request for a SageMaker training job in a quota share (the emulator
-    runs it for `runtime_s`: the payload's MaxRuntimeInSeconds)."""
-    job_name = name or f"{share}-job"
-    payload = {
-        "TrainingJobName": job_name,
-        "ResourceConfig": {
-            "InstanceType": instance_type,
-            "InstanceCount": count,
-            "VolumeSizeInGB": 30,
-        },
-        "StoppingCondition": {"MaxRuntimeInSeconds": runtime_s},
-    }
-    request: dict[str, Any] = {
-        "jobName": job_name,
-        "jobQueue": queue,
-        "serviceJobType": "SAGEMAKER_TRAINING",
-        "serviceRequestPayload": json.dumps(payload),
-        "quotaShareName": share,
-        "schedulingPriority": priority,
-    }
-    if retries_before_termination is not None:
-        request["preemptionConfiguration"] = {
-            "preemptionRetriesBeforeTermination": retries_before_termination
-        }
-    return request
