@@ -49,7 +49,8 @@ from quota_local.recommend import (
     recommend,
 )
 from quota_local.simulate import read_workload, write_workload
-from quota_local.stack import ACCOUNT, LocalStack
+from quota_local.stack import LocalStack
+from quota_local.stack_resources import ACCOUNT
 from quotactl.report import Report, build_report, workload
 
 WEEK_S = 7 * 86400

@@ -34,9 +34,9 @@ from quota_local.loopback import _CaptureServer, _free_port, port_taken
 from quota_local.paths import function_file
 from quota_local.process_patches import _cache_jsonpath_parsing, _drop_unpublished_metrics
 from quota_local.service_jobs import service_job_request
+from quota_local.stack_resources import ACCOUNT, create_resources, function_env, wire
 from quota_local.template import StackShape, load_template, stack_shape
 
-ACCOUNT = "123456789012"
 _FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -48,6 +48,23 @@ _FAKE_CREDENTIALS = {
 
 class LocalStack:
     """The deployed controller, locally. Use as a context manager."""
+
+    # Set on start by quota_local.stack_resources (what it creates from template.yaml).
+    table_name: str
+    stream_arn: str
+    sqs: Any
+    requeue_dlq_url: str
+    requeue_url: str
+    stream_dlq_url: str
+    idempotency_table: str
+    alert_dlq_url: str
+    alert_buffer_url: str
+    history_table_name: str
+    history_dlq_url: str
+    history_buffer_url: str
+    topic_arn: str
+    alerts_url: str
+    _resync: Any
 
     def __init__(
         self,
@@ -148,7 +165,7 @@ class LocalStack:
             sleep=self.clock.advance,
             variants=self.variants,
         )
-        self._create_resources()
+        create_resources(self)
         if self.run_jobs:
             from quota_local.emulator.scheduler import attach_scheduler
 
@@ -157,12 +174,12 @@ class LocalStack:
             self.scheduler = attach_scheduler(
                 emulator.emulator_for(ACCOUNT, self.region), on_event=self._on_batch_event
             )
-        self._set_env(self._function_env())
+        self._set_env(function_env(self))
         from quota_controller import composition
 
         composition.reset()
         composition.use_clock(self.clock)
-        self._wire()
+        wire(self)
         self._next_resync = self.clock.time() + self.shape.resync_seconds
 
     def stop(self) -> None:
@@ -225,137 +242,6 @@ class LocalStack:
         config = Config(account_id_endpoint_mode="disabled")
         return boto3.client(service, region_name=self.region, config=config)
 
-    def _create_resources(self) -> None:
-        ddb = self.client("dynamodb")
-        self.table_name = f"{self.prefix}-quota-config"
-        ddb.create_table(
-            TableName=self.table_name,
-            KeySchema=self.shape.table_key_schema,
-            AttributeDefinitions=self.shape.table_attributes,
-            BillingMode="PAY_PER_REQUEST",
-            StreamSpecification={
-                "StreamEnabled": True,
-                "StreamViewType": self.shape.stream_view_type,
-            },
-        )
-        self.stream_arn = ddb.describe_table(TableName=self.table_name)["Table"]["LatestStreamArn"]
-        sqs = self.client("sqs")
-        self.sqs = sqs
-        self.requeue_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-requeue-dlq")["QueueUrl"]
-        dlq_arn = self._queue_arn(self.requeue_dlq_url)
-        self.requeue_url = sqs.create_queue(
-            QueueName=f"{self.prefix}-requeue",
-            Attributes={
-                "VisibilityTimeout": str(self.shape.requeue_visibility_timeout),
-                "RedrivePolicy": json.dumps(
-                    {
-                        "deadLetterTargetArn": dlq_arn,
-                        "maxReceiveCount": str(self.shape.requeue_max_receive),
-                    }
-                ),
-            },
-        )["QueueUrl"]
-        self.stream_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-config-stream-dlq")[
-            "QueueUrl"
-        ]
-        self.idempotency_table = f"{self.prefix}-alert-idempotency"
-        ddb.create_table(
-            TableName=self.idempotency_table,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        self.alert_dlq_url = sqs.create_queue(QueueName=f"{self.prefix}-alert-buffer-dlq")[
-            "QueueUrl"
-        ]
-        self.alert_buffer_url = sqs.create_queue(
-            QueueName=f"{self.prefix}-alert-buffer",
-            Attributes={
-                "VisibilityTimeout": str(self.shape.alert_visibility_timeout),
-                "RedrivePolicy": json.dumps(
-                    {
-                        "deadLetterTargetArn": self._queue_arn(self.alert_dlq_url),
-                        "maxReceiveCount": str(self.shape.alert_max_receive),
-                    }
-                ),
-            },
-        )["QueueUrl"]
-        self._create_history()
-        self._create_rules()
-        sns = self.client("sns")
-        self.topic_arn = sns.create_topic(Name=f"{self.prefix}-alerts")["TopicArn"]
-        # What an automation subscriber sees: the `sqs` body of each alert.
-        self.alerts_url = sqs.create_queue(QueueName=f"{self.prefix}-alerts-inbox")["QueueUrl"]
-        sns.subscribe(
-            TopicArn=self.topic_arn,
-            Protocol="sqs",
-            Endpoint=self._queue_arn(self.alerts_url),
-        )
-        # What a chat channel (Amazon Q Developer, an https subscriber) receives.
-        self._chat = _CaptureServer()
-        sns.subscribe(TopicArn=self.topic_arn, Protocol="https", Endpoint=self._chat.url)
-
-    def _create_history(self) -> None:
-        """The job-history table, its buffer and the buffer's DLQ, as the template has them."""
-        ddb = self.client("dynamodb")
-        self.history_table_name = f"{self.prefix}-job-history"
-        indexes = [
-            {
-                "IndexName": i["IndexName"],
-                "KeySchema": i["KeySchema"],
-                "Projection": i["Projection"],
-            }
-            for i in self.shape.history_indexes
-        ]
-        ddb.create_table(
-            TableName=self.history_table_name,
-            KeySchema=self.shape.history_key_schema,
-            AttributeDefinitions=self.shape.history_attributes,
-            BillingMode="PAY_PER_REQUEST",
-            **({"GlobalSecondaryIndexes": indexes} if indexes else {}),
-        )
-        self.history_dlq_url = self.sqs.create_queue(QueueName=f"{self.prefix}-history-buffer-dlq")[
-            "QueueUrl"
-        ]
-        self.history_buffer_url = self.sqs.create_queue(
-            QueueName=f"{self.prefix}-history-buffer",
-            Attributes={
-                "VisibilityTimeout": str(self.shape.history_visibility_timeout),
-                "RedrivePolicy": json.dumps(
-                    {
-                        "deadLetterTargetArn": self._queue_arn(self.history_dlq_url),
-                        "maxReceiveCount": str(self.shape.history_max_receive),
-                    }
-                ),
-            },
-        )["QueueUrl"]
-
-    def _create_rules(self) -> None:
-        from quota_local.template import load_template, parameter_defaults, resolve
-
-        params = parameter_defaults(load_template(self._template))
-        # ManagedNamePrefix has no default (the operator chooses at deploy time): locally the
-        # controller manages every name, as with "*".
-        params["ManagedNamePrefix"] = params.get("ManagedNamePrefix") or "*"
-        refs = {
-            **params,
-            "AWS::Partition": "aws",
-            "AWS::Region": self.region,
-            "AWS::AccountId": ACCOUNT,
-        }
-        conditions = {"ManagesAnyQueue": params.get("ManagedNamePrefix", "*") == "*"}
-        events = self.client("events")
-        for target, url, rules in (
-            ("AlertBuffer", self.alert_buffer_url, self.shape.alert_rules),
-            ("HistoryBuffer", self.history_buffer_url, self.shape.history_rules),
-        ):
-            buffer_arn = self._queue_arn(url)
-            for name, pattern in rules.items():
-                rule = f"{self.prefix}-{name}"
-                pattern_json = json.dumps(resolve(pattern, refs, conditions))
-                events.put_rule(Name=rule, EventPattern=pattern_json)
-                events.put_targets(Rule=rule, Targets=[{"Id": target, "Arn": buffer_arn}])
-
     def put_events(self, *events: Mapping[str, Any]) -> None:
         """Put raw EventBridge events (the documented envelope) on the local default bus."""
         if self._events_client is None:  # one per start: a client costs ~13 ms to make
@@ -374,79 +260,6 @@ class LocalStack:
             entries.append(entry)
         for start in range(0, len(entries), 10):
             client.put_events(Entries=entries[start : start + 10])
-
-    def _queue_arn(self, url: str) -> str:
-        attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
-        return str(attrs["Attributes"]["QueueArn"])
-
-    def _function_env(self) -> dict[str, str]:
-        return {
-            "CONFIG_TABLE": self.table_name,
-            "ALERTS_TOPIC_ARN": self.topic_arn,
-            "IDEMPOTENCY_TABLE": self.idempotency_table,
-            "HISTORY_TABLE": self.history_table_name,
-            "HISTORY_RETENTION_DAYS": str(self.shape.history_retention_days),
-            "REQUEUE_QUEUE_URL": self.requeue_url,
-            "REQUEUE_SECONDS": str(self.shape.requeue_seconds),
-            "REQUEUE_MAX_SQS_DELAY": "0",
-            "BATCH_MAX_ATTEMPTS": str(self.batch_max_attempts),
-            "ACCOUNT_ID": ACCOUNT,
-            "AWS_REGION": self.region,
-            "AWS_PARTITION": "aws",
-            "POWERTOOLS_METRICS_NAMESPACE": "BatchQuotaController",
-            "POWERTOOLS_SERVICE_NAME": "local",
-            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
-            "POWERTOOLS_METRICS_DISABLED": "true",
-        }
-
-    def _wire(self) -> None:
-        from moto.events.models import EventPattern
-
-        reconcile = self.handler("reconcile")
-        pattern = EventPattern.load(self.shape.stream_filter) if self.shape.stream_filter else None
-        self.stream = StreamSource(
-            streams=self.client("dynamodbstreams"),
-            stream_arn=self.stream_arn,
-            handler=reconcile,
-            function_name=f"{self.prefix}-reconcile",
-            region=self.region,
-            pattern=pattern,
-            sqs=self.sqs,
-            dlq_url=self.stream_dlq_url,
-            batch_size=self.shape.stream_batch_size,
-            max_retries=self.shape.stream_max_retries,
-        )
-        self.requeue = SqsSource(
-            sqs=self.sqs,
-            queue_url=self.requeue_url,
-            queue_arn=self._queue_arn(self.requeue_url),
-            handler=reconcile,
-            function_name=f"{self.prefix}-reconcile",
-            region=self.region,
-            now=self.clock.time,
-            batch_size=self.shape.requeue_batch_size,
-        )
-        self._resync = self.handler("resync")
-        self.alert_source = SqsSource(
-            sqs=self.sqs,
-            queue_url=self.alert_buffer_url,
-            queue_arn=self._queue_arn(self.alert_buffer_url),
-            handler=self.handler("alert"),
-            function_name=f"{self.prefix}-alert",
-            region=self.region,
-            now=self.clock.time,
-            batch_size=self.shape.alert_batch_size,
-        )
-        self.history_source = SqsSource(
-            sqs=self.sqs,
-            queue_url=self.history_buffer_url,
-            queue_arn=self._queue_arn(self.history_buffer_url),
-            handler=self.handler("record_history"),
-            function_name=f"{self.prefix}-record-history",
-            region=self.region,
-            now=self.clock.time,
-            batch_size=self.shape.history_batch_size,
-        )
 
     _modules: dict[str, ModuleType] = {}
 

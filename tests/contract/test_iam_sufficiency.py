@@ -30,7 +30,8 @@ from builders import guide_layout
 
 from quota_local.emulator import server_error, throttling
 from quota_local.event_sources import FakeContext
-from quota_local.stack import ACCOUNT, LocalStack
+from quota_local.stack import LocalStack
+from quota_local.stack_resources import ACCOUNT
 from quota_local.template import load_template
 
 REGION = "us-east-1"
