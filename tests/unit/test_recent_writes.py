@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -73,6 +75,15 @@ def test_a_delete_forgets_what_was_written_to_the_resource_before() -> None:
     remember_write(recent, delete, _stamp(NOW))
     assert [e["operation"] for e in recent.values()] == ["DeleteQuotaShare"]
     assert recent["DeleteQuotaShare " + SHARE_ARN]["params"] == params_digest(delete)
+
+
+def test_the_parameters_digest_is_the_one_status_already_holds() -> None:
+    """recentWrites in status items written by earlier versions stay comparable."""
+    assert (
+        params_digest(_update(2))
+        == hashlib.sha256(json.dumps(_update(2).params, sort_keys=True).encode()).hexdigest()[:10]
+    )
+    assert params_digest(_update(2)) == "4a1b9a89f2"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ own alert.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -41,14 +41,14 @@ def edge_warnings(
     desired_now: Desired,
     batch: BatchGateway,
     now: datetime,
-) -> list[Alert]:
+) -> Iterator[Alert]:
     """The warnings due now: of every edge within the lead time (at most MAX_EDGES_WARNED),
     each planned against the layout before it (the one in force now, `desired_now`, or the
-    previous edge's)."""
+    previous edge's). Yielded edge by edge, so an edge's warnings are published before the
+    next edge's jobs are read (a read that fails does not hold back the earlier warnings)."""
     settings = report.settings
     if settings is None:
-        return []
-    found: list[Alert] = []
+        return
     before = desired_now
     for edge in edges_to_warn(report.windows, now, settings.windowWarningMinutes)[
         :MAX_EDGES_WARNED
@@ -75,6 +75,5 @@ def edge_warnings(
             observed=observed,
             before_guard=the_edges_own,
         )
-        found += scheduled_risk_alerts(queue, edge, at_edge.in_force, decision.decided, now)
+        yield from scheduled_risk_alerts(queue, edge, at_edge.in_force, decision.decided, now)
         before = decision.desired
-    return found
