@@ -7,7 +7,7 @@ import time
 from bench.reconcile_bench import twenty_share_document
 from quota_controller.domain.config import validate_document
 from quota_local.recommend import DEFAULT_BUDGET, recommend
-from quota_local.simulate import generate_workload
+from quota_local.workload import generate_workload
 
 DAYS = 30
 

@@ -10,7 +10,8 @@ import time
 
 from bench.reconcile_bench import twenty_share_document
 from quota_controller.domain.config import validate_document
-from quota_local.simulate import generate_workload, simulate
+from quota_local.simulate import simulate
+from quota_local.workload import generate_workload
 
 REPEATS = 3
 

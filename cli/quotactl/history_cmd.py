@@ -325,7 +325,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """The window's jobs as the simulator's workload CSV on stdout; what was left out on stderr."""
-    from quota_local.simulate import write_workload
+    from quota_local.workload import write_workload
     from quotactl.report import workload
 
     until = _now_ms(args)

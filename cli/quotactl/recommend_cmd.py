@@ -149,7 +149,7 @@ def _progress(most: int) -> Any:
 
 
 def _read_workload(path: str) -> list[Any] | None:
-    from quota_local.simulate import WorkloadError, read_workload
+    from quota_local.workload import WorkloadError, read_workload
 
     try:
         text = Path(path).read_text(encoding="utf-8-sig")

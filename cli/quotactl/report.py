@@ -350,7 +350,7 @@ def workload(records: Sequence[JobRecord], since_ms: int, until_ms: int) -> Expo
     succeeded, or failed on its own), never the preempted attempts. A job without such an
     attempt (still waiting or running, or ended by a preemption) has no known need and is
     left out, counted in `skipped`."""
-    from quota_local.simulate import WorkloadJob
+    from quota_local.workload import WorkloadJob
 
     jobs: list[WorkloadJob] = []
     skipped: Counter[str] = Counter()

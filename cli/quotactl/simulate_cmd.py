@@ -39,7 +39,8 @@ def run_simulate(
     written, 2 for a plot file of another kind than .html or .svg. A document with quota
     windows changes layout at each edge, second 0 of the workload being `start` (default
     now); its windows are validated from then."""
-    from quota_local.simulate import WorkloadError, read_workload, simulate, windowed_layout
+    from quota_local.simulate import simulate, windowed_layout
+    from quota_local.workload import WorkloadError, read_workload
 
     if plot and not plot.lower().endswith(PLOT_SUFFIXES):
         print(
@@ -126,7 +127,7 @@ PLOT_SUFFIXES = (".html", ".htm", ".svg")
 
 
 def _plot(path: str, results: list[tuple[str, Any]], capacity: int) -> str:
-    from quota_local.simulate import timeline_html, timelines_svg
+    from quota_local.simulation_plot import timeline_html, timelines_svg
 
     if path.lower().endswith(".svg"):
         return timelines_svg(results, capacity)

@@ -48,9 +48,9 @@ from quota_local.recommend import (
     explain,
     recommend,
 )
-from quota_local.simulate import read_workload, write_workload
 from quota_local.stack import LocalStack
 from quota_local.stack_resources import ACCOUNT
+from quota_local.workload import read_workload, write_workload
 from quotactl.report import Report, build_report, workload
 
 WEEK_S = 7 * 86400

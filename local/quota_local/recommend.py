@@ -29,12 +29,12 @@ from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.model import QuotaDocument
 from quota_local.simulate import (
     SimulationResult,
-    WorkloadJob,
     check_workload,
     refusing_shares,
     simulate,
     windowed_layout,
 )
+from quota_local.workload import WorkloadJob
 
 STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
 BORROW_LIMITS = (-1, 0, 50, 100, 200, 400)

@@ -14,8 +14,8 @@ import yaml
 from builders import DocBuilder
 
 from quota_controller.domain.config import validate_document
-from quota_local.simulate import WorkloadJob, write_workload
 from quota_local.stack import LocalStack
+from quota_local.workload import WorkloadJob, write_workload
 from quotactl.main import main
 
 QUEUE = "ml-training"

@@ -16,7 +16,7 @@ from quota_local.recommend import (
     recommend,
     weighted_percentile,
 )
-from quota_local.simulate import WorkloadJob
+from quota_local.workload import WorkloadJob
 
 G5 = "ml.g5.xlarge"
 

@@ -8,14 +8,13 @@ import pytest
 from builders import DocBuilder, guide_layout
 
 from quota_controller.domain.config import QuotaDocument, validate_document
-from quota_local.simulate import (
+from quota_local.simulate import simulate, windowed_layout
+from quota_local.simulation_plot import timeline_svg
+from quota_local.workload import (
     WorkloadError,
     WorkloadJob,
     generate_workload,
     read_workload,
-    simulate,
-    timeline_svg,
-    windowed_layout,
     write_workload,
 )
 
