@@ -26,7 +26,9 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 def add_parser(sub: Any) -> None:
     """The `recommend` command's options."""
-    from quota_local.recommend import DEFAULT_BUDGET, DEFAULT_OBJECTIVE, KEEP_SYNTAX, OBJECTIVES
+    from quota_local.recommend import DEFAULT_BUDGET
+    from quota_local.recommend_score import DEFAULT_OBJECTIVE, OBJECTIVES
+    from quota_local.recommend_space import KEEP_SYNTAX
     from quotactl.times import start_option
 
     p = sub.add_parser(
@@ -79,7 +81,8 @@ def _whole(low: int, high: int) -> Any:
 
 def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
     """Recommend; 0 on success, 1 for input a recommendation cannot be made for."""
-    from quota_local.recommend import RecommendError, parse_keep, recommend
+    from quota_local.recommend import recommend
+    from quota_local.recommend_space import RecommendError, parse_keep
 
     start = args.start or datetime.now(UTC)
     loaded = load_and_validate(args.file, start)  # windows: every moment from --start
@@ -96,7 +99,7 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
         # The search varies the base layout; the windows are laid on every candidate as they
         # are written (the layout in force now is a window's, not the base).
         from quota_controller.domain.config import validate_document
-        from quota_local.recommend import Schedule
+        from quota_local.recommend_score import Schedule
 
         base = validate_document({k: v for k, v in raw.items() if k != "windows"})
         if base.document is None:
@@ -170,7 +173,7 @@ def _write(
     validator once more as the text written."""
     from quota_controller.domain.config import validate_document
     from quota_controller.domain.config.source import parse_text
-    from quota_local.recommend import document_data
+    from quota_local.recommend_layout import document_data
 
     data = document_data(document, result.best.layout)
     if schedule is not None:
@@ -203,13 +206,13 @@ def _header(result: Any, args: argparse.Namespace) -> str:
 
 
 def _dur(seconds: float | None) -> str:
-    from quota_local.recommend import duration
+    from quota_local.recommend_explain import duration
 
     return duration(seconds)
 
 
 def _summary_row(label: str, evaluation: Any, current: Any) -> dict[str, Any]:
-    from quota_local.recommend import distance
+    from quota_local.recommend_layout import distance
 
     return {
         "layout": label,
@@ -266,7 +269,8 @@ def _arrow(a: str, b: str) -> str:
 def _print(
     result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float, out: TextIO
 ) -> None:
-    from quota_local.recommend import OBJECTIVES, explain
+    from quota_local.recommend_explain import explain
+    from quota_local.recommend_score import OBJECTIVES
 
     shares = len({j.share for j in jobs})
     print(
@@ -309,7 +313,8 @@ def _print(
 
 
 def _data(result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float) -> dict[str, Any]:
-    from quota_local.recommend import distance, explain
+    from quota_local.recommend_explain import explain
+    from quota_local.recommend_layout import distance
 
     def layout(evaluation: Any) -> dict[str, Any]:
         return {

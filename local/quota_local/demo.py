@@ -27,7 +27,7 @@ from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.render import text_body
 from quota_controller.domain.config.source import parse_text
 from quota_local.demo_learning import Learning, learn, learning_data, share_changes
-from quota_local.recommend import duration, explain
+from quota_local.recommend_explain import duration, explain
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"

@@ -38,16 +38,9 @@ from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Scope
 from quota_controller.domain.status import status_items
 from quota_controller.services.decision import decide
-from quota_local.recommend import (
-    DEFAULT_BUDGET,
-    Recommendation,
-    ShareLayout,
-    distance,
-    document_data,
-    duration,
-    explain,
-    recommend,
-)
+from quota_local.recommend import DEFAULT_BUDGET, Recommendation, recommend
+from quota_local.recommend_explain import duration, explain
+from quota_local.recommend_layout import ShareLayout, distance, document_data
 from quota_local.stack import LocalStack
 from quota_local.stack_resources import ACCOUNT
 from quota_local.workload import read_workload, write_workload

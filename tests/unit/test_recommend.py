@@ -6,16 +6,11 @@ import pytest
 from builders import DocBuilder
 
 from quota_controller.domain.config import QuotaDocument, validate_document
-from quota_local.recommend import (
-    Keep,
-    RecommendError,
-    document_data,
-    explain,
-    layout_of,
-    parse_keep,
-    recommend,
-    weighted_percentile,
-)
+from quota_local.recommend import recommend
+from quota_local.recommend_explain import explain
+from quota_local.recommend_layout import document_data, layout_of
+from quota_local.recommend_score import weighted_percentile
+from quota_local.recommend_space import Keep, RecommendError, parse_keep
 from quota_local.workload import WorkloadJob
 
 G5 = "ml.g5.xlarge"
@@ -195,7 +190,7 @@ def test_with_windows_every_candidate_is_a_schedule_and_the_static_base_is_shown
     with them and without them (static), and the chosen base keeps the windows valid."""
     from datetime import UTC, datetime
 
-    from quota_local.recommend import Schedule
+    from quota_local.recommend_score import Schedule
 
     document = lopsided()
     windows = [
@@ -234,7 +229,7 @@ def test_with_windows_every_candidate_is_a_schedule_and_the_static_base_is_shown
 def test_windows_the_current_layout_fails_are_refused_by_name() -> None:
     from datetime import UTC, datetime
 
-    from quota_local.recommend import Schedule
+    from quota_local.recommend_score import Schedule
 
     broken = [{"name": "x", "every": {"start": "00:00", "end": "06:00", "timeZone": "UTC"}}]
     with pytest.raises(RecommendError, match=r"windows\[0\]\.every\.days"):

@@ -1,0 +1,156 @@
+"""The objective: a layout simulated on the workload and scored, lower is better.
+
+`evaluate` runs the simulator (with a `Schedule`, changing layout at each quota window's edge)
+and returns an `Evaluation`: the score on the chosen objective (`OBJECTIVES`), the queue's p95
+and mean waits weighted by instance-hours, preempted instance-hours, stuck jobs, and per share
+the figures (`ShareFigures`) the report and the explanation show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.model import QuotaDocument
+from quota_local.recommend_layout import Layout, build_document, document_data
+from quota_local.simulate import SimulationResult, simulate, windowed_layout
+from quota_local.workload import WorkloadJob
+
+DEFAULT_OBJECTIVE = "wait-p95"
+OBJECTIVES = {
+    "wait-p95": "p95 wait weighted by instance-hours, then preempted instance-hours",
+    "wait-mean": "mean wait weighted by instance-hours, then preempted instance-hours",
+    "preempted": "preempted instance-hours, then p95 wait weighted by instance-hours",
+}
+
+
+@dataclass(frozen=True)
+class ShareFigures:
+    """What one share experienced under a layout."""
+
+    jobs: int
+    stuck: int
+    wait_p95_s: float | None
+    wait_mean_s: float | None
+    preempted_instance_hours: float
+    used_instance_hours: float
+    borrowed_instance_hours: float
+    lent_instance_hours: float
+    demand_instances: dict[str, float]  # mean instances asked for, per type (the workload's)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One layout, simulated and scored (lower is better)."""
+
+    layout: Layout
+    score: tuple[float, float]
+    wait_p95_s: float | None
+    wait_mean_s: float | None
+    preempted_instance_hours: float
+    stuck: int
+    shares: dict[str, ShareFigures]
+    # Why the layout cannot be used (the document's windows make it invalid at a moment).
+    invalid: str | None = None
+
+
+def weighted_percentile(pairs: Iterable[tuple[float, float]], p: float) -> float | None:
+    """The smallest value whose cumulative weight reaches `p` of the total."""
+    ordered = sorted(pairs)
+    total = sum(w for _, w in ordered)
+    if not ordered or total <= 0:
+        return None
+    goal = p * total
+    running = 0.0
+    for value, weight in ordered:
+        running += weight
+        if running >= goal - 1e-9 * total:
+            return value
+    return ordered[-1][0]
+
+
+def _weighted_mean(pairs: Sequence[tuple[float, float]]) -> float | None:
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total > 0 else None
+
+
+def _waits(report: Any) -> list[tuple[float, float]]:
+    # Every wait, weighted by its job's instance-seconds; a stuck job counts with how long it
+    # had waited when the simulation ended (at least that).
+    return [*zip(report.waits, report.wait_weights, strict=True), *report.stuck_waits]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The document's quota windows, kept as written over every base layout searched; second 0
+    of the workload stands for `start`."""
+
+    windows: list[Any]
+    start: datetime
+
+
+def evaluate(
+    document: QuotaDocument,
+    layout: Layout,
+    jobs: Sequence[WorkloadJob],
+    objective: str,
+    demand: Mapping[str, dict[str, float]],
+    schedule: Schedule | None = None,
+) -> Evaluation:
+    """Simulate `jobs` under `layout` and score it on `objective`. With a schedule, `layout`
+    is the base the windows are laid on, and the run changes layout at each edge; a base the
+    windows make invalid at some moment scores worst and says why (`invalid`)."""
+    built = build_document(document, layout)
+    if schedule is None:
+        return _score(layout, simulate(built, jobs, timeline=False), objective, demand)
+    raw = {**document_data(document, layout), "windows": schedule.windows}
+    report = validate_document(raw, schedule.start)
+    if not report.ok:
+        first = str(report.errors[0]) if report.errors else "invalid"
+        return _invalid(layout, f"with the windows: {first}")
+    windowed = windowed_layout(raw, schedule.start, jobs)
+    result = simulate(built, jobs, timeline=False, windows=windowed)
+    return _score(layout, result, objective, demand)
+
+
+def _invalid(layout: Layout, why: str) -> Evaluation:
+    return Evaluation(layout, (float("inf"), float("inf")), None, None, 0.0, 0, {}, invalid=why)
+
+
+def _score(
+    layout: Layout,
+    result: SimulationResult,
+    objective: str,
+    demand: Mapping[str, dict[str, float]],
+) -> Evaluation:
+    all_waits: list[tuple[float, float]] = []
+    shares: dict[str, ShareFigures] = {}
+    preempted = 0.0
+    stuck = 0
+    for name, report in result.shares.items():
+        waits = _waits(report)
+        all_waits += waits
+        lost = report.preempted_instance_seconds / 3600
+        preempted += lost
+        stuck += report.stuck
+        shares[name] = ShareFigures(
+            jobs=report.jobs,
+            stuck=report.stuck,
+            wait_p95_s=weighted_percentile(waits, 0.95),
+            wait_mean_s=_weighted_mean(waits),
+            preempted_instance_hours=lost,
+            used_instance_hours=report.used_instance_seconds / 3600,
+            borrowed_instance_hours=report.borrowed_instance_seconds / 3600,
+            lent_instance_hours=report.lent_instance_seconds / 3600,
+            demand_instances=dict(demand.get(name, {})),
+        )
+    p95 = weighted_percentile(all_waits, 0.95)
+    mean = _weighted_mean(all_waits)
+    wait = (mean if objective == "wait-mean" else p95) or 0.0
+    score = (preempted, p95 or 0.0) if objective == "preempted" else (wait, preempted)
+    # Rounded so that float noise does not decide between equal layouts.
+    rounded = (round(score[0], 3), round(score[1], 3))
+    return Evaluation(layout, rounded, p95, mean, preempted, stuck, shares)

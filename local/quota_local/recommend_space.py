@@ -1,0 +1,193 @@
+"""What the search may choose: the bounds of the environment's capacity and `--keep`.
+
+Each share's own quota of a type lies between 1 and the environment's limit for it, and the
+shares' quotas of a type add up to at most that limit; each share may take any strategy and, for
+LEND_AND_BORROW, any of `BORROW_LIMITS`. A `--keep` expression (`parse_keep`, `KEEP_SYNTAX`)
+narrows that for one share or all; keeps that cannot hold are refused with `RecommendError`.
+`_space` builds the space of a document and `_within` says whether a layout is in it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from quota_controller.domain.config.model import QuotaDocument
+from quota_local.recommend_layout import Layout, ShareLayout
+
+STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
+BORROW_LIMITS = (-1, 0, 50, 100, 200, 400)
+KEEP_SYNTAX = (
+    "SHARE (all of it), SHARE.strategy[=RESERVE|LEND|LEND_AND_BORROW], "
+    "SHARE.borrowLimit[=N], SHARE.limits, SHARE.TYPE[=N|>=N|<=N] (its own quota of an "
+    "instance type); SHARE may be * for every share"
+)
+
+
+class RecommendError(ValueError):
+    """Input a recommendation cannot be made for; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Keep:
+    """One constraint: `field` of `share` ("*": every share) is kept or bounded."""
+
+    share: str
+    field: str  # "share" | "strategy" | "borrowLimit" | "limits" | "limit"
+    unit: str | None = None
+    op: str | None = None  # "=", ">=", "<=" (None: as it is now)
+    value: str | int | None = None
+    text: str = ""
+
+
+_KEEP = re.compile(
+    r"(?P<share>\*|[A-Za-z0-9_-]+)"
+    r"(?:\.(?P<field>[A-Za-z0-9_.-]+?)(?:(?P<op>>=|<=|=)(?P<value>.+))?)?"
+)
+
+
+def parse_keep(text: str) -> Keep:
+    """A `--keep` expression (KEEP_SYNTAX); RecommendError naming it otherwise."""
+    match = _KEEP.fullmatch(text.strip())
+    if match is None:
+        raise RecommendError(f"--keep {text!r}: not a keep expression (one of: {KEEP_SYNTAX})")
+    share, name, op, value = match["share"], match["field"], match["op"], match["value"]
+    if name is None:
+        return Keep(share, "share", text=text)
+    if name == "strategy":
+        if op not in (None, "="):
+            raise RecommendError(f"--keep {text!r}: a strategy is kept with '=', not {op!r}")
+        if value is not None and value not in STRATEGIES:
+            raise RecommendError(
+                f"--keep {text!r}: unknown strategy {value!r} (one of {', '.join(STRATEGIES)})"
+            )
+        return Keep(share, "strategy", op=op, value=value, text=text)
+    if name == "limits":
+        if op is not None:
+            raise RecommendError(f"--keep {text!r}: SHARE.limits takes no value")
+        return Keep(share, "limits", text=text)
+    number = None
+    if value is not None:
+        if not re.fullmatch(r"-?[0-9]+", value):
+            raise RecommendError(f"--keep {text!r}: {value!r} is not a whole number")
+        number = int(value)
+    if name == "borrowLimit":
+        if op not in (None, "="):
+            raise RecommendError(f"--keep {text!r}: a borrowLimit is kept with '=', not {op!r}")
+        if number is not None and number < -1:
+            raise RecommendError(f"--keep {text!r}: borrowLimit must be -1 (unlimited) or more")
+        return Keep(share, "borrowLimit", op=op, value=number, text=text)
+    if not name.startswith("ml."):
+        raise RecommendError(f"--keep {text!r}: unknown field {name!r} (one of: {KEEP_SYNTAX})")
+    if number is not None and number < 1:
+        raise RecommendError(f"--keep {text!r}: a quota is at least 1 (got {number})")
+    return Keep(share, "limit", unit=name, op=op, value=number, text=text)
+
+
+@dataclass
+class _Space:
+    """What the search may choose, per share: bounds of each own limit, strategies, borrow
+    limits."""
+
+    bounds: dict[tuple[str, str], tuple[int, int]]
+    strategies: dict[str, tuple[str, ...]]
+    borrow_limits: dict[str, tuple[int | None, ...]]
+    capacity: dict[str, int]
+
+
+def _space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]) -> _Space:
+    capacity = {c.capacityUnit: c.maxCapacity for c in document.serviceEnvironment.capacityLimits}
+    bounds: dict[tuple[str, str], tuple[int, int]] = {}
+    for share in current:
+        for unit, n in share.limits:
+            bounds[(share.name, unit)] = (1, max(1, capacity.get(unit, n)))
+    strategies: dict[str, tuple[str, ...]] = {s.name: STRATEGIES for s in current}
+    borrow: dict[str, tuple[int | None, ...]] = {s.name: BORROW_LIMITS for s in current}
+    by_name = {s.name: s for s in current}
+    for keep in keeps:
+        if keep.share != "*" and keep.share not in by_name:
+            raise RecommendError(
+                f"--keep {keep.text!r}: share {keep.share!r} is not in the layout "
+                f"(shares: {', '.join(by_name) or 'none'})"
+            )
+        for share in current if keep.share == "*" else [by_name[keep.share]]:
+            _apply_keep(keep, share, bounds, strategies, borrow)
+    for unit, total in capacity.items():
+        low = sum(lo for (_, u), (lo, _) in bounds.items() if u == unit)
+        if low > total:
+            raise RecommendError(
+                f"the kept quotas of {unit} add up to {low}, more than the service "
+                f"environment's {total}: no layout fits (loosen a --keep)"
+            )
+    for key, (lo, hi) in bounds.items():
+        if lo > hi:
+            raise RecommendError(
+                f"--keep: share {key[0]!r} needs {key[1]} between {lo} and {hi}: no value fits"
+            )
+    return _Space(bounds, strategies, borrow, capacity)
+
+
+def _apply_keep(
+    keep: Keep,
+    share: ShareLayout,
+    bounds: dict[tuple[str, str], tuple[int, int]],
+    strategies: dict[str, tuple[str, ...]],
+    borrow: dict[str, tuple[int | None, ...]],
+) -> None:
+    name = share.name
+    if keep.field in ("share", "limits"):
+        for unit, n in share.limits:
+            bounds[(name, unit)] = (n, n)
+    if keep.field in ("share", "strategy"):
+        strategy = str(keep.value) if keep.value is not None else share.strategy
+        strategies[name] = (strategy,)
+        if strategy != "LEND_AND_BORROW":
+            borrow[name] = (None,)
+        elif keep.field == "share":
+            borrow[name] = (share.borrow_limit,)
+    if keep.field == "borrowLimit":
+        value = keep.value if keep.value is not None else share.borrow_limit
+        if keep.value is None and share.strategy != "LEND_AND_BORROW":
+            raise RecommendError(
+                f"--keep {keep.text!r}: share {name!r} has no borrowLimit "
+                f"(its strategy is {share.strategy}); give one, e.g. {name}.borrowLimit=100"
+            )
+        borrow[name] = (value if isinstance(value, int) else None,)
+        strategies[name] = ("LEND_AND_BORROW",)
+    if keep.field == "limit":
+        assert keep.unit is not None
+        key = (name, keep.unit)
+        if key not in bounds:
+            units = ", ".join(u for u, _ in share.limits)
+            raise RecommendError(
+                f"--keep {keep.text!r}: share {name!r} has no limit for {keep.unit} "
+                f"(it has: {units})"
+            )
+        lo, hi = bounds[key]
+        value = int(keep.value) if keep.value is not None else share.limit(keep.unit)
+        if keep.op in (None, "="):
+            lo, hi = max(lo, value), min(hi, value)
+        elif keep.op == ">=":
+            lo = max(lo, value)
+        else:
+            hi = min(hi, value)
+        bounds[key] = (lo, hi)
+
+
+def _within(space: _Space, layout: Layout) -> bool:
+    used: dict[str, int] = {}
+    for share in layout:
+        if share.strategy not in space.strategies[share.name]:
+            return False
+        if (
+            share.strategy == "LEND_AND_BORROW"
+            and share.borrow_limit not in space.borrow_limits[share.name]
+        ):
+            return False
+        for unit, n in share.limits:
+            lo, hi = space.bounds[(share.name, unit)]
+            if not lo <= n <= hi:
+                return False
+            used[unit] = used.get(unit, 0) + n
+    return all(n <= space.capacity.get(unit, 0) for unit, n in used.items())
