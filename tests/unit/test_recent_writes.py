@@ -26,25 +26,19 @@ def _stamp(t: datetime) -> str:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _update(units: int) -> Action:
+def _update(units: int, reductions: tuple[Reduction, ...] = ()) -> Action:
     return Action(
         "UpdateQuotaShare",
         {"quotaShareArn": SHARE_ARN, "capacityLimits": [{"maxCapacity": units}]},
         SHARE_ARN,
-        f"set team-a to {units}",
+        f"{'lower' if reductions else 'set'} team-a to {units}",
         share="team-a",
+        reductions=reductions,
     )
 
 
 def _reduction(units: int) -> Action:
-    return Action(
-        "UpdateQuotaShare",
-        {"quotaShareArn": SHARE_ARN, "capacityLimits": [{"maxCapacity": units}]},
-        SHARE_ARN,
-        f"lower team-a to {units}",
-        share="team-a",
-        reductions=(Reduction("limit", "team-a", "ml.g5.xlarge", 4, units),),
-    )
+    return _update(units, (Reduction("limit", "team-a", "ml.g5.xlarge", 4, units),))
 
 
 def test_a_reduction_made_again_within_the_settle_time_waits_and_says_when_it_was_made() -> None:

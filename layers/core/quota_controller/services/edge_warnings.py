@@ -11,7 +11,7 @@ own alert.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +19,7 @@ from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.items import AssembledDocument, validate_layout_at
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.plan_records import Desired, Plan
+from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.planner import plan
 from quota_controller.domain.recent_writes import params_digest, write_key
 from quota_controller.domain.scheduled_warning import edges_to_warn, scheduled_risk_alerts
@@ -57,15 +57,6 @@ def edge_warnings(
         at_edge = validate_layout_at(assembled, report.windows, edge)
         if at_edge.queue_wide_errors or at_edge.settings is None:
             continue  # rejected at that moment (the validator said so already)
-        needed_before = {
-            (write_key(a), params_digest(a)) for a in plan(before, observed, batch.scope).actions
-        }
-
-        def the_edges_own(the_plan: Plan, needed: set[tuple[str, str]] = needed_before) -> None:
-            the_plan.actions = [
-                a for a in the_plan.actions if (write_key(a), params_digest(a)) not in needed
-            ]
-
         decision = decide(
             queue,
             at_edge,
@@ -73,7 +64,20 @@ def edge_warnings(
             batch,
             assembled=assembled,
             observed=observed,
-            before_guard=the_edges_own,
+            before_guard=_without(plan(before, observed, batch.scope).actions),
         )
         yield from scheduled_risk_alerts(queue, edge, at_edge.in_force, decision.decided, now)
         before = decision.desired
+
+
+def _without(needed: Sequence[Action]) -> Callable[[Plan], None]:
+    """A plan step that drops the requests the layout before the edge needs too (the same
+    request with the same parameters): they are not the edge's to announce."""
+    keys = {(write_key(a), params_digest(a)) for a in needed}
+
+    def drop(the_plan: Plan) -> None:
+        the_plan.actions = [
+            a for a in the_plan.actions if (write_key(a), params_digest(a)) not in keys
+        ]
+
+    return drop
