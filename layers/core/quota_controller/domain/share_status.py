@@ -1,7 +1,7 @@
 """A share's status item from one reconcile's facts (pure): its conditions (Valid, Applied,
 Healthy, Blocked) with the reasons a user reads in `quotactl status`, the tags applied, when it
 was last applied and how its owners' contacts stand. The reconcile gathers the facts
-(`services/reconcile.py`, `_Run._share_status`) and writes the item.
+(`domain/run_status.py`, `share_facts`) and writes the item.
 """
 
 from __future__ import annotations

@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any
 
 from quota_controller.domain import reconcile_alerts as alerts
 from quota_controller.domain.alerts.model import Alert
@@ -35,16 +34,7 @@ from quota_controller.domain.impact import hold_since, risky_actions
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan, Wait
-from quota_controller.domain.queue_status import (
-    held_change_record,
-    invalid_resources,
-    kept_condition,
-    locked_status,
-    managed_names,
-    queue_conditions,
-    resources_of,
-    torn_down,
-)
+from quota_controller.domain.queue_status import invalid_resources, locked_status
 from quota_controller.domain.recent_writes import (
     SETTLE_SECONDS,
     drop_repeated_writes,
@@ -52,21 +42,26 @@ from quota_controller.domain.recent_writes import (
     remembered_writes,
 )
 from quota_controller.domain.risk_alerts import risk_alerts
-from quota_controller.domain.scheduled_warning import (
-    next_warning_in,
+from quota_controller.domain.run_outcome import (
+    Outcome,
+    approving,
+    come_back_for_edges,
+    conclude,
+    superseded,
+)
+from quota_controller.domain.run_status import (
+    ALERT_MEMORY,
+    RunFacts,
+    ended_for,
+    rejected_status,
+    status_writes,
 )
 from quota_controller.domain.service_limits import fit_item
-from quota_controller.domain.share_status import ShareFacts, share_status
 from quota_controller.domain.status import (
     LEASE_ITEM,
     QUEUE_STATUS,
-    STATUS_PREFIX,
-    Condition,
-    conditions,
     differs,
-    generation,
     lease_bound,
-    share_status_key,
     status_items,
     well_formed,
 )
@@ -86,27 +81,8 @@ from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_
 
 _log = logging.getLogger(__name__)
 
-# Queue status a queue-wide rejection carries over from the last run (it checks none of it).
-_KEPT_ON_REJECTION = (
-    "heldChange",
-    "unsettled",
-    "recentWrites",
-    "lastAppliedAt",
-    "resources",
-    "windowsInForce",
-    "windowsEndedPending",
-)
 # Requests no later request of a plan depends on: a refusal does not stop the run.
 _INDEPENDENT = frozenset({"TagResource", "UntagResource"})
-
-Outcome = Literal[
-    "converged", "progressing", "blocked", "rejected", "failed", "locked", "absent", "superseded"
-]
-# At most this many alert keys are remembered in the queue status (a bound on the item size).
-_ALERT_MEMORY = 100
-# A quota window's next edge is waited for by a requeue when it is at most this far ahead
-# (under the requeue handler's MAX_REQUEUE_WAIT); further edges are reached by later runs.
-WINDOW_REQUEUE_HORIZON = 7 * 86400
 
 
 @dataclass(frozen=True)
@@ -210,7 +186,7 @@ def _report_locked(queue: str, deps: Deps, now: datetime, since: float) -> None:
     if alert.dedupKey not in alerted:
         deps.notifier.publish(alert)
         alerted.append(alert.dedupKey)
-    item = locked_status(previous, alert.detail, alerted[-_ALERT_MEMORY:], stamp)
+    item = locked_status(previous, alert.detail, alerted[-ALERT_MEMORY:], stamp)
     if differs(previous, item):
         deps.store.write_status(queue, [item], [])
 
@@ -298,18 +274,7 @@ class _Run:
         return result
 
     def run(self) -> ReconcileResult:
-        status = self.queue_status or {}
-        if (
-            self.chain is not None
-            and not self.read_share_tags  # tags to read: work no other message carries
-            and self.chain
-            not in (
-                status.get("requeueChain"),
-                # the run of this very message wrote its successor, then failed to send it
-                status.get("requeueChainFrom"),
-            )
-        ):
-            # A later run started its own chain (or needs none): this message has no work left.
+        if superseded(self.chain, self.read_share_tags, self.queue_status or {}):
             self.result.outcome = "superseded"
             return self.result
         if not self.config and self.queue_status is None:
@@ -358,14 +323,7 @@ class _Run:
             return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
         decided, self.result.held_change = decision.decided, decision.held_change
         self.hold_since = hold_since(risky_actions(decided), desired.held_change, self.stamp)
-        settings = desired.settings
-        if (
-            settings is not None
-            and settings.reductionPolicy == "block"
-            and settings.approvedChange is not None
-            and settings.approvedChange == self.result.held_change
-        ):
-            self.approving = self.result.held_change
+        self.approving = approving(desired.settings, self.result.held_change)
         # Warn before a reduction preempts anything: a risky change whose alert cannot be
         # published now waits for the next attempt instead of being applied unannounced.
         unannounced = self._alert_risks(decided)
@@ -500,35 +458,18 @@ class _Run:
         )
 
     def _ended_for(self, action: Action) -> list[str]:
-        """The ended windows that set what `action` changes (its share, or the environment
-        for a request on no share)."""
-        return [w for w in self.windows_ended if action.share in self.window_targets.get(w, ())]
+        """The ended windows that set what `action` changes (its change record names them)."""
+        return ended_for(self.windows_ended, self.window_targets, action)
 
     # -- outcomes ----------------------------------------------------------------------------
 
     def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
         messages = [assembled.describe(p) for p in report.errors]
-        gen = generation(self.config.get(QUEUE_ITEM))
         self._publish(alerts.config_rejected(self.queue, messages, self.stamp))
         # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
         # share, a held change) still stand as far as it knows, so their keys are kept.
         self.raised[:0] = [k for k in self.alerted if k not in self.raised]
-        queue_status = self._queue_status(
-            gen,
-            [
-                Condition("Valid", False, "ConfigInvalid", "; ".join(messages[:20])),
-                kept_condition(self.queue_status, "Applied"),
-                kept_condition(self.queue_status, "Healthy"),
-                kept_condition(self.queue_status, "Blocked"),
-            ],
-        )
-        queue_status["errors"] = messages[:50]
-        # Nor does it judge what the last valid run recorded: a held change keeps its id and
-        # date (an approval of it still applies once the config is fixed), writes still wait
-        # for lagging reads, and what was applied stays said.
-        before = self.queue_status or {}
-        queue_status.update({k: before[k] for k in _KEPT_ON_REJECTION if before.get(k) is not None})
-        self._write([queue_status], [])
+        self._write([rejected_status(self._facts(), messages)], [])
         self.result.outcome = "rejected"
         self.result.errors = messages
         return self.result
@@ -565,38 +506,18 @@ class _Run:
         if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
             self._publish(alerts.run_failed(self.queue, failure, self.stamp))
         self._alert_invalid_resources(desired, observed)
-        converged = not the_plan.actions and not the_plan.waits and not failure
-        if failure:
-            result.outcome = "failed"
-        elif held and all(g.decision == "blocked" for g in held) and not the_plan.waits:
-            result.outcome = "blocked"
-        elif converged:
-            result.outcome = "converged"
-        else:
-            result.outcome = "progressing"
-        if the_plan.waits or result.applied or any(g.decision != "blocked" for g in held):
-            result.requeue_after = self.deps.settings.requeue_seconds
-        if failure:
-            result.requeue_after = None
+        conclusion = conclude(
+            the_plan, decided, result.applied, failure, self.deps.settings.requeue_seconds
+        )
+        result.outcome, result.requeue_after = conclusion.outcome, conclusion.requeue_after
         self._come_back_for_edges(report)
         self._write_status(desired, observed, report, the_plan, held, failure)
 
     def _come_back_for_edges(self, report: ValidationReport) -> None:
-        """The layout changes at a window's edge: come back then, and when the edge's early
-        warning is due (the resync is only the safety net). Waits over 15 minutes travel as
-        SQS hops, and no reconcile runs until then; an edge more than a week out is left to a
-        later run. Also after a failed run: the edge's layout may clear the conflict."""
+        """Come back at the next window edge or its early warning (`come_back_for_edges`);
+        a run that comes back starts its requeue chain."""
         result = self.result
-        lead = report.settings.windowWarningMinutes if report.settings else 0
-        for due in (
-            math.ceil((report.next_edge - self.now).total_seconds())
-            if report.next_edge is not None
-            else None,
-            next_warning_in(report.windows, self.now, lead, WINDOW_REQUEUE_HORIZON),
-        ):
-            if due is not None and due <= WINDOW_REQUEUE_HORIZON:
-                due = max(1, due)
-                result.requeue_after = min(result.requeue_after or due, due)
+        result.requeue_after = come_back_for_edges(result.requeue_after, report, self.now)
         if result.requeue_after is not None and self.requeues:
             result.chain = f"{self.stamp} {self.deps.owner}"
 
@@ -646,133 +567,35 @@ class _Run:
         held: list[GuardedAction],
         failure: str | None,
     ) -> None:
-        queue_item = self.config.get(QUEUE_ITEM)
-        gen = generation(queue_item)
-        conds = queue_conditions(
-            desired, observed, report, the_plan, held, failure, bool(self.result.applied)
-        )
-        queue_status = self._queue_status(gen, conds)
-        queue_status["waitingFor"] = the_plan.wait_texts
-        if report.windows:
-            # Quota windows: those in force (the layout applied is theirs) and the next edge.
-            queue_status["windowsInForce"] = list(report.in_force)
-            # Ended windows whose requests are not all made yet (held, waiting, failed).
-            left = [a for a in the_plan.actions if a not in self.result.applied]
-            pending = sorted({w for a in left for w in self._ended_for(a)})
-            if pending:
-                queue_status["windowsEndedPending"] = pending
-            queue_status["nextWindowEdge"] = (
-                report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
-                if report.next_edge
-                else None
-            )
-        queue_status["lastError"] = failure
-        if self.unsettled:
-            queue_status["unsettled"] = dict(self.unsettled)
-        if self.recent_writes:
-            queue_status["recentWrites"] = list(self.recent_writes.values())
-        if self.result.applied:
-            queue_status["lastAppliedAt"] = self.stamp
-        elif self.queue_status and self.queue_status.get("lastAppliedAt"):
-            queue_status["lastAppliedAt"] = self.queue_status["lastAppliedAt"]
-        queue_status["heldChange"] = held_change_record(
-            held, self.result.held_change, self.hold_since
-        )
-        settings = desired.settings
-        if settings is not None:
-            queue_status["managed"] = managed_names(
-                (self.queue_status or {}).get("managed") or {},
-                settings.scheduling_policy_name,
-                settings.service_environment_name,
-                observed,
-            )
-        queue_status["resources"] = resources_of(observed)
-        items: list[dict[str, Any]] = [queue_status]
-        deletes: list[str] = []
-        by_share: dict[str, list[GuardedAction]] = {}
-        for guarded in held:
-            if guarded.action.share:
-                by_share.setdefault(guarded.action.share, []).append(guarded)
-        names = set(desired.shares) | set(desired.frozen_shares) | set(observed.shares)
-        for name in sorted(names):
-            item = self._share_status(
-                name, desired, observed, the_plan, by_share.get(name, []), report, failure
-            )
-            if item is not None:
-                items.append(item)
-        for key in self.status:
-            if (
-                key.startswith(STATUS_PREFIX + "SHARE#")
-                and key[len(STATUS_PREFIX + "SHARE#") :] not in names
-            ):
-                deletes.append(key)
-        if desired.settings is None and torn_down(self.queue, observed, the_plan):
-            # Torn down: nothing is left to describe (and the resync stops listing the queue),
-            # unless an owner's subscription is still to be removed (pending confirmation, or
-            # a request failed): the queue status keeps it, and the resync comes back for it.
-            if queue_status.get("ownerSubscriptions"):
-                items = [queue_status]
-                deletes = [k for k in self.status if k != QUEUE_STATUS]
-            else:
-                deletes = list(self.status)
-                items = []
-        self._write(items, deletes)
+        writes = status_writes(self._facts(), desired, observed, report, the_plan, held, failure)
+        self._write(writes.items, writes.deletes)
 
-    def _share_status(
-        self,
-        name: str,
-        desired: Desired,
-        observed: ObservedState,
-        the_plan: Plan,
-        held: list[GuardedAction],
-        report: ValidationReport,
-        failure: str | None,
-    ) -> dict[str, Any] | None:
-        previous = self.status.get(share_status_key(name))
-        contacts = (
-            self.owner_sync.by_share.get(name)
-            if self.owner_sync is not None
-            else (previous or {}).get("ownerContacts")
-        )
-        facts = ShareFacts(
+    def _facts(self) -> RunFacts:
+        """What the run found and did, as its status items are written from it."""
+        return RunFacts(
             queue=self.queue,
             stamp=self.stamp,
-            previous=previous,
-            config=self.config.get(share_key(name)),
+            status=self.status,
+            config=self.config,
+            raised=self.raised,
+            last_approved=self.last_approved,
+            chain=self.result.chain,
+            chain_from=self.chain,
+            requeues=self.requeues,
             applied=self.result.applied,
             stopped_at=self.stopped_at,
             failed_shares=self.failed_shares,
-            describe=self.describe,
+            held_change=self.result.held_change,
+            hold_since=self.hold_since,
+            unsettled=self.unsettled,
+            recent_writes=self.recent_writes,
+            windows_ended=self.windows_ended,
+            window_targets=self.window_targets,
             share_tags=self.share_tags,
-            owner_contacts=contacts or (),
+            owner_subscriptions=self.owner_sync.entries if self.owner_sync is not None else None,
+            owner_contacts=self.owner_sync.by_share if self.owner_sync is not None else None,
+            describe=self.describe,
         )
-        return share_status(name, facts, desired, observed, the_plan, held, report, failure)
-
-    def _queue_status(self, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            SORT_KEY: QUEUE_STATUS,
-            "observedGeneration": gen,
-            "conditions": conditions(self.queue_status, conds, gen, self.stamp),
-            "alerted": self.raised[-_ALERT_MEMORY:],
-            "managed": (self.queue_status or {}).get("managed", {}),
-            "lastApprovedChange": self.last_approved,
-            "requeueChain": self.result.chain
-            if self.requeues
-            else (self.queue_status or {}).get("requeueChain"),
-            "requeueChainFrom": self.chain
-            if self.requeues
-            else (self.queue_status or {}).get("requeueChainFrom"),
-            "updatedAt": self.stamp,
-        }
-        # The owners' subscriptions (kept as they were by a run that did not look at them).
-        owned = (
-            self.owner_sync.entries
-            if self.owner_sync is not None
-            else (self.queue_status or {}).get("ownerSubscriptions")
-        )
-        if owned:
-            item["ownerSubscriptions"] = list(owned)
-        return item
 
     def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
         # Fitted before the comparison: an item cut to fit compares equal to its stored self.
@@ -804,7 +627,7 @@ class _Run:
         if not sent:
             return
         item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
-        item["alerted"] = [*(item.get("alerted") or []), *sent][-_ALERT_MEMORY:]
+        item["alerted"] = [*(item.get("alerted") or []), *sent][-ALERT_MEMORY:]
         item["updatedAt"] = self.stamp
         self.deps.store.write_status(self.queue, [_fitted(item)], [])
 

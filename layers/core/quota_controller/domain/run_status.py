@@ -1,0 +1,283 @@
+"""The status items one reconcile run writes, from what the run found and did (pure).
+
+The reconcile (`services/reconcile.py`) gathers its facts into a `RunFacts` and asks
+`status_writes` for the queue's status item, one item per share and the status items that go
+(a removed share's, a torn-down queue's); `rejected_status` is the queue status of a run that
+rejected the whole document. The reconcile then writes what differs from what is stored.
+The stored attribute names are the ones `quotactl status` and the resync read
+(docs/reconcile.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC
+from typing import Any
+
+from quota_controller.domain.config.problems import Problem
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.impact_records import GuardedAction
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.plan_records import Action, Desired, Plan
+from quota_controller.domain.queue_status import (
+    held_change_record,
+    kept_condition,
+    managed_names,
+    queue_conditions,
+    resources_of,
+    torn_down,
+)
+from quota_controller.domain.share_status import ShareFacts, share_status
+from quota_controller.domain.status import (
+    QUEUE_STATUS,
+    STATUS_PREFIX,
+    Condition,
+    conditions,
+    generation,
+    share_status_key,
+)
+from quota_controller.domain.table_keys import QUEUE_ITEM, SORT_KEY, share_key
+
+# At most this many alert keys are remembered in the queue status (a bound on the item size).
+ALERT_MEMORY = 100
+# Queue status a queue-wide rejection carries over from the last run (it checks none of it).
+KEPT_ON_REJECTION = (
+    "heldChange",
+    "unsettled",
+    "recentWrites",
+    "lastAppliedAt",
+    "resources",
+    "windowsInForce",
+    "windowsEndedPending",
+)
+_SHARE_STATUS = STATUS_PREFIX + "SHARE#"
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What one reconcile run knows when it writes status, besides its plan."""
+
+    queue: str
+    # The run's time, as status and change records write it (ISO 8601, milliseconds, Z).
+    stamp: str
+    # The status items as the run read them (well-formed), by sort key.
+    status: Mapping[str, Mapping[str, Any]]
+    # The config items, by sort key.
+    config: Mapping[str, Mapping[str, Any]]
+    # The keys of the alerts for problems that still stand (status `alerted`).
+    raised: Sequence[str] = ()
+    # The last approved change applied (`lastApprovedChange`).
+    last_approved: str | None = None
+    # The requeue chain this run starts, and the chain of the message that sent it.
+    chain: str | None = None
+    chain_from: str | None = None
+    # False for a run that sends no requeue (`quotactl reconcile`): status keeps its chain.
+    requeues: bool = True
+    # The requests made, where the run stopped, and refused requests it went on past.
+    applied: Sequence[Action] = ()
+    stopped_at: Action | None = None
+    failed_shares: Collection[str | None] = frozenset()
+    # The change the guard holds (its id, and when it was first held).
+    held_change: str | None = None
+    hold_since: str | None = None
+    # Creates Batch refused while no read showed them (`unsettled`), and the run's own recent
+    # writes (`recentWrites`, domain/recent_writes.py).
+    unsettled: Mapping[str, str] = field(default_factory=dict)
+    recent_writes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Quota windows whose end this run carries out, and what each sets (None: the environment).
+    windows_ended: Sequence[str] = ()
+    window_targets: Mapping[str, Collection[str | None]] = field(default_factory=dict)
+    # Tags read from Batch, by share.
+    share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The owners' subscriptions (queue status `ownerSubscriptions`) and each share's contacts
+    # (`ownerContacts`) as this run left them; None: not looked at, status keeps what it had.
+    owner_subscriptions: Sequence[Mapping[str, Any]] | None = None
+    owner_contacts: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+    # How a validation problem is said (by the item a table user wrote).
+    describe: Callable[[Problem], str] = str
+
+    @property
+    def previous(self) -> Mapping[str, Any]:
+        """The queue status as the run read it (empty when there was none)."""
+        return self.status.get(QUEUE_STATUS) or {}
+
+    def ended_for(self, action: Action) -> list[str]:
+        """The ended windows that set what `action` changes."""
+        return ended_for(self.windows_ended, self.window_targets, action)
+
+
+@dataclass(frozen=True)
+class StatusWrites:
+    """The status items to put and the sort keys of those to delete."""
+
+    items: list[dict[str, Any]]
+    deletes: list[str]
+
+
+def ended_for(
+    windows_ended: Sequence[str],
+    window_targets: Mapping[str, Collection[str | None]],
+    action: Action,
+) -> list[str]:
+    """The ended windows that set what `action` changes (its share, or the environment for a
+    request on no share): its change record names them, so an alert can say a window's end
+    preempted a job."""
+    return [w for w in windows_ended if action.share in window_targets.get(w, ())]
+
+
+def queue_status_item(facts: RunFacts, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
+    """The queue status fields every run writes: conditions, alert memory, approval, chain."""
+    previous = facts.previous
+    item: dict[str, Any] = {
+        SORT_KEY: QUEUE_STATUS,
+        "observedGeneration": gen,
+        "conditions": conditions(facts.status.get(QUEUE_STATUS), conds, gen, facts.stamp),
+        "alerted": list(facts.raised)[-ALERT_MEMORY:],
+        "managed": previous.get("managed", {}),
+        "lastApprovedChange": facts.last_approved,
+        "requeueChain": facts.chain if facts.requeues else previous.get("requeueChain"),
+        "requeueChainFrom": facts.chain_from
+        if facts.requeues
+        else previous.get("requeueChainFrom"),
+        "updatedAt": facts.stamp,
+    }
+    # The owners' subscriptions (kept as they were by a run that did not look at them).
+    owned = (
+        facts.owner_subscriptions
+        if facts.owner_subscriptions is not None
+        else previous.get("ownerSubscriptions")
+    )
+    if owned:
+        item["ownerSubscriptions"] = list(owned)
+    return item
+
+
+def rejected_status(facts: RunFacts, messages: Sequence[str]) -> dict[str, Any]:
+    """The queue status of a run that rejected the whole document: Valid False with its
+    problems; Applied, Healthy and Blocked as the last run said (it checks none of them), and
+    what the last valid run recorded kept (a held change keeps its id and date, so an approval
+    of it still applies once the config is fixed; writes still wait for lagging reads)."""
+    previous = facts.status.get(QUEUE_STATUS)
+    gen = generation(facts.config.get(QUEUE_ITEM))
+    item = queue_status_item(
+        facts,
+        gen,
+        [
+            Condition("Valid", False, "ConfigInvalid", "; ".join(messages[:20])),
+            kept_condition(previous, "Applied"),
+            kept_condition(previous, "Healthy"),
+            kept_condition(previous, "Blocked"),
+        ],
+    )
+    item["errors"] = list(messages[:50])
+    before = facts.previous
+    item.update({k: before[k] for k in KEPT_ON_REJECTION if before.get(k) is not None})
+    return item
+
+
+def status_writes(
+    facts: RunFacts,
+    desired: Desired,
+    observed: ObservedState,
+    report: ValidationReport,
+    the_plan: Plan,
+    held: Sequence[GuardedAction],
+    failure: str | None,
+) -> StatusWrites:
+    """The status a run that validated the document writes: the queue's item (conditions,
+    waits, windows, held change, resources), one item per share it knows of (desired, frozen
+    or found in Batch), deletes of the items of shares gone; nothing left of a torn-down
+    queue but what an owner's pending unsubscribe needs."""
+    gen = generation(facts.config.get(QUEUE_ITEM))
+    conds = queue_conditions(
+        desired, observed, report, the_plan, list(held), failure, bool(facts.applied)
+    )
+    queue_status = queue_status_item(facts, gen, conds)
+    queue_status["waitingFor"] = the_plan.wait_texts
+    if report.windows:
+        # Quota windows: those in force (the layout applied is theirs) and the next edge.
+        queue_status["windowsInForce"] = list(report.in_force)
+        # Ended windows whose requests are not all made yet (held, waiting, failed).
+        left = [a for a in the_plan.actions if a not in facts.applied]
+        pending = sorted({w for a in left for w in facts.ended_for(a)})
+        if pending:
+            queue_status["windowsEndedPending"] = pending
+        queue_status["nextWindowEdge"] = (
+            report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            if report.next_edge
+            else None
+        )
+    queue_status["lastError"] = failure
+    if facts.unsettled:
+        queue_status["unsettled"] = dict(facts.unsettled)
+    if facts.recent_writes:
+        queue_status["recentWrites"] = list(facts.recent_writes.values())
+    if facts.applied:
+        queue_status["lastAppliedAt"] = facts.stamp
+    elif facts.previous.get("lastAppliedAt"):
+        queue_status["lastAppliedAt"] = facts.previous["lastAppliedAt"]
+    queue_status["heldChange"] = held_change_record(held, facts.held_change, facts.hold_since)
+    settings = desired.settings
+    if settings is not None:
+        queue_status["managed"] = managed_names(
+            facts.previous.get("managed") or {},
+            settings.scheduling_policy_name,
+            settings.service_environment_name,
+            observed,
+        )
+    queue_status["resources"] = resources_of(observed)
+    items: list[dict[str, Any]] = [queue_status]
+    by_share: dict[str, list[GuardedAction]] = {}
+    for guarded in held:
+        if guarded.action.share:
+            by_share.setdefault(guarded.action.share, []).append(guarded)
+    names = set(desired.shares) | set(desired.frozen_shares) | set(observed.shares)
+    for name in sorted(names):
+        item = share_status(
+            name,
+            share_facts(facts, name),
+            desired,
+            observed,
+            the_plan,
+            by_share.get(name, []),
+            report,
+            failure,
+        )
+        if item is not None:
+            items.append(item)
+    deletes = [
+        key
+        for key in facts.status
+        if key.startswith(_SHARE_STATUS) and key[len(_SHARE_STATUS) :] not in names
+    ]
+    if desired.settings is None and torn_down(facts.queue, observed, the_plan):
+        # Torn down: nothing is left to describe (and the resync stops listing the queue),
+        # unless an owner's subscription is still to be removed (pending confirmation, or
+        # a request failed): the queue status keeps it, and the resync comes back for it.
+        if queue_status.get("ownerSubscriptions"):
+            return StatusWrites([queue_status], [k for k in facts.status if k != QUEUE_STATUS])
+        return StatusWrites([], list(facts.status))
+    return StatusWrites(items, deletes)
+
+
+def share_facts(facts: RunFacts, name: str) -> ShareFacts:
+    """What the run knows about one share, for its status item (domain/share_status.py)."""
+    previous = facts.status.get(share_status_key(name))
+    contacts = (
+        facts.owner_contacts.get(name)
+        if facts.owner_contacts is not None
+        else (previous or {}).get("ownerContacts")
+    )
+    return ShareFacts(
+        queue=facts.queue,
+        stamp=facts.stamp,
+        previous=previous,
+        config=facts.config.get(share_key(name)),
+        applied=facts.applied,
+        stopped_at=facts.stopped_at,
+        failed_shares=facts.failed_shares,
+        describe=facts.describe,
+        share_tags=facts.share_tags,
+        owner_contacts=contacts or (),
+    )
