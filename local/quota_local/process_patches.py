@@ -3,6 +3,8 @@ long-running process behaves as many short Lambda invocations would, and quickly
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def _drop_unpublished_metrics() -> None:
     """Empty Powertools' metric set after an invocation when metrics are off (as locally).
@@ -34,3 +36,63 @@ def _cache_jsonpath_parsing() -> None:
     parse = getattr(jsonpath_ng.ext, "parse", None)
     if parse is not None and not hasattr(parse, "cache_info"):
         setattr(jsonpath_ng.ext, "parse", functools.lru_cache(maxsize=512)(parse))  # noqa: B010
+
+
+# The members of DynamoDB's AttributeValue whose wire form is the value itself (B and BS are
+# base64 on the wire, so a value holding them takes moto's own path).
+_TEXT_MEMBERS = frozenset({"S", "N"})
+_FLAG_MEMBERS = frozenset({"BOOL", "NULL"})
+_TEXT_SET_MEMBERS = frozenset({"SS", "NS"})
+
+
+def _wire_form(value: object) -> bool:
+    """Whether moto's JSON serializer would write this DynamoDB AttributeValue unchanged: one
+    member of the model's, each of its own type all the way down (no blob, no None, no key
+    the model lacks)."""
+    if not isinstance(value, dict) or len(value) != 1:
+        return False
+    ((member, inner),) = value.items()
+    if member in _TEXT_MEMBERS:
+        return type(inner) is str
+    if member in _FLAG_MEMBERS:
+        return type(inner) is bool
+    if member in _TEXT_SET_MEMBERS:
+        return type(inner) is list and all(type(v) is str for v in inner)
+    if member == "L":
+        return type(inner) is list and all(_wire_form(v) for v in inner)
+    if member == "M":
+        return type(inner) is dict and all(
+            type(k) is str and _wire_form(v) for k, v in inner.items()
+        )
+    return False
+
+
+def _serialize_attribute_values_as_they_are() -> None:
+    """moto 5.2 serializes every response through the botocore model, attribute by
+    attribute, with several alias lookups per member: a DynamoDB item of a status record (a
+    few hundred nested AttributeValues) costs tens of milliseconds, and a local reconcile
+    spent most of its time there. An AttributeValue moto holds is already its wire form (a
+    one-member dict of strings, flags, lists and maps), so it is written as it is, exactly what
+    the model-driven path yields for it (`_wire_form` says when; anything else, and any
+    response transformer moto registered, takes moto's path). tests/unit/test_process_patches.py
+    compares both paths."""
+    from moto.core import serialize
+
+    serializer = serialize.JSONSerializer
+    if getattr(serializer._serialize, "_attribute_values_as_they_are", False):
+        return
+    model_driven = serializer._serialize
+
+    def _serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
+        if (
+            shape.name == "AttributeValue"
+            and not self._value_picker.response_transformers
+            and _wire_form(value)
+        ):
+            serialized[shape.serialization.get("name", key)] = value
+            return
+        model_driven(self, serialized, value, shape, key)
+
+    _serialize._attribute_values_as_they_are = True  # type: ignore[attr-defined]
+    _serialize.model_driven = model_driven  # type: ignore[attr-defined]
+    serializer._serialize = _serialize  # type: ignore[method-assign]

@@ -32,7 +32,11 @@ from quota_local.clock import VirtualClock
 from quota_local.event_sources import SqsSource, StreamSource
 from quota_local.loopback import _CaptureServer, _free_port, port_taken
 from quota_local.paths import function_file
-from quota_local.process_patches import _cache_jsonpath_parsing, _drop_unpublished_metrics
+from quota_local.process_patches import (
+    _cache_jsonpath_parsing,
+    _drop_unpublished_metrics,
+    _serialize_attribute_values_as_they_are,
+)
 from quota_local.service_jobs import service_job_request
 from quota_local.stack_resources import ACCOUNT, create_resources, function_env, wire
 from quota_local.template import StackShape, load_template, stack_shape
@@ -136,6 +140,7 @@ class LocalStack:
 
         self._set_env(_FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": self.region})
         _cache_jsonpath_parsing()
+        _serialize_attribute_values_as_they_are()
         # The emulator's routes must be in place before a server serves its first request.
         if not emulator.is_installed():
             emulator.install()
