@@ -75,6 +75,7 @@ from quota_controller.ports import (
     RetryableError,
     Subscriptions,
 )
+from quota_controller.services.alert_memory import AlertMemory
 from quota_controller.services.decision import decide
 from quota_controller.services.edge_warnings import edge_warnings
 from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
@@ -221,11 +222,10 @@ class _Run:
         }
         self.status = status_items(items)
         self.queue_status = self.status.get(QUEUE_STATUS)
-        # Alerts already sent for problems that still stand (so repeated reconciles stay
-        # quiet), and the keys of what this run found: only those are remembered, so a problem
-        # that is fixed and later comes back is alerted again.
-        self.alerted: list[str] = list((self.queue_status or {}).get("alerted", []))
-        self.raised: list[str] = []
+        # Each problem alerted once while it stands; an alert SNS did not take fails the run
+        # after status is written (services/alert_memory.py).
+        self.memory = AlertMemory(deps.notifier, self.queue_status)
+        self.result.alerts = self.memory.sent
         # The last approved change applied (the next change id depends on it), and the id
         # this run's approvedChange approves, if it approves what the guard holds.
         self.last_approved: str | None = (self.queue_status or {}).get("lastApprovedChange")
@@ -233,9 +233,6 @@ class _Run:
         # When the change held now was first held (status heldChange.since): its id depends
         # on it, so a later hold of the same requests is a new change to approve.
         self.hold_since: str | None = None
-        # Alerts that could not be published: the run still writes status, then raises
-        # RetryableError so the record is retried (or lands in a DLQ) and the alert is not lost.
-        self.unsent: list[str] = []
         # Creates Batch refused while no read showed the resource, by resource: since when
         # (status `unsettled`). Within SETTLE_SECONDS the run waits for a read to settle it.
         self.unsettled: dict[str, str] = {}
@@ -269,8 +266,8 @@ class _Run:
             with contextlib.suppress(Exception):
                 self._remember_alerts()
             raise
-        if self.unsent:
-            raise RetryableError("; ".join(self.unsent))
+        if self.memory.unsent:
+            raise RetryableError("; ".join(self.memory.unsent))
         return result
 
     def run(self) -> ReconcileResult:
@@ -337,7 +334,7 @@ class _Run:
             self.deps.batch,
             self.now,
         ):
-            self._publish(alert)
+            self.memory.publish(alert)
         failure = self._apply(decided, observed, unannounced, the_plan.waits)
         self.result.waits = the_plan.wait_texts
         # After the alerts of this run (a removed share's owners hear of its removal).
@@ -465,10 +462,10 @@ class _Run:
 
     def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
         messages = [assembled.describe(p) for p in report.errors]
-        self._publish(alerts.config_rejected(self.queue, messages, self.stamp))
+        self.memory.publish(alerts.config_rejected(self.queue, messages, self.stamp))
         # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
         # share, a held change) still stand as far as it knows, so their keys are kept.
-        self.raised[:0] = [k for k in self.alerted if k not in self.raised]
+        self.memory.keep_standing()
         self._write([rejected_status(self._facts(), messages)], [])
         self.result.outcome = "rejected"
         self.result.errors = messages
@@ -484,7 +481,7 @@ class _Run:
     ) -> ReconcileResult:
         self.result.errors = list(conflicts)
         self._sync_owners(desired)  # the document is valid: its owners are not held back
-        self._publish(alerts.conflict(self.queue, conflicts, self.stamp))
+        self.memory.publish(alerts.conflict(self.queue, conflicts, self.stamp))
         # Alerted above, with the advice a conflict needs: not again as a failed request.
         self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
         self.result.outcome = "failed"  # it comes back at a window's edge only (`_finish`)
@@ -504,7 +501,7 @@ class _Run:
         result = self.result
         held = [g for g in decided if not g.applies]
         if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
-            self._publish(alerts.run_failed(self.queue, failure, self.stamp))
+            self.memory.publish(alerts.run_failed(self.queue, failure, self.stamp))
         self._alert_invalid_resources(desired, observed)
         conclusion = conclude(
             the_plan, decided, result.applied, failure, self.deps.settings.requeue_seconds
@@ -552,7 +549,7 @@ class _Run:
             if entry.get("state") != "Failed" or not shares:
                 continue
             contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
-            self._publish(
+            self.memory.publish(
                 alerts.owner_contact_failed(self.queue, contact, shares, detail, self.stamp)
             )
 
@@ -577,7 +574,7 @@ class _Run:
             stamp=self.stamp,
             status=self.status,
             config=self.config,
-            raised=self.raised,
+            raised=self.memory.raised,
             last_approved=self.last_approved,
             chain=self.result.chain,
             chain_from=self.chain,
@@ -606,35 +603,21 @@ class _Run:
 
     # -- alerts ------------------------------------------------------------------------------
 
-    def _publish(self, alert: Alert) -> bool:
-        """Publish unless already sent; False when it could not be published (see `unsent`)."""
-        if alert.dedupKey in self.raised:
-            return True
-        if alert.dedupKey not in self.alerted:
-            try:
-                self.deps.notifier.publish(alert)
-            except RetryableError as exc:
-                self.unsent.append(str(exc))
-                return False
-            self.result.alerts.append(alert)
-        self.raised.append(alert.dedupKey)
-        return True
-
     def _remember_alerts(self) -> None:
         """A run cut short by a retryable error still remembers the alerts it published, so
         the retry does not send them again."""
-        sent = [k for k in self.raised if k not in self.alerted]
-        if not sent:
+        alerted = self.memory.remembered_after_cut(self.queue_status or {})
+        if alerted is None:
             return
         item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
-        item["alerted"] = [*(item.get("alerted") or []), *sent][-ALERT_MEMORY:]
+        item["alerted"] = list(alerted)
         item["updatedAt"] = self.stamp
         self.deps.store.write_status(self.queue, [_fitted(item)], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share = alerts.rejected_shares(assembled, report)
         for name, messages in sorted(by_share.items()):
-            self._publish(alerts.share_rejected(self.queue, name, messages, self.stamp))
+            self.memory.publish(alerts.share_rejected(self.queue, name, messages, self.stamp))
         self.result.errors.extend(m for ms in by_share.values() for m in ms)
 
     def _alert_invalid_resources(self, desired: Desired, observed: ObservedState) -> None:
@@ -642,14 +625,16 @@ class _Run:
         status says it too (Healthy False). Raised again by every run while it lasts, so it is
         alerted once, and again if it comes back after a fix."""
         for what, share_name, reason in invalid_resources(desired, observed):
-            self._publish(alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp))
+            self.memory.publish(
+                alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp)
+            )
 
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
         """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
         the environment) whose alert could not be published."""
         unannounced: set[str | None] = set()
         for share, alert in risk_alerts(self.queue, decided, self.result.held_change, self.stamp):
-            if not self._publish(alert):
+            if not self.memory.publish(alert):
                 unannounced.add(share)
         return unannounced
 
