@@ -16,6 +16,7 @@ from quota_controller.domain.recent_writes import (
     params_digest,
     remember_write,
     remembered_writes,
+    unsettled_wait,
 )
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -108,3 +109,44 @@ def test_status_entries_of_another_shape_or_age_are_not_remembered(entry: Any) -
 def test_recent_writes_that_are_not_a_list_are_none() -> None:
     assert remembered_writes({"recentWrites": "UpdateQuotaShare"}, NOW) == {}
     assert remembered_writes(None, NOW) == {}
+
+
+def _create() -> Action:
+    return Action(
+        "CreateQuotaShare",
+        {"quotaShareName": "team-a"},
+        SHARE_ARN,
+        "create team-a",
+        share="team-a",
+    )
+
+
+@pytest.mark.parametrize(
+    ("since", "waits", "since_after"),
+    [
+        pytest.param(None, True, _stamp(NOW), id="first refusal: wait from now"),
+        pytest.param(
+            _stamp(NOW - timedelta(seconds=SETTLE_SECONDS - 1)),
+            True,
+            _stamp(NOW - timedelta(seconds=SETTLE_SECONDS - 1)),
+            id="still settling: wait, since the first",
+        ),
+        pytest.param(
+            _stamp(NOW - timedelta(seconds=SETTLE_SECONDS)),
+            False,
+            _stamp(NOW - timedelta(seconds=SETTLE_SECONDS)),
+            id="settled: the refusal stands",
+        ),
+        pytest.param("soon", True, _stamp(NOW), id="an unreadable date: wait from now"),
+    ],
+)
+def test_a_refused_create_no_read_shows_waits_until_the_settle_time_has_passed(
+    since: object, waits: bool, since_after: str
+) -> None:
+    wait, first = unsettled_wait(_create(), "already exists", since, _stamp(NOW), NOW)
+    assert first == since_after
+    assert (wait is not None) is waits
+    if wait is not None:
+        assert wait.share == "team-a"
+        assert wait.text.startswith("quota share team-a create team-a: Batch refused it")
+        assert "(already exists)" in wait.text

@@ -103,3 +103,29 @@ def remember_write(recent: RecentWrites, action: Action, stamp: str) -> None:
         "params": params_digest(action),
         "at": stamp,
     }
+
+
+def unsettled_wait(
+    action: Action, refusal: str, since: object, stamp: str, now: datetime
+) -> tuple[Wait | None, str]:
+    """A create Batch refused while no read shows the resource: the wait for a later read to
+    settle it, and since when it has been so (status `unsettled`; `since` is what status had
+    for the resource, `stamp` the run's time). No wait once it has stayed so for
+    SETTLE_SECONDS: the refusal then stands (the run fails and alerts)."""
+    first = since if isinstance(since, str) else stamp
+    try:
+        waited = (now - datetime.fromisoformat(first)).total_seconds()
+    except ValueError:
+        first, waited = stamp, 0.0
+    if waited >= SETTLE_SECONDS:
+        return None, first
+    where = f"quota share {action.share} " if action.share else ""
+    return (
+        Wait(
+            action.resource,
+            f"{where}{action.summary}: Batch refused it ({refusal}) and no read shows it yet "
+            "(an earlier attempt may have made it); read again with the next attempt",
+            action.share,
+        ),
+        first,
+    )

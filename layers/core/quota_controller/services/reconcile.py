@@ -36,10 +36,10 @@ from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan, Wait
 from quota_controller.domain.queue_status import invalid_resources, locked_status
 from quota_controller.domain.recent_writes import (
-    SETTLE_SECONDS,
     drop_repeated_writes,
     remember_write,
     remembered_writes,
+    unsettled_wait,
 )
 from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.run_outcome import (
@@ -407,25 +407,14 @@ class _Run:
         return failure
 
     def _unsettled(self, exc: ActionUnsettled) -> Wait | None:
-        """The wait for a refused create no read shows yet, or None once it has stayed so for
-        SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
+        """The wait for a refused create no read shows yet (`unsettled_wait`), or None once
+        it has stayed so for SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
         action = exc.action
         previous = ((self.queue_status or {}).get("unsettled") or {}).get(action.resource)
-        since = previous if isinstance(previous, str) else self.stamp
-        try:
-            waited = (self.now - datetime.fromisoformat(since)).total_seconds()
-        except ValueError:
-            since, waited = self.stamp, 0.0
-        if waited >= SETTLE_SECONDS:
-            return None
-        self.unsettled[action.resource] = since
-        where = f"quota share {action.share} " if action.share else ""
-        return Wait(
-            action.resource,
-            f"{where}{action.summary}: Batch refused it ({exc.message}) and no read shows it "
-            "yet (an earlier attempt may have made it); read again with the next attempt",
-            action.share,
-        )
+        wait, since = unsettled_wait(action, exc.message, previous, self.stamp, self.now)
+        if wait is not None:
+            self.unsettled[action.resource] = since
+        return wait
 
     def _remember_approval(self, change: str) -> None:
         """The approval is used: say so in status at once, not only at the end of the run (a
