@@ -66,7 +66,6 @@ from quota_controller.domain.status import (
     well_formed,
 )
 from quota_controller.ports import (
-    ActionFailed,
     ActionUnsettled,
     BatchGateway,
     Clock,
@@ -78,12 +77,10 @@ from quota_controller.ports import (
 from quota_controller.services.alert_memory import AlertMemory
 from quota_controller.services.decision import decide
 from quota_controller.services.edge_warnings import edge_warnings
+from quota_controller.services.execute import Execution, execute
 from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
 
 _log = logging.getLogger(__name__)
-
-# Requests no later request of a plan depends on: a refusal does not stop the run.
-_INDEPENDENT = frozenset({"TagResource", "UntagResource"})
 
 
 @dataclass(frozen=True)
@@ -239,10 +236,8 @@ class _Run:
         # This controller's writes of the last SETTLE_SECONDS, the last per resource and
         # operation (status `recentWrites`): a plan repeating one of them is a read that lags.
         self.recent_writes = remembered_writes(self.queue_status, now)
-        # Refused requests the run went on past (tags: None is a queue-level resource), and
-        # whether a refusal stopped the run (every request after it is left for the retry).
+        # Refused requests the run went on past (tags: None is a queue-level resource).
         self.failed_shares: set[str | None] = set()
-        self.stopped = False
         # The request the run stopped at (its share's status says Failed; the rest Pending).
         self.stopped_at: Action | None = None
         # Quota windows in force at the last run (or ended with their requests still to be
@@ -349,62 +344,28 @@ class _Run:
         unannounced: set[str | None],
         waits: list[Wait],
     ) -> str | None:
+        """Make the plan's requests (services/execute.py); each applied request is remembered
+        (recent writes, an approval used) at once, and recorded as a change record even when
+        a retryable error cuts the run."""
         records: list[dict[str, Any]] = []
-        failure: str | None = None
-        refused: list[str] = []
         seq = itertools.count()
+
+        def applied(guarded: GuardedAction) -> None:
+            remember_write(self.recent_writes, guarded.action, self.stamp)
+            records.append(self._change_record(guarded.action, guarded, observed, next(seq)))
+            if guarded.risks and self.approving and self.last_approved != self.approving:
+                self._remember_approval(self.approving)
+
+        done = Execution(applied=self.result.applied, held=self.result.held)
         try:
-            for guarded in decided:
-                if not guarded.applies:
-                    self.result.held.append(guarded)
-                    continue
-                action = guarded.action
-                if guarded.risks and action.share in unannounced:
-                    refused.append(
-                        f"{action.summary}: not applied, its PREEMPTION_RISK alert could not be "
-                        "published (retried with the next attempt)"
-                    )
-                    self.result.errors.append(refused[-1])
-                    failure = "; ".join(refused)
-                    self.stopped = True
-                    self.stopped_at = action
-                    break
-                try:
-                    self.deps.batch.execute(action)
-                except ActionUnsettled as exc:
-                    wait = self._unsettled(exc)
-                    if wait is None:
-                        refused.append(str(exc))
-                        self.result.errors.append(refused[-1])
-                        failure = "; ".join(refused)
-                    else:
-                        waits.append(wait)
-                    self.stopped = True
-                    self.stopped_at = action
-                    break  # later requests may depend on this one
-                except ActionFailed as exc:
-                    refused.append(str(exc))
-                    self.result.errors.append(refused[-1])
-                    failure = "; ".join(refused)
-                    if action.operation in _INDEPENDENT:
-                        # No later request depends on a resource's tags: one tag Batch (or
-                        # an organization's tag policy) refuses must not stop the rest of
-                        # the plan at every resync.
-                        self.failed_shares.add(action.share)
-                        continue
-                    self.stopped = True
-                    self.stopped_at = action
-                    break  # later requests may depend on this one
-                self.result.applied.append(action)
-                remember_write(self.recent_writes, action, self.stamp)
-                records.append(self._change_record(action, guarded, observed, next(seq)))
-                if guarded.risks and self.approving and self.last_approved != self.approving:
-                    self._remember_approval(self.approving)
+            execute(decided, self.deps.batch, unannounced, self._unsettled, applied, done)
         finally:
-            # Whatever was applied is recorded, even when a retryable error cuts the run.
             if records:
                 self.deps.store.record_changes(self.queue, [_fitted(r) for r in records])
-        return failure
+        self.result.errors.extend(done.errors)
+        waits.extend(done.waits)
+        self.stopped_at, self.failed_shares = done.stopped_at, done.failed_shares
+        return done.failure
 
     def _unsettled(self, exc: ActionUnsettled) -> Wait | None:
         """The wait for a refused create no read shows yet (`unsettled_wait`), or None once
