@@ -2,8 +2,9 @@
 or the queue) whose requests put jobs at risk, saying what happens to the change (applied,
 held by block, held by drain), which jobs and why, what to do, and what protects them.
 
-The reconcile publishes them before it makes any request (`services/reconcile.py`,
-`_Run._alert_risks`): a change whose alert cannot be published waits for the next attempt.
+The reconcile publishes them before it makes any request (`services/reconcile_run.py`,
+`ReconcileRun._alert_risks`): a change whose alert cannot be published waits for the next
+attempt.
 """
 
 from __future__ import annotations

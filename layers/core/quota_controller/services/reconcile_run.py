@@ -1,0 +1,481 @@
+"""One reconcile run of one queue (`ReconcileRun`), the steps `services/reconcile.py` runs
+under the queue's lease: load the items, decide (`services/decision.py`), announce the risks,
+execute (`services/execute.py`), sync the owners' subscriptions, conclude
+(`domain/run_outcome.py`) and write status (`domain/run_status.py`) and change records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from quota_controller.domain import reconcile_alerts as alerts
+from quota_controller.domain.change_record import change_record
+from quota_controller.domain.config.items import (
+    PARTITION_KEY,
+    QUEUE_ITEM,
+    SORT_KEY,
+    AssembledDocument,
+    is_controller_key,
+    share_key,
+    validate_items,
+)
+from quota_controller.domain.config.problems import Problem
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.impact import hold_since, risky_actions
+from quota_controller.domain.impact_records import GuardedAction
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.plan_records import Action, Desired, Plan, Wait
+from quota_controller.domain.queue_status import invalid_resources
+from quota_controller.domain.recent_writes import (
+    drop_repeated_writes,
+    remember_write,
+    remembered_writes,
+    unsettled_wait,
+)
+from quota_controller.domain.risk_alerts import risk_alerts
+from quota_controller.domain.run_outcome import (
+    approving,
+    come_back_for_edges,
+    conclude,
+    superseded,
+)
+from quota_controller.domain.run_status import (
+    RunFacts,
+    ended_for,
+    rejected_status,
+    status_writes,
+)
+from quota_controller.domain.service_limits import fit_item
+from quota_controller.domain.status import (
+    QUEUE_STATUS,
+    differs,
+    status_items,
+)
+from quota_controller.ports import (
+    ActionUnsettled,
+    RetryableError,
+)
+from quota_controller.services.alert_memory import AlertMemory
+from quota_controller.services.decision import decide
+from quota_controller.services.edge_warnings import edge_warnings
+from quota_controller.services.execute import Execution, execute
+from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
+from quota_controller.services.reconcile_records import Deps, ReconcileResult
+
+_log = logging.getLogger(__name__)
+
+
+class ReconcileRun:
+    """One reconcile of one queue, under its lease: load, decide, announce, execute,
+    conclude, write status (`run_and_report`)."""
+
+    def __init__(
+        self,
+        queue: str,
+        deps: Deps,
+        now: datetime,
+        read_share_tags: frozenset[str] = frozenset(),
+        chain: str | None = None,
+        requeues: bool = True,
+    ):
+        self.queue = queue
+        self.chain = chain
+        self.requeues = requeues
+        self.deps = deps
+        self.now = now
+        self.read_share_tags = read_share_tags
+        # Tags read from Batch in this run, by share (what the share carried before the plan).
+        self.share_tags: dict[str, dict[str, str]] = {}
+        self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.result = ReconcileResult(queue, "converged")
+        items = deps.store.load_partition(queue)
+        # Every item the controller did not write is config: a stray sort key (`SHARE-x`) is
+        # reported by the validator instead of hiding a share.
+        self.config = {
+            i[SORT_KEY]: i
+            for i in items
+            if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
+        }
+        self.status = status_items(items)
+        self.queue_status = self.status.get(QUEUE_STATUS)
+        # Each problem alerted once while it stands; an alert SNS did not take fails the run
+        # after status is written (services/alert_memory.py).
+        self.memory = AlertMemory(deps.notifier, self.queue_status)
+        self.result.alerts = self.memory.sent
+        # The last approved change applied (the next change id depends on it), and the id
+        # this run's approvedChange approves, if it approves what the guard holds.
+        self.last_approved: str | None = (self.queue_status or {}).get("lastApprovedChange")
+        self.approving: str | None = None
+        # When the change held now was first held (status heldChange.since): its id depends
+        # on it, so a later hold of the same requests is a new change to approve.
+        self.hold_since: str | None = None
+        # Creates Batch refused while no read showed the resource, by resource: since when
+        # (status `unsettled`). Within SETTLE_SECONDS the run waits for a read to settle it.
+        self.unsettled: dict[str, str] = {}
+        # This controller's writes of the last SETTLE_SECONDS, the last per resource and
+        # operation (status `recentWrites`): a plan repeating one of them is a read that lags.
+        self.recent_writes = remembered_writes(self.queue_status, now)
+        # Refused requests the run went on past (tags: None is a queue-level resource).
+        self.failed_shares: set[str | None] = set()
+        # The request the run stopped at (its share's status says Failed; the rest Pending).
+        self.stopped_at: Action | None = None
+        # Quota windows in force at the last run (or ended with their requests still to be
+        # made) that this run's layout no longer has, and what each of them set.
+        self.windows_ended: list[str] = []
+        self.window_targets: dict[str, set[str | None]] = {}
+        # What this run did to the owners' subscriptions (None: not looked at this run).
+        self.owner_sync: OwnerSync | None = None
+        # How a validation problem is said (by the item a table user wrote, not by its place
+        # in the assembled document).
+        self.describe: Callable[[Problem], str] = str
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def run_and_report(self) -> ReconcileResult:
+        try:
+            result = self.run()
+        except Exception:
+            # Whatever cut the run short, the alerts it published are not sent again by the
+            # retry (a failure to remember them must not hide the original error).
+            with contextlib.suppress(Exception):
+                self._remember_alerts()
+            raise
+        if self.memory.unsent:
+            raise RetryableError("; ".join(self.memory.unsent))
+        return result
+
+    def run(self) -> ReconcileResult:
+        if superseded(self.chain, self.read_share_tags, self.queue_status or {}):
+            self.result.outcome = "superseded"
+            return self.result
+        if not self.config and self.queue_status is None:
+            self.result.outcome = "absent"
+            return self.result
+        assembled, report = validate_items(self.queue, self.config.values(), self.now)
+        self.describe = assembled.describe
+        # The windows whose end this run's requests carry out (they were in force at the last
+        # run): the change records name them, so an alert can say a window's end preempted.
+        # A reduction a window's end needs that was held (block, drain) still names it when
+        # it applies later: status carries the ended windows until their requests are made.
+        status = self.queue_status or {}
+        ended = [*(status.get("windowsInForce") or []), *(status.get("windowsEndedPending") or [])]
+        # What each window sets (its shares; None for the environment): a request on anything
+        # else is not its end's. A window deleted from the document did not end: it was
+        # edited away, and the requests that follow are the edit's.
+        self.window_targets = {
+            w.name: {o.quotaShareName for o in w.quotaShares}
+            | ({None} if w.serviceEnvironment is not None else set())
+            for w in report.windows
+        }
+        self.windows_ended = list(
+            dict.fromkeys(
+                str(w) for w in ended if w not in report.in_force and w in self.window_targets
+            )
+        )
+        if report.queue_wide_errors or (self.config and report.settings is None):
+            return self._reject(assembled, report)
+        self._alert_invalid_shares(assembled, report)
+        decision = decide(
+            self.queue,
+            report if self.config else None,
+            self.status,
+            self.deps.batch,
+            assembled=assembled,
+            read_share_tags=self.read_share_tags,
+            before_guard=lambda p: drop_repeated_writes(p, self.recent_writes),
+            now=self.stamp,
+        )
+        desired, observed, the_plan = decision.desired, decision.observed, decision.plan
+        self.share_tags = decision.share_tags
+        self.result.tags_pending.extend(decision.tags_pending)
+        # With the loosening the guard deferred (a run that applies a reduction).
+        self.result.waits = the_plan.wait_texts
+        if the_plan.conflicts:
+            return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
+        decided, self.result.held_change = decision.decided, decision.held_change
+        self.hold_since = hold_since(risky_actions(decided), desired.held_change, self.stamp)
+        self.approving = approving(desired.settings, self.result.held_change)
+        # Warn before a reduction preempts anything: a risky change whose alert cannot be
+        # published now waits for the next attempt instead of being applied unannounced.
+        unannounced = self._alert_risks(decided)
+        for alert in edge_warnings(
+            self.queue,
+            assembled,
+            report,
+            self.status,
+            observed,
+            desired,
+            self.deps.batch,
+            self.now,
+        ):
+            self.memory.publish(alert)
+        failure = self._apply(decided, observed, unannounced, the_plan.waits)
+        self.result.waits = the_plan.wait_texts
+        # After the alerts of this run (a removed share's owners hear of its removal).
+        self._sync_owners(desired)
+        self._finish(desired, observed, report, the_plan, decided, failure)
+        return self.result
+
+    def _apply(
+        self,
+        decided: list[GuardedAction],
+        observed: ObservedState,
+        unannounced: set[str | None],
+        waits: list[Wait],
+    ) -> str | None:
+        """Make the plan's requests (services/execute.py); each applied request is remembered
+        (recent writes, an approval used) at once, and recorded as a change record even when
+        a retryable error cuts the run."""
+        records: list[dict[str, Any]] = []
+        seq = itertools.count()
+
+        def applied(guarded: GuardedAction) -> None:
+            remember_write(self.recent_writes, guarded.action, self.stamp)
+            records.append(self._change_record(guarded.action, guarded, observed, next(seq)))
+            if guarded.risks and self.approving and self.last_approved != self.approving:
+                self._remember_approval(self.approving)
+
+        done = Execution(applied=self.result.applied, held=self.result.held)
+        try:
+            execute(decided, self.deps.batch, unannounced, self._unsettled, applied, done)
+        finally:
+            if records:
+                self.deps.store.record_changes(self.queue, [fitted(r) for r in records])
+        self.result.errors.extend(done.errors)
+        waits.extend(done.waits)
+        self.stopped_at, self.failed_shares = done.stopped_at, done.failed_shares
+        return done.failure
+
+    def _unsettled(self, exc: ActionUnsettled) -> Wait | None:
+        """The wait for a refused create no read shows yet (`unsettled_wait`), or None once
+        it has stayed so for SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
+        action = exc.action
+        previous = ((self.queue_status or {}).get("unsettled") or {}).get(action.resource)
+        wait, since = unsettled_wait(action, exc.message, previous, self.stamp, self.now)
+        if wait is not None:
+            self.unsettled[action.resource] = since
+        return wait
+
+    def _remember_approval(self, change: str) -> None:
+        """The approval is used: say so in status at once, not only at the end of the run (a
+        later request that fails, or a retryable error, must not leave it usable again)."""
+        self.last_approved = change
+        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
+        item["lastApprovedChange"] = change
+        # If this write fails, the status write at the end of the run records it.
+        with contextlib.suppress(RetryableError):
+            self.deps.store.write_status(self.queue, [fitted(item)], [])
+
+    def _change_record(
+        self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
+    ) -> dict[str, Any]:
+        source = share_key(action.share) if action.share else QUEUE_ITEM
+        by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
+        expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
+        return change_record(
+            action,
+            guarded,
+            observed,
+            author=by,
+            stamp=self.stamp,
+            seq=seq,
+            expires_at=int(expires.timestamp()),
+            windows_ended=self._ended_for(action),
+        )
+
+    def _ended_for(self, action: Action) -> list[str]:
+        """The ended windows that set what `action` changes (its change record names them)."""
+        return ended_for(self.windows_ended, self.window_targets, action)
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
+        messages = [assembled.describe(p) for p in report.errors]
+        self.memory.publish(alerts.config_rejected(self.queue, messages, self.stamp))
+        # A queue-wide rejection checks nothing else: the problems alerted before (an invalid
+        # share, a held change) still stand as far as it knows, so their keys are kept.
+        self.memory.keep_standing()
+        self._write([rejected_status(self._facts(), messages)], [])
+        self.result.outcome = "rejected"
+        self.result.errors = messages
+        return self.result
+
+    def _fail(
+        self,
+        conflicts: list[str],
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+    ) -> ReconcileResult:
+        self.result.errors = list(conflicts)
+        self._sync_owners(desired)  # the document is valid: its owners are not held back
+        self.memory.publish(alerts.conflict(self.queue, conflicts, self.stamp))
+        # Alerted above, with the advice a conflict needs: not again as a failed request.
+        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
+        self.result.outcome = "failed"  # it comes back at a window's edge only (`_finish`)
+        return self.result
+
+    def _finish(
+        self,
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+        decided: list[GuardedAction],
+        failure: str | None,
+        *,
+        announced: bool = False,
+    ) -> None:
+        result = self.result
+        held = [g for g in decided if not g.applies]
+        if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
+            self.memory.publish(alerts.run_failed(self.queue, failure, self.stamp))
+        self._alert_invalid_resources(desired, observed)
+        conclusion = conclude(
+            the_plan, decided, result.applied, failure, self.deps.settings.requeue_seconds
+        )
+        result.outcome, result.requeue_after = conclusion.outcome, conclusion.requeue_after
+        self._come_back_for_edges(report)
+        self._write_status(desired, observed, report, the_plan, held, failure)
+
+    def _come_back_for_edges(self, report: ValidationReport) -> None:
+        """Come back at the next window edge or its early warning (`come_back_for_edges`);
+        a run that comes back starts its requeue chain."""
+        result = self.result
+        result.requeue_after = come_back_for_edges(result.requeue_after, report, self.now)
+        if result.requeue_after is not None and self.requeues:
+            result.chain = f"{self.stamp} {self.deps.owner}"
+
+    def _sync_owners(self, desired: Desired) -> None:
+        """The alerts topic's owner subscriptions as the document says; a failure is the
+        contact's status, never the Batch reconcile's."""
+        if self.deps.subscriptions is None:
+            return
+        owners = {name: spec.owners for name, spec in desired.shares.items()}
+        remembered = (self.queue_status or {}).get("ownerSubscriptions") or []
+        try:
+            self.owner_sync = sync_owner_subscriptions(
+                self.queue,
+                owners,
+                desired.frozen_shares,
+                [r for r in remembered if isinstance(r, Mapping)],
+                self.deps.subscriptions,
+                self.now,
+            )
+        except Exception:
+            # Whatever went wrong here, the Batch changes this run made are still recorded:
+            # status keeps the contacts as they were, and the next run tries again.
+            _log.exception("owner subscriptions of %s not kept", self.queue)
+            self.owner_sync = None
+        self._alert_failed_owners()
+
+    def _alert_failed_owners(self) -> None:
+        """A contact the share's alerts cannot reach is said once (while the problem stands):
+        to the platform, and to the share's other owners when it owns one share."""
+        for entry in self.owner_sync.entries if self.owner_sync else []:
+            shares = [str(s) for s in entry.get("shares") or []]
+            if entry.get("state") != "Failed" or not shares:
+                continue
+            contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
+            self.memory.publish(
+                alerts.owner_contact_failed(self.queue, contact, shares, detail, self.stamp)
+            )
+
+    # -- status ------------------------------------------------------------------------------
+
+    def _write_status(
+        self,
+        desired: Desired,
+        observed: ObservedState,
+        report: ValidationReport,
+        the_plan: Plan,
+        held: list[GuardedAction],
+        failure: str | None,
+    ) -> None:
+        writes = status_writes(self._facts(), desired, observed, report, the_plan, held, failure)
+        self._write(writes.items, writes.deletes)
+
+    def _facts(self) -> RunFacts:
+        """What the run found and did, as its status items are written from it."""
+        return RunFacts(
+            queue=self.queue,
+            stamp=self.stamp,
+            status=self.status,
+            config=self.config,
+            raised=self.memory.raised,
+            last_approved=self.last_approved,
+            chain=self.result.chain,
+            chain_from=self.chain,
+            requeues=self.requeues,
+            applied=self.result.applied,
+            stopped_at=self.stopped_at,
+            failed_shares=self.failed_shares,
+            held_change=self.result.held_change,
+            hold_since=self.hold_since,
+            unsettled=self.unsettled,
+            recent_writes=self.recent_writes,
+            windows_ended=self.windows_ended,
+            window_targets=self.window_targets,
+            share_tags=self.share_tags,
+            owner_subscriptions=self.owner_sync.entries if self.owner_sync is not None else None,
+            owner_contacts=self.owner_sync.by_share if self.owner_sync is not None else None,
+            describe=self.describe,
+        )
+
+    def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
+        # Fitted before the comparison: an item cut to fit compares equal to its stored self.
+        items = [fitted(i) for i in items]
+        changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
+        if changed or deletes:
+            self.deps.store.write_status(self.queue, changed, deletes)
+
+    # -- alerts ------------------------------------------------------------------------------
+
+    def _remember_alerts(self) -> None:
+        """A run cut short by a retryable error still remembers the alerts it published, so
+        the retry does not send them again."""
+        alerted = self.memory.remembered_after_cut(self.queue_status or {})
+        if alerted is None:
+            return
+        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
+        item["alerted"] = list(alerted)
+        item["updatedAt"] = self.stamp
+        self.deps.store.write_status(self.queue, [fitted(item)], [])
+
+    def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
+        by_share = alerts.rejected_shares(assembled, report)
+        for name, messages in sorted(by_share.items()):
+            self.memory.publish(alerts.share_rejected(self.queue, name, messages, self.stamp))
+        self.result.errors.extend(m for ms in by_share.values() for m in ms)
+
+    def _alert_invalid_resources(self, desired: Desired, observed: ObservedState) -> None:
+        """One alert per resource Batch reports INVALID (jobs it holds are not scheduled); the
+        status says it too (Healthy False). Raised again by every run while it lasts, so it is
+        alerted once, and again if it comes back after a fix."""
+        for what, share_name, reason in invalid_resources(desired, observed):
+            self.memory.publish(
+                alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp)
+            )
+
+    def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
+        """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
+        the environment) whose alert could not be published."""
+        unannounced: set[str | None] = set()
+        for share, alert in risk_alerts(self.queue, decided, self.result.held_change, self.stamp):
+            if not self.memory.publish(alert):
+                unannounced.add(share)
+        return unannounced
+
+
+def fitted(item: dict[str, Any]) -> dict[str, Any]:
+    """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted
+    in it has no size of its own: a 60 KB attribute name in four messages); its keys are kept
+    and `truncated` says what was cut."""
+    value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
+    return value
