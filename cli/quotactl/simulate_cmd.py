@@ -81,7 +81,7 @@ def run_simulate(
         for (path, doc), raw in zip(documents, raws, strict=True)
     ]
     if len(results) == 2:
-        from quota_local.simulate import common_horizon
+        from quota_local.simulation_results import common_horizon
 
         common_horizon([r for _, r in results])
     if plot:

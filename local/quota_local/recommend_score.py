@@ -16,7 +16,8 @@ from typing import Any
 from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.model import QuotaDocument
 from quota_local.recommend_layout import Layout, build_document, document_data
-from quota_local.simulate import SimulationResult, simulate, windowed_layout
+from quota_local.simulate import simulate, windowed_layout
+from quota_local.simulation_results import SimulationResult
 from quota_local.workload import WorkloadJob
 
 DEFAULT_OBJECTIVE = "wait-p95"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from quota_local.simulate import SimulationResult
+from quota_local.simulation_results import SimulationResult
 
 # Bins across the plot's width: a long run is drawn as each bin's time-weighted mean usage
 # (a step per event would be a barcode of noise at 200k jobs), a short one step by step.

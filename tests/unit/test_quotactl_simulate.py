@@ -299,8 +299,8 @@ def test_the_plot_of_a_few_jobs_has_ticks_and_no_hairlines(
 
 
 def test_the_plot_of_200k_jobs_is_binned(tmp_path: Path) -> None:
-    from quota_local.simulate import ShareReport, SimulationResult
     from quota_local.simulation_plot import PLOT_BINS, timeline_svg
+    from quota_local.simulation_results import ShareReport, SimulationResult
 
     # A usage that flips every few seconds: drawn event by event it is a barcode of noise.
     timeline = [(float(t * 7), {"a": t % 3, "b": (t * 5) % 2}) for t in range(400_000)]
