@@ -61,8 +61,10 @@ def _wire_form(value: object) -> bool:
     if member == "L":
         return type(inner) is list and all(_wire_form(v) for v in inner)
     if member == "M":
+        # An empty attribute name: moto's own path writes such a map differently (it takes
+        # the member for the structure itself), and the shortcut must not differ from it.
         return type(inner) is dict and all(
-            type(k) is str and _wire_form(v) for k, v in inner.items()
+            type(k) is str and k != "" and _wire_form(v) for k, v in inner.items()
         )
     return False
 
@@ -86,7 +88,8 @@ def _serialize_attribute_values_as_they_are() -> None:
     def _serialize(self: Any, serialized: Any, value: Any, shape: Any, key: str) -> None:
         if (
             shape.name == "AttributeValue"
-            and not self._value_picker.response_transformers
+            and key != ""  # moto's path treats a member without a name as the structure itself
+            and not getattr(self._value_picker, "response_transformers", True)
             and _wire_form(value)
         ):
             serialized[shape.serialization.get("name", key)] = value

@@ -111,3 +111,12 @@ def test_an_item_s_attributes_are_not_looked_up_one_by_one() -> None:
         counts[cls] = _CountingPicker.calls
     # The item's structure only (Item, ConsumedCapacity), not each of its nested values.
     assert counts[JSONSerializer] < 5 < 100 < counts[_ModelDriven]
+
+
+def test_a_map_with_an_empty_attribute_name_takes_moto_s_own_path() -> None:
+    odd = _item(queue="ml-training", item="ODD", nested={"": "x"})
+    assert not _wire_form(odd["nested"])
+    result = {"Item": odd}
+    assert _serialize(JSONSerializer, "GetItem", result) == _serialize(
+        _ModelDriven, "GetItem", result
+    )

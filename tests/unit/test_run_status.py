@@ -232,3 +232,17 @@ def test_a_rejected_document_keeps_what_the_last_valid_run_recorded() -> None:
     assert item["lastAppliedAt"] == EARLIER
     assert item["lastApprovedChange"] == "ba9876543210"
     assert item["managed"] == previous["managed"]
+
+
+def test_owner_subscriptions_the_run_looked_at_replace_what_status_had() -> None:
+    before = [{"contact": "alice@example.com", "state": "Subscribed", "shares": ["team-a"]}]
+    previous = {"item": QUEUE_STATUS, "ownerSubscriptions": before}
+    args = (desired(guide_layout()), converged(guide_layout()).build(), _report(), Plan(), [], None)
+    # Not looked at (the owner step did not run): kept as they were.
+    kept = status_writes(_facts(status={QUEUE_STATUS: previous}), *args).items[0]
+    assert kept["ownerSubscriptions"] == before
+    # Looked at, and none left (every contact removed): none, not the old ones.
+    looked = status_writes(
+        _facts(status={QUEUE_STATUS: previous}, owner_subscriptions=[]), *args
+    ).items[0]
+    assert "ownerSubscriptions" not in looked

@@ -83,7 +83,7 @@ def client(service: str, mode: str = "standard", max_attempts: int = 5) -> Any:
 
 @functools.cache
 def service_client(service: str) -> Any:
-    """The SNS, SQS or DynamoDB client of this execution environment (standard retries), made
+    """The SNS or SQS client of this execution environment (standard retries), made
     at its first use and reused by every later invocation, as Lambda's guidance asks of SDK
     clients ("initialize SDK clients outside of the function handler":
     https://docs.aws.amazon.com/lambda/latest/dg/best-practices.html): creating one costs a
@@ -187,8 +187,11 @@ def alert_deps(context: Any) -> Any:
     from quota_controller.services.alert_events import AlertDeps
 
     s = settings()
+    # A client of its own per invocation: Powertools registers a request handler on the client
+    # it is given each time a persistence layer is built, so a shared client would gather one
+    # more per warm invocation.
     persistence = DynamoDBPersistenceLayer(
-        table_name=s.IDEMPOTENCY_TABLE, boto3_client=service_client("dynamodb")
+        table_name=s.IDEMPOTENCY_TABLE, boto3_client=client("dynamodb")
     )
     persistence.configure(
         IdempotencyConfig(expires_after_seconds=s.ALERT_DEDUP_SECONDS),

@@ -1,9 +1,9 @@
 """What a reconcile run concludes (pure): whether a requeued message still has work, which
 approval it uses, its outcome and when to come back.
 
-The reconcile (`services/reconcile.py`) asks these at the start (`superseded`), after the guard
-(`approving`) and at the end (`conclude`, `come_back_for_edges`); docs/reconcile.md describes
-the requeue chain and the outcomes these return.
+The reconcile run (`services/reconcile_run.py`) asks these at the start (`superseded`), after
+the guard (`approving`) and at the end (`conclude`, `come_back_for_edges`); docs/reconciler.md
+describes the requeue chain and the outcomes these return.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The status items one reconcile run writes, from what the run found and did (pure).
 
-The reconcile (`services/reconcile.py`) gathers its facts into a `RunFacts` and asks
+The reconcile run (`services/reconcile_run.py`) gathers its facts into a `RunFacts` and asks
 `status_writes` for the queue's status item, one item per share and the status items that go
 (a removed share's, a torn-down queue's); `rejected_status` is the queue status of a run that
 rejected the whole document. The reconcile then writes what differs from what is stored.
 The stored attribute names are the ones `quotactl status` and the resync read
-(docs/reconcile.md).
+(docs/reconciler.md).
 """
 
 from __future__ import annotations
