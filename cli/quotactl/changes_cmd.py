@@ -1,5 +1,5 @@
-"""`quotactl history QUEUE`: a queue's change records, newest first (the job history is
-`history_cmd`)."""
+"""`quotactl history QUEUE`: a queue's change records, newest first (`history backfill`, the
+job history, is `backfill_cmd`)."""
 
 from __future__ import annotations
 

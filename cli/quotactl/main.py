@@ -12,8 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO, cast
 
-from quotactl.parser import OPERATOR_COMMANDS, settle_document_files
 from quotactl.parser import build_parser as _parser
+from quotactl.parser_operators import OPERATOR_COMMANDS
+from quotactl.parser_options import settle_document_files
 from quotactl.render import TerminalSafe
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -131,9 +132,9 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
             return run_conformance(args, out)
         if args.command in ("report", "workload", "history-backfill"):
-            from quotactl.history_cmd import run as run_history
+            from quotactl.history_access import run_history
 
-            return run_history(args, out)
+            return run_history(_history_command(args.command), args, out)
         if args.command in OPERATOR_COMMANDS:
             from quotactl.operating import run
 
@@ -174,6 +175,17 @@ def _operator_command(name: str) -> Callable[[argparse.Namespace, TextIO], int]:
         from quotactl.windows_cmd import cmd_windows as command
     else:
         from quotactl.approve_cmd import cmd_approve as command
+    return command
+
+
+def _history_command(name: str) -> Callable[[argparse.Namespace, TextIO], int]:
+    """The job-history command's function, from its own module (imported only when it runs)."""
+    if name == "report":
+        from quotactl.report_cmd import cmd_report as command
+    elif name == "workload":
+        from quotactl.workload_cmd import cmd_export as command
+    else:
+        from quotactl.backfill_cmd import cmd_backfill as command
     return command
 
 

@@ -1,14 +1,17 @@
-"""quotactl's command line: the parser of every command and the checks of its values
-(exit 2 on a usage error, as argparse does)."""
+"""quotactl's command line: the parser of every command (exit 2 on a usage error, as argparse
+does); the operator commands' options are in `parser_operators`, the value checks in `values`,
+the options several commands share in `parser_options`."""
 
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from quotactl import aws
-from quotactl.times import moment, start_option
+from quotactl.parser_operators import add_operator_commands
+from quotactl.parser_options import document_options, output_option
+from quotactl.times import start_option
+from quotactl.values import duration, speed, whole
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,11 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     up = local_sub.add_parser(
         "up", help="start the local stack on 127.0.0.1 for `--local` (Ctrl-C stops it)"
     )
-    up.add_argument("--port", type=_whole(0, 65535), default=0, help="port (default: a free one)")
+    up.add_argument("--port", type=whole(0, 65535), default=0, help="port (default: a free one)")
     up.add_argument("--apply", metavar="FILE", help="apply this quota document at start")
     up.add_argument(
         "--speed",
-        type=_speed,
+        type=speed,
         default=1.0,
         help="run the clock this many times faster than real time",
     )
@@ -92,27 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--instance-type", required=True, metavar="TYPE", help="instance type, e.g. ml.g5.xlarge"
     )
-    submit.add_argument("--count", type=_whole(1, 10_000), default=1, help="instances")
+    submit.add_argument("--count", type=whole(1, 10_000), default=1, help="instances")
     submit.add_argument(
-        "--priority", type=_whole(0, 9999), default=0, help="schedulingPriority 0-9999"
+        "--priority", type=whole(0, 9999), default=0, help="schedulingPriority 0-9999"
     )
     submit.add_argument(
         "--run-time",
-        type=_whole(1, 28 * 86400),
+        type=whole(1, 28 * 86400),
         default=3600,
         metavar="SECONDS",
         help="training time once running, on the stack's clock",
     )
     submit.add_argument("--name", metavar="NAME", help="job name (default SHARE-job)")
 
-    from quotactl import conformance_cmd, recommend_cmd
-
-    conformance_cmd.add_parser(sub)
-    recommend_cmd.add_parser(sub)
-    _add_operator_commands(sub)
-    from quotactl import history_cmd
-
-    history_cmd.add_parsers(sub)
+    _add_conformance(sub)
+    _add_recommend(sub)
+    add_operator_commands(sub)
+    _add_history_commands(sub)
     _set_formatter(parser)
     return parser
 
@@ -140,45 +139,6 @@ def _set_formatter(parser: argparse.ArgumentParser) -> None:
                 _set_formatter(child)
 
 
-def output_option(parser: argparse.ArgumentParser, default: str = "table") -> None:
-    """`-o FORMAT`: for people (table or text), or as data."""
-    parser.add_argument(
-        "-o", "--output", choices=[default, "json", "yaml"], default=default, help="output format"
-    )
-
-
-def document_options(parser: argparse.ArgumentParser) -> None:
-    """The one quota document of a command, as FILE or as `-f FILE` (both are accepted)."""
-    parser.add_argument(
-        "file", nargs="?", metavar="FILE", help="the quota document, YAML or JSON (or -f FILE)"
-    )
-    parser.add_argument(
-        "-f", "--file", dest="file_option", metavar="FILE", help="the quota document, as FILE"
-    )
-    parser.set_defaults(document_parser=parser)
-
-
-def settle_document_files(args: argparse.Namespace) -> None:
-    """Settle FILE and -f FILE into args.file (args.files for validate); a usage error names
-    both forms when neither or both are given."""
-    if args.command == "validate":
-        args.files = [*args.files, *args.file_options]
-        if not args.files:
-            args.validate_parser.error("give at least one quota document: FILE or -f FILE")
-        return
-    parser = getattr(args, "document_parser", None)
-    if parser is None:
-        return
-    if args.file and args.file_option:
-        parser.error(
-            f"the quota document is given twice ({args.file} and -f {args.file_option}): "
-            "give it once, as FILE or -f FILE"
-        )
-    args.file = args.file or args.file_option
-    if not args.file:
-        parser.error("the quota document is required: give it as FILE or -f FILE")
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -188,171 +148,169 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-OPERATOR_COMMANDS = (
-    "plan",
-    "apply",
-    "status",
-    "history",
-    "reconcile",
-    "approve",
-    "delete",
-    "lend",
-    "windows",
-)
+def _add_recommend(sub: Any) -> None:
+    """The `recommend` command's options."""
+    from quota_local.recommend import DEFAULT_BUDGET
+    from quota_local.recommend_score import DEFAULT_OBJECTIVE, OBJECTIVES
+    from quota_local.recommend_space import KEEP_SYNTAX
 
-
-def _whole(low: int, high: int) -> Any:
-    def parse(value: str) -> int:
-        if not value.isdigit() or not low <= int(value) <= high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number {low}-{high}")
-        return int(value)
-
-    return parse
-
-
-# Faster, one tick of the local stack's clock outlasts a second of real time and the stack stops
-# answering Ctrl-C and SIGTERM.
-MAX_SPEED = 1000
-
-
-def _speed(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = 0.0
-    if not 0 < number <= MAX_SPEED:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a number of times from 0 to {MAX_SPEED}"
-        )
-    return number
-
-
-def _change_id(value: str) -> str:
-    if not re.fullmatch(r"[0-9a-f]{12}", value):
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a change id (12 lowercase hex digits, as in status heldChange.id)"
-        )
-    return value
-
-
-UNIT_COUNT = re.compile(r"([^=\s]+)=([0-9]+)")
-
-
-def _loan_word(value: str) -> tuple[str, int] | str:
-    """UNIT=COUNT (what `lend` moves), or a word without `=` (the job queue)."""
-    if "=" not in value:
-        return value
-    found = UNIT_COUNT.fullmatch(value)
-    if found is None or int(found[2]) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not UNIT=COUNT with a whole COUNT >= 1 (e.g. ml.g5.xlarge=1)"
-        )
-    return found[1], int(found[2])
-
-
-def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number >= 1")
-    return int(value)
-
-
-def _add_operator_commands(sub: Any) -> None:
-    """The commands that read or change the deployed controller's table and AWS Batch."""
-
-    def command(name: str, help_text: str, *, topic: bool = False) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
-        output_option(p)
-        aws.add_options(p, topic=topic)
-        return p
-
-    p = command("plan", "preview what the reconciler would do for a file (changes nothing)")
-    document_options(p)
-    p.add_argument("--prune", action="store_true", help="preview as if applied with --prune")
-    p.add_argument(
-        "--at",
-        type=moment,
-        metavar="TIME",
-        help="preview the layout in force at TIME (ISO-8601 with a zone, e.g. "
-        "2026-12-05T18:00Z; quota windows), against AWS Batch as it is now (default: now)",
+    p = sub.add_parser(
+        "recommend",
+        help="search quota layouts for a workload with the simulator; write the best one",
     )
-
-    p = command("apply", "validate a file and write it to the config table")
-    document_options(p)
+    p.add_argument("-f", "--file", required=True, metavar="FILE", help="the current document")
+    p.add_argument("--workload", required=True, metavar="CSV", help="jobs to replay")
     p.add_argument(
-        "--prune", action="store_true", help="delete share items that are not in the file"
-    )
-    p.add_argument("--dry-run", action="store_true", help="show what would be written")
-    p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
-
-    p = command("status", "conditions of a queue (or every queue) and its shares")
-    p.add_argument(
-        "queue", nargs="?", metavar="QUEUE", help="job queue (default: every queue in the table)"
+        "--objective",
+        default=DEFAULT_OBJECTIVE,
+        metavar="NAME",
+        help="what to minimise: "
+        + "; ".join(f"{k} ({v})" for k, v in OBJECTIVES.items())
+        + f" (default {DEFAULT_OBJECTIVE})",
     )
     p.add_argument(
-        "--conditions",
+        "--keep",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help=f"keep part of the layout (repeatable): {KEEP_SYNTAX}",
+    )
+    p.add_argument("-o", "--out", metavar="FILE", help="write the chosen document here (YAML)")
+    start_option(p)
+    p.add_argument("--seed", type=whole(0, 2**31 - 1), default=0, help="search seed (0)")
+    p.add_argument(
+        "--budget",
+        type=whole(1, 10_000),
+        default=DEFAULT_BUDGET,
+        metavar="N",
+        help=f"candidate layouts to simulate (default {DEFAULT_BUDGET})",
+    )
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format (default table; -o names the output file here)",
+    )
+
+
+def _add_conformance(sub: Any) -> None:
+    """The `conformance` command's options."""
+    p = sub.add_parser(
+        "conformance",
+        help="probe what this account's AWS Batch does where AWS is silent "
+        "(creates and removes throwaway resources)",
+    )
+    p.add_argument(
+        "--prefix",
+        required=True,
+        metavar="PREFIX",
+        help="names of everything the probe creates start with this (1-40 of A-Z a-z 0-9 - _)",
+    )
+    p.add_argument(
+        "--output-file",
+        "-O",
+        default="conformance.json",
+        metavar="FILE",
+        help="where to write the result (default: conformance.json)",
+    )
+    p.add_argument(
+        "--with-jobs",
         action="store_true",
-        help="one row per condition, with its reason and message (default: one row per resource)",
-    )
-
-    p = command("history", "a queue's change records, newest first")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
-    p.add_argument("--limit", type=_positive, default=20, metavar="N", help="records to show")
-
-    p = command("reconcile", "reconcile a queue now, in this process", topic=True)
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
-
-    p = command("approve", "approve a change held by reductionPolicy block")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
-    p.add_argument(
-        "change_id", type=_change_id, metavar="CHANGE_ID", help="the held change (status)"
-    )
-    p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
-
-    p = command("delete", "delete config items of a queue (a stray one, a share's, or all)")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
-    p.add_argument(
-        "items", nargs="*", metavar="ITEM", help="sort keys of the items, e.g. SHARE#team-d"
+        help="also run the probes that need training jobs (costs money; asks first)",
     )
     p.add_argument(
-        "--all", action="store_true", help="every config item: the controller tears it down"
+        "--training-request",
+        metavar="FILE",
+        help="JSON CreateTrainingJob request of your smallest training job (with --with-jobs)",
     )
-    p.add_argument("--dry-run", action="store_true", help="show what would be deleted")
-
-    p = command("lend", "lend a share's units to another share until a time (a one-off window)")
     p.add_argument(
-        "words",
-        nargs="+",
-        type=_loan_word,
-        metavar="UNIT=COUNT|QUEUE",
-        help="what to lend, e.g. ml.g5.xlarge=1 (one or more), and the job queue (default: the "
-        "table's only queue, else its one queue that has both shares)",
+        "--attempt-seconds",
+        type=whole(600, 86_400),
+        default=1800,
+        metavar="SECONDS",
+        help="each job attempt is ended by Batch after this long (timeoutConfig; default 1800)",
     )
-    p.usage = (
-        "%(prog)s --from SHARE --to SHARE UNIT=COUNT [UNIT=COUNT ...] [QUEUE] --until TIME "
-        "[--from-time TIME] [--name NAME] [--dry-run] [--by NAME] [-o FORMAT] "
-        "[--local | --table NAME ...]"
+    p.add_argument(
+        "--wait-seconds",
+        type=whole(1, 3600),
+        default=600,
+        metavar="SECONDS",
+        help="longest wait for one step (a resource to become VALID, ...; default 600)",
     )
-    p.add_argument("--from", dest="lender", required=True, metavar="SHARE", help="the lender")
-    p.add_argument("--to", dest="borrower", required=True, metavar="SHARE", help="the borrower")
+    p.add_argument("--yes", action="store_true", help="do not ask before submitting jobs")
+    group = p.add_argument_group("where to talk to")
+    group.add_argument("--region", metavar="REGION", type=aws.region_name, help="AWS Region")
+    group.add_argument("--profile", metavar="PROFILE", help="AWS profile (default: boto3's)")
+    group.add_argument(
+        "--endpoint-url",
+        metavar="URL",
+        type=aws.endpoint_url,
+        help="send every request to this endpoint (a local moto server)",
+    )
+    group.add_argument(
+        "--local", action="store_true", help="probe the local stack of `quotactl local up`"
+    )
+
+
+def _add_history_commands(sub: Any) -> None:
+    """`report`, `workload export` and the hidden `history-backfill` (`history backfill`)."""
+    p = sub.add_parser("report", help="per-share usage, waits, preemptions and cost from history")
+    p.add_argument("queue", metavar="QUEUE", help="the job queue to report on")
+    p.add_argument(
+        "--since",
+        type=duration,
+        default=duration("30d"),
+        metavar="DURATION",
+        help="the window: jobs that ran this long ago or later (default 30d)",
+    )
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument("--prices", metavar="FILE", help="YAML/JSON: instance type -> hourly price")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "json", "yaml"],
+        default="table",
+        help="output format (default table)",
+    )
+    _history_options(p)
+
+    p = sub.add_parser("workload", help="export job history as a `quotactl simulate` workload")
+    action = p.add_subparsers(dest="workload_command", metavar="ACTION")
+    action.required = True
+    e = action.add_parser("export", help="jobs submitted in the window, as workload CSV")
+    e.add_argument("queue", metavar="QUEUE", help="the job queue whose history to export")
+    e.add_argument(
+        "--since",
+        type=duration,
+        default=duration("30d"),
+        metavar="DURATION",
+        help="jobs submitted this long ago or later (default 30d)",
+    )
+    _history_options(e)
+
+    p = sub.add_parser(
+        "history-backfill",
+        prog="quotactl history backfill",
+        help="(as `history backfill QUEUE`) record jobs Batch still lists into the job history",
+    )
+    p.add_argument("queue", metavar="QUEUE", help="the job queue to backfill")
+    p.add_argument(
+        "--since",
+        type=duration,
+        default=duration("90d"),
+        metavar="DURATION",
+        help="jobs created this long ago or later (default 90d)",
+    )
+    _history_options(p)
+
+
+def _history_options(p: argparse.ArgumentParser) -> None:
+    aws.add_options(p)
+    p.add_argument(
+        "--history-table", metavar="NAME", help="the history table ($QUOTACTL_HISTORY_TABLE)"
+    )
     p.add_argument(
         "--until",
-        type=moment,
-        required=True,
         metavar="TIME",
-        help="when the units go back (ISO-8601 with a zone, e.g. 2026-12-05T18:00Z)",
+        help="end of the window, ISO 8601 (default: now; the local stack's clock with --local)",
     )
-    p.add_argument(
-        "--from-time",
-        type=moment,
-        metavar="TIME",
-        help="when the loan starts (default: now)",
-    )
-    p.add_argument(
-        "--name", metavar="NAME", help="the window's name (default: loan-LENDER-to-BORROWER-TIME)"
-    )
-    p.add_argument("--dry-run", action="store_true", help="show the window, write nothing")
-    p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
-
-    p = command("windows", "a queue's quota windows: what is in force now and the next edges")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
-    p.add_argument("--limit", type=_positive, default=5, metavar="N", help="edges to show")

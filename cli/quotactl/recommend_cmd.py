@@ -24,61 +24,6 @@ from quotactl.documents import load_and_validate
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
-def add_parser(sub: Any) -> None:
-    """The `recommend` command's options."""
-    from quota_local.recommend import DEFAULT_BUDGET
-    from quota_local.recommend_score import DEFAULT_OBJECTIVE, OBJECTIVES
-    from quota_local.recommend_space import KEEP_SYNTAX
-    from quotactl.times import start_option
-
-    p = sub.add_parser(
-        "recommend",
-        help="search quota layouts for a workload with the simulator; write the best one",
-    )
-    p.add_argument("-f", "--file", required=True, metavar="FILE", help="the current document")
-    p.add_argument("--workload", required=True, metavar="CSV", help="jobs to replay")
-    p.add_argument(
-        "--objective",
-        default=DEFAULT_OBJECTIVE,
-        metavar="NAME",
-        help="what to minimise: "
-        + "; ".join(f"{k} ({v})" for k, v in OBJECTIVES.items())
-        + f" (default {DEFAULT_OBJECTIVE})",
-    )
-    p.add_argument(
-        "--keep",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help=f"keep part of the layout (repeatable): {KEEP_SYNTAX}",
-    )
-    p.add_argument("-o", "--out", metavar="FILE", help="write the chosen document here (YAML)")
-    start_option(p)
-    p.add_argument("--seed", type=_whole(0, 2**31 - 1), default=0, help="search seed (0)")
-    p.add_argument(
-        "--budget",
-        type=_whole(1, 10_000),
-        default=DEFAULT_BUDGET,
-        metavar="N",
-        help=f"candidate layouts to simulate (default {DEFAULT_BUDGET})",
-    )
-    p.add_argument(
-        "--format",
-        choices=["table", "json", "yaml"],
-        default="table",
-        help="output format (default table; -o names the output file here)",
-    )
-
-
-def _whole(low: int, high: int) -> Any:
-    def parse(value: str) -> int:
-        if not value.isdigit() or not low <= int(value) <= high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number {low}-{high}")
-        return int(value)
-
-    return parse
-
-
 def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
     """Recommend; 0 on success, 1 for input a recommendation cannot be made for."""
     from quota_local.recommend import recommend

@@ -514,9 +514,10 @@ import sys
 
 
 class Interrupt:
-    # Ctrl-C while boto3 imports: the first import of it raises KeyboardInterrupt.
+    # Ctrl-C while pydantic imports (the document model needs it): the first import of it
+    # raises KeyboardInterrupt.
     def find_spec(self, name, path=None, target=None):
-        if name == "boto3":
+        if name == "pydantic":
             raise KeyboardInterrupt
         return None
 

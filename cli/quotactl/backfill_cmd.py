@@ -1,0 +1,52 @@
+"""`quotactl history backfill QUEUE`: jobs Batch still lists, merged into the job history."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+from typing import TextIO
+
+from quotactl import aws
+from quotactl.history_access import EXIT_OK, history_store, queue_layouts, window_end_ms
+
+
+def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
+    """Every job Batch lists for the queue created since --since, described and merged into the
+    history (as the events would have: a job recorded already only gains what it lacked)."""
+    from quota_controller.domain.history import HistoryDetail, observe
+
+    until = window_end_ms(args)
+    since = until - args.since * 1000
+    target = aws.connect(args)
+    queue_layouts(target, args.queue)
+    store, name = history_store(args, target)
+    batch = target.batch_client()
+    seen_at = datetime.fromtimestamp(until / 1000, UTC)
+    written = unchanged = 0
+    with aws.failure(f"list the service jobs of {args.queue} in AWS Batch ({target.region})"):
+        # With a filter ListServiceJobs returns jobs of every status (API_ListServiceJobs).
+        pages = batch.get_paginator("list_service_jobs").paginate(
+            jobQueue=args.queue,
+            filters=[{"name": "AFTER_CREATED_AT", "values": [str(since - 1)]}],
+        )
+        job_ids = [j["jobId"] for page in pages for j in page.get("jobSummaryList", [])]
+    for job_id in job_ids:
+        with aws.failure(f"describe service job {job_id}"):
+            detail = batch.describe_service_job(jobId=job_id)
+        record = observe(HistoryDetail.model_validate(detail), seen_at)
+        if record is None:
+            continue
+        # Read now, not when it happened: a RUNNABLE job has waited since it was created (the
+        # report falls back to createdAt), not since this read.
+        record = record.model_copy(update={"firstRunnableAt": None})
+        with aws.failure(f"write job {job_id} to history table {name}"):
+            if store.record(record):
+                written += 1
+            else:
+                unchanged += 1
+    print(
+        f"backfilled {written} job(s) of {args.queue} into {name} "
+        f"({unchanged} already recorded, {len(job_ids)} listed by Batch)",
+        file=out,
+    )
+    return EXIT_OK

@@ -1,0 +1,184 @@
+"""What the job-history commands (`quotactl report`, `workload export`, `history backfill`)
+share: where the history table is, the window's end, the queue's layouts and its records, and
+how their errors are said.
+
+The history table is `--history-table`, else the stack's output `HistoryTableName`, else
+`$QUOTACTL_HISTORY_TABLE`, else the config table's name with `-quota-config` replaced by
+`-job-history` (the template names both from NamePrefix). Every bad input is one line on
+stderr naming it (exit 1); nothing here writes to the config table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
+from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.config.timeline import moments
+from quota_controller.domain.history import JobRecord
+from quotactl import aws
+from quotactl.values import DURATION_UNITS
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+HISTORY_ENV = "QUOTACTL_HISTORY_TABLE"
+HISTORY_OUTPUT = "HistoryTableName"
+
+
+class HistoryError(Exception):
+    """Bad input or a history that cannot answer; the message says what (exit 1)."""
+
+
+def run_history(
+    command: Callable[[argparse.Namespace, TextIO], int], args: argparse.Namespace, out: TextIO
+) -> int:
+    """Run one job-history command (`report`, `workload export`, `history backfill`); returns
+    the exit code (never raises for AWS failures)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    name = {"history-backfill": "history backfill", "workload": "workload export"}.get(
+        args.command, args.command
+    )
+    try:
+        return command(args, out)
+    except HistoryError as exc:
+        print(f"quotactl {name}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except aws.UsageError as exc:
+        print(f"quotactl {name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except aws.AwsError as exc:
+        print(f"quotactl {name}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ClientError, BotoCoreError) as exc:
+        print(f"quotactl {name}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:
+    """The history table's name (see the module docstring)."""
+    if getattr(args, "history_table", None):
+        return str(args.history_table)
+    if target.stack_name:
+        name = aws.stack_outputs(target, target.stack_name).get(HISTORY_OUTPUT)
+        if name:
+            return name
+    if os.environ.get(HISTORY_ENV):
+        return os.environ[HISTORY_ENV]
+    if getattr(args, "local", False):
+        from quotactl.local_state import read_state
+
+        local = (read_state() or {}).get("historyTable")
+        if local:
+            return str(local)
+    return re.sub(r"-quota-config$", "", target.table_name) + "-job-history"
+
+
+def history_store(args: argparse.Namespace, target: aws.Target) -> Any:
+    """The history table's adapter and the table's name."""
+    from quota_controller.adapters.history_store import DynamoHistoryStore
+
+    name = history_table_name(args, target)
+    with aws.failure(f"open history table {name}"):
+        resource = target.session.resource(
+            "dynamodb", region_name=target.region, endpoint_url=target.endpoint_url
+        )
+    return DynamoHistoryStore(resource.Table(name)), name
+
+
+def window_end_ms(args: argparse.Namespace) -> int:
+    """The end of the window in epoch ms: `--until`, else the local stack's virtual clock
+    with `--local`, else now."""
+    if args.until:
+        try:
+            when = datetime.fromisoformat(args.until.replace("Z", "+00:00"))
+        except ValueError as err:
+            raise HistoryError(
+                f"--until {args.until!r} is not an ISO 8601 time (e.g. 2026-03-16T19:00:00Z)"
+            ) from err
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return int(when.timestamp() * 1000)
+    if getattr(args, "local", False):
+        from quotactl.local_state import read_state
+
+        clock = (read_state() or {}).get("clock")
+        if isinstance(clock, dict):
+            wall = datetime.now(UTC).timestamp()
+            virtual = clock["virtual"] + (wall - clock["wall"]) * clock.get("speed", 1.0)
+            return int(virtual * 1000)
+    from quota_controller.composition import clock as controller_clock
+
+    return int(controller_clock().now().timestamp() * 1000)
+
+
+def queue_layouts(
+    target: aws.Target, queue: str, since_ms: int | None = None, until_ms: int | None = None
+) -> tuple[QuotaDocument, list[tuple[int, QuotaDocument]]]:
+    """The queue's layout from the config table (in force at `until_ms`, default now), and
+    with a window [since_ms, until_ms] the layouts its quota windows put in force over it
+    (start ms, layout); HistoryError for an unknown queue."""
+    store = DynamoConfigStore(target.table)
+    with aws.failure(f"read job queue {queue} from {target.where()}"):
+        items = store.load_partition(queue)
+    config = [i for i in items if not is_controller_key(str(i.get(SORT_KEY, "")))]
+    if not config:
+        raise HistoryError(
+            f"unknown job queue {queue}: {target.where()} has no config for it "
+            "(quotactl status lists the managed queues)"
+        )
+    until = None if until_ms is None else datetime.fromtimestamp(until_ms / 1000, UTC)
+    _, report = validate_items(queue, config, until)
+    document = None if report.queue_wide_errors else report.valid_part
+    if document is None:
+        raise HistoryError(
+            f"job queue {queue}'s config in {target.where()} is invalid "
+            f"(quotactl status {queue} says why): no quotas to report against"
+        )
+    layouts: list[tuple[int, QuotaDocument]] = []
+    if report.windows and since_ms is not None and until is not None:
+        since = datetime.fromtimestamp(since_ms / 1000, UTC)
+        for moment in moments(report.windows, since, until):
+            _, then = validate_items(queue, config, moment.at)
+            layout = None if then.queue_wide_errors else then.valid_part
+            layouts.append((int(moment.at.timestamp() * 1000), layout or document))
+    return document, layouts
+
+
+def history_records(
+    args: argparse.Namespace, target: aws.Target, since_ms: int
+) -> tuple[list[JobRecord], str]:
+    """The queue's job records that ended since `since_ms` (or have not ended), and the table's
+    name; HistoryError when the queue has no history at all."""
+    store, name = history_store(args, target)
+    with aws.failure(f"read the job history of {args.queue} from table {name}"):
+        records = list(store.jobs(args.queue, ended_since_ms=since_ms))
+        if not records and next(store.jobs(args.queue), None) is None:
+            raise HistoryError(
+                f"the job history of {args.queue} in table {name} is empty: it fills as jobs "
+                f"change state once RecordHistory is deployed; for jobs from before, run "
+                f"`quotactl history backfill {args.queue}`"
+            )
+    return records, name
+
+
+def no_jobs(queue: str, since: int) -> HistoryError:
+    """The error for a window in which no job of the queue waited or ran."""
+    return HistoryError(
+        f"no job of {queue} waited or ran in the last {span(since)}: widen --since "
+        "(the history keeps jobs for HistoryRetentionDays, 90 by default)"
+    )
+
+
+def span(seconds: int) -> str:
+    """A window's length as a duration (`30d`, `2w`, `12h`, `90m`)."""
+    for unit, size in (("w", DURATION_UNITS["w"]), ("d", 86400), ("h", 3600)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds // 60}m"

@@ -1,0 +1,86 @@
+"""`quotactl report QUEUE`: per share and in total, usage against quota, waits, preemptions
+by cause and stuck jobs from the job history; with `--prices` the cost (showback), with `--html`
+a self-contained page."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from quotactl import aws, render
+from quotactl.history_access import (
+    EXIT_OK,
+    HistoryError,
+    history_records,
+    no_jobs,
+    queue_layouts,
+    span,
+    window_end_ms,
+)
+
+
+def read_prices(path: str) -> dict[str, float]:
+    """The price table: a mapping of instance type to hourly price (>= 0)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise HistoryError(f"--prices {path}: cannot read it ({err.strerror})") from err
+    except yaml.YAMLError as err:
+        raise HistoryError(f"--prices {path}: not YAML or JSON ({err})") from err
+    if not isinstance(data, dict) or not data:
+        raise HistoryError(
+            f"--prices {path}: must map instance types to hourly prices, "
+            "e.g. {ml.g5.xlarge: 1.41}"
+        )
+    prices: dict[str, float] = {}
+    for unit, price in data.items():
+        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+            raise HistoryError(
+                f"--prices {path}: {unit}: the price must be a number >= 0 (got {price!r})"
+            )
+        prices[str(unit)] = float(price)
+    return prices
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
+    """Figures per share and in total for the window; optionally the HTML page."""
+    from quotactl.report import ReportError, build_report, in_window
+    from quotactl.report_html import render_html
+
+    prices = read_prices(args.prices) if args.prices else None
+    until = window_end_ms(args)
+    since = until - args.since * 1000
+    target = aws.connect(args)
+    document, layouts = queue_layouts(target, args.queue, since, until)
+    records, _ = history_records(args, target, since)
+    if not any(in_window(r, since, until) for r in records):
+        raise no_jobs(args.queue, args.since)
+    try:
+        report = build_report(args.queue, records, document, since, until, prices, layouts=layouts)
+    except ReportError as err:
+        raise HistoryError(str(err)) from err
+    if args.html:
+        try:
+            Path(args.html).write_text(render_html(report, span(args.since)), encoding="utf-8")
+        except OSError as err:
+            raise HistoryError(f"--html {args.html}: cannot write it ({err.strerror})") from err
+    if args.output != "table":
+        render.data(report.as_data(), args.output, out)
+        return EXIT_OK
+    data = report.as_data()
+    print(f"job queue {args.queue}: {data['since']} to {data['until']}", file=out)
+    columns = ["share", "jobs", "ownHours", "borrowedHours", "lentHours", "idleHours"]
+    columns += ["waitP50Seconds", "waitP95Seconds", "preemptions", "preemptedHours", "stuckJobs"]
+    if prices is not None:
+        columns += ["costOwn", "costBorrowed"]
+    render.table([*data["shares"], data["total"]], columns, out)
+    for row in [*data["shares"], data["total"]]:
+        if row["preemptionsByCause"]:
+            causes = ", ".join(f"{k} {v}" for k, v in sorted(row["preemptionsByCause"].items()))
+            print(f"preemptions of {row['share']}: {causes}", file=out)
+    if args.html:
+        print(f"wrote {args.html}", file=out)
+    return EXIT_OK

@@ -1,0 +1,76 @@
+"""Values given on the command line: the argparse types of quotactl's options (a bad value is a
+usage error naming it, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+
+# Faster, one tick of the local stack's clock outlasts a second of real time and the stack stops
+# answering Ctrl-C and SIGTERM.
+MAX_SPEED = 1000
+UNIT_COUNT = re.compile(r"([^=\s]+)=([0-9]+)")
+DURATION_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """A whole number from `low` to `high`."""
+
+    def parse(value: str) -> int:
+        if not value.isdigit() or not low <= int(value) <= high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number {low}-{high}")
+        return int(value)
+
+    return parse
+
+
+def positive(value: str) -> int:
+    """A whole number >= 1."""
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number >= 1")
+    return int(value)
+
+
+def speed(value: str) -> float:
+    """How many times faster than real time the local stack's clock runs."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not 0 < number <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a number of times from 0 to {MAX_SPEED}"
+        )
+    return number
+
+
+def change_id(value: str) -> str:
+    """A held change's id, as status heldChange.id shows it."""
+    if not re.fullmatch(r"[0-9a-f]{12}", value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a change id (12 lowercase hex digits, as in status heldChange.id)"
+        )
+    return value
+
+
+def loan_word(value: str) -> tuple[str, int] | str:
+    """UNIT=COUNT (what `lend` moves), or a word without `=` (the job queue)."""
+    if "=" not in value:
+        return value
+    found = UNIT_COUNT.fullmatch(value)
+    if found is None or int(found[2]) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not UNIT=COUNT with a whole COUNT >= 1 (e.g. ml.g5.xlarge=1)"
+        )
+    return found[1], int(found[2])
+
+
+def duration(value: str) -> int:
+    """`30d`, `12h`, `90m`, `2w` -> seconds."""
+    match = re.fullmatch(r"(\d+)([mhdw])", value.strip())
+    if not match or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a duration: a whole number > 0 and a unit m, h, d or w (e.g. 30d)"
+        )
+    return int(match.group(1)) * DURATION_UNITS[match.group(2)]
