@@ -18,7 +18,7 @@ from typing import Any
 from builders import DocBuilder
 
 from quota_controller.domain.config import QueueSettings, QuotaShareSpec, validate_document
-from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,

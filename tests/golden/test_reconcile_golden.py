@@ -34,7 +34,7 @@ from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from golden.harness import QUEUE, Harness, Scenario
 from planner_builders import observed
 
-from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.fields import OWNER_TAG
 
 EXPECTED = Path(__file__).parent / "expected"
 UPDATE = os.environ.get("QUOTA_UPDATE_GOLDEN") == "1"

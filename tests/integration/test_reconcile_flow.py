@@ -511,7 +511,7 @@ def test_renaming_the_environment_and_policy_replaces_and_retires_the_old_ones(
 def test_a_teardown_that_keeps_an_untagged_environment_still_ends(converged: LocalStack) -> None:
     """The owner tag taken off the environment keeps it (the controller never deletes what is
     not tagged as its own); the rest is torn down, and then the queue's status is gone too."""
-    from quota_controller.domain.config.model import OWNER_TAG
+    from quota_controller.domain.config.fields import OWNER_TAG
 
     batch = converged.batch
     env = batch.describe_service_environments(serviceEnvironments=["ml-training-env"])

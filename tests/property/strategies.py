@@ -17,7 +17,8 @@ from typing import Any
 from hypothesis import strategies as st
 from planner_builders import QUEUE, SCOPE
 
-from quota_controller.domain.config.model import OWNER_TAG, TIME_LIMIT_REASONS
+from quota_controller.domain.config.fields import OWNER_TAG
+from quota_controller.domain.config.model import TIME_LIMIT_REASONS
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,

@@ -45,8 +45,8 @@ from strategies import (
 )
 
 from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.config.items import document_to_items
-from quota_controller.domain.config.model import OWNER_TAG
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.planner import plan

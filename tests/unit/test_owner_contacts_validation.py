@@ -12,7 +12,7 @@ import pytest
 from builders import guide_layout
 from test_validation_rules import assert_error, assert_valid
 
-from quota_controller.domain.config.model import OwnerContact
+from quota_controller.domain.config.owners import OwnerContact
 
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:team-a-alerts"
 OWN = "quotaShares[0].owners"

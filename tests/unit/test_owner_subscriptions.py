@@ -12,7 +12,7 @@ import pytest
 from builders import guide_layout
 from fakes import FakeBatch, FakeClock, FakeNotifier, FakeStore, FakeSubscriptions
 
-from quota_controller.domain.config.model import OwnerContact
+from quota_controller.domain.config.owners import OwnerContact
 from quota_controller.domain.owner_contacts import filter_policy, routes_of
 from quota_controller.services.owner_subscriptions import sync_owner_subscriptions
 from quota_controller.services.reconcile import Deps, reconcile

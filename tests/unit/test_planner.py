@@ -25,7 +25,7 @@ from planner_builders import (
     share_tags,
 )
 
-from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.plan_records import Plan, Reduction
 
 G5 = "ml.g5.xlarge"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from quota_controller.domain.config.model import NAME_MAX
+from quota_controller.domain.config.fields import NAME_MAX
 from quota_controller.domain.config.timeline import layout_at, moments, parse_windows
 from quota_controller.domain.config.windows import Window, show_time
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.plan_records import Action, Plan
 
 

@@ -4,7 +4,7 @@ a rename replaced, and the teardown of a queue whose config is gone."""
 from __future__ import annotations
 
 # OWNER_TAG marks what the controller created or adopted: teardown never deletes the rest.
-from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedShare,

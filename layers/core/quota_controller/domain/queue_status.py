@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from quota_controller.domain.config.model import OWNER_TAG
+from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import change_id, risky_actions
 from quota_controller.domain.impact_records import GuardedAction

@@ -232,7 +232,7 @@ def fit(alert: Alert, budget: int = SNS_BUDGET) -> Alert:
     )
 
 
-# A Batch resource name (config.model.check_name's rule, without loading the document model).
+# A Batch resource name (config.fields.check_name's rule, without loading the document model).
 _BATCH_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 

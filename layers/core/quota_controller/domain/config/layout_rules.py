@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import ValidationError
 
+from quota_controller.domain.config.fields import NAME_MAX
 from quota_controller.domain.config.model import (
-    NAME_MAX,
     CapacityLimit,
     QueueSettings,
     QuotaShareSpec,

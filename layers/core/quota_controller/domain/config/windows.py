@@ -46,12 +46,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from quota_controller.domain.config.model import (
-    CapacityLimits,
-    Name,
-    ResourceSharingConfiguration,
-    State,
-)
+from quota_controller.domain.config.fields import Name, State
+from quota_controller.domain.config.model import CapacityLimits, ResourceSharingConfiguration
 
 Day = Literal["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
 DAYS: tuple[str, ...] = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")

@@ -1,0 +1,117 @@
+"""A share's owner contacts (`owners`): who gets the alerts about a share besides the platform.
+
+Each contact is an e-mail address or an SQS queue, checked for its shape here; the reconcile
+makes one subscription of the alerts topic for each (`domain/owner_contacts.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, StrictStr, model_validator
+from pydantic_core import PydanticCustomError
+
+from quota_controller.domain.config.fields import _Strict
+
+# A share's owner contacts (`owners`): SNS subscriptions on the alerts topic, one each.
+MAX_OWNERS = 10
+# An address SNS can send to: ASCII, a local part of at most 64 and at most 254 in all
+# (RFC 5321's limits); the domain has at least one dot. Deliberately not every form RFC 5322
+# allows (quoted local parts, IP literals): a shape check, confirmation does the rest.
+_EMAIL_RE = re.compile(
+    r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}"
+    r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}"
+)
+# arn:<partition>:sqs:<region>:<account>:<queue name> (names: 1 to 80 letters, digits, hyphens
+# and underscores, `.fifo` for FIFO queues). The partition must also be the stack's: the
+# reconcile checks that (`domain/owner_contacts.py`; the document does not know where it is
+# deployed).
+_SQS_ARN_RE = re.compile(
+    r"arn:(?P<partition>aws(?:-[a-z]+)*):sqs:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]+)"
+    r":(?P<account>[0-9]{12}):(?P<name>[A-Za-z0-9_-]{1,80}(?P<fifo>\.fifo)?)"
+)
+
+
+def _check_email(value: str) -> str:
+    if len(value) > 254 or not _EMAIL_RE.fullmatch(value) or ".." in value:
+        raise PydanticCustomError(
+            "quota_rule",
+            "must be an e-mail address such as team-a@example.com (got {value})",
+            {"value": _quoted(value)},
+        )
+    return value
+
+
+def _check_sqs_arn(value: str) -> str:
+    match = _SQS_ARN_RE.fullmatch(value)
+    if match is None:
+        raise PydanticCustomError(
+            "quota_rule",
+            "must be an SQS queue ARN, arn:<partition>:sqs:<region>:<12-digit account>:<queue "
+            "name>, e.g. arn:aws:sqs:eu-west-1:123456789012:team-a-alerts (got {value})",
+            {"value": _quoted(value)},
+        )
+    if match["fifo"]:
+        raise PydanticCustomError(
+            "quota_rule",
+            "names a FIFO queue; the alerts topic is a standard topic, and SNS delivers a "
+            "standard topic's messages to standard queues only",
+        )
+    return value
+
+
+def _quoted(value: str) -> str:
+    return repr(value if len(value) <= 60 else value[:60] + "\u2026")
+
+
+class OwnerContact(_Strict):
+    """One contact of a share's owners: an e-mail address or an SQS queue (exactly one)."""
+
+    email: Annotated[StrictStr, AfterValidator(_check_email)] | None = None
+    sqs: Annotated[StrictStr, AfterValidator(_check_sqs_arn)] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> OwnerContact:
+        if (self.email is None) == (self.sqs is None):
+            raise PydanticCustomError(
+                "quota_rule",
+                "give exactly one of email (an address) or sqs (a queue ARN)"
+                + (", not both" if self.email is not None else ""),
+            )
+        return self
+
+    @property
+    def protocol(self) -> Literal["email", "sqs"]:
+        """The SNS subscription protocol."""
+        return "email" if self.email is not None else "sqs"
+
+    @property
+    def endpoint(self) -> str:
+        """The SNS subscription endpoint (the address or the queue ARN)."""
+        return self.email if self.email is not None else str(self.sqs)
+
+    @property
+    def label(self) -> str:
+        """How status and messages name it: `email:<address>` or `sqs:<arn>`."""
+        return f"{self.protocol}:{self.endpoint}"
+
+
+def _unique_contacts(contacts: list[OwnerContact]) -> list[OwnerContact]:
+    # E-mail addresses compare without case (what a reader means); queue ARNs exactly.
+    seen: dict[tuple[str, str], int] = {}
+    for index, contact in enumerate(contacts):
+        endpoint = contact.endpoint.lower() if contact.email else contact.endpoint
+        first = seen.setdefault((contact.protocol, endpoint), index)
+        if first != index:
+            raise PydanticCustomError(
+                "quota_rule_at",
+                "is the same contact as owners[{first}] ({contact}); list each contact once",
+                {"first": first, "contact": contact.label, "field": index},
+            )
+    return contacts
+
+
+Owners = Annotated[
+    list[OwnerContact], Field(max_length=MAX_OWNERS), AfterValidator(_unique_contacts)
+]
