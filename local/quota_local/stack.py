@@ -14,40 +14,23 @@ a virtual clock, so a test can move an hour ahead in milliseconds.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import os
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from quota_local import stack_lifecycle, stack_reads
 from quota_local.alerts_inbox import drain_alerts
 from quota_local.clock import VirtualClock
 from quota_local.event_sources import SqsSource, StreamSource
-from quota_local.loopback import _CaptureServer, _free_port, port_taken
-from quota_local.paths import function_file
-from quota_local.process_patches import (
-    _cache_jsonpath_parsing,
-    _drop_unpublished_metrics,
-    _serialize_attribute_values_as_they_are,
-)
+from quota_local.function_loader import load_handler
+from quota_local.loopback import _CaptureServer
 from quota_local.service_jobs import service_job_request
-from quota_local.stack_resources import ACCOUNT, create_resources, function_env, wire
+from quota_local.stack_resources import ACCOUNT
 from quota_local.template import StackShape, load_template, stack_shape
-
-_FAKE_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_SECURITY_TOKEN": "testing",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
 
 class LocalStack:
@@ -134,107 +117,11 @@ class LocalStack:
 
     def start(self) -> None:
         """Start moto, install the emulator, create the resources and wire the handlers."""
-        import moto
-
-        from quota_local import emulator
-
-        self._set_env(_FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": self.region})
-        _cache_jsonpath_parsing()
-        _serialize_attribute_values_as_they_are()
-        # The emulator's routes must be in place before a server serves its first request.
-        if not emulator.is_installed():
-            emulator.install()
-            self._installed_emulator = True
-        if self.server:
-            import logging
-
-            from moto.server import ThreadedMotoServer
-
-            logging.getLogger("werkzeug").setLevel(logging.ERROR)
-            port = self.port or _free_port()
-            if self.port and port_taken(port):
-                # moto's server thread would fail to bind and its start() wait forever.
-                raise OSError(f"port {port} on 127.0.0.1 is in use")
-            self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-            self._server.start()
-            self.port = port
-            self.endpoint_url = f"http://127.0.0.1:{port}"
-            self._set_env({"AWS_ENDPOINT_URL": self.endpoint_url})
-        else:
-            self._mock = moto.mock_aws()
-            self._mock.start()
-        # A slow Batch call (Fault delay_seconds) moves the virtual clock, not the wall clock.
-        emulator.configure(
-            clock=self.clock.time,
-            settle_seconds=self.settle_seconds,
-            sleep=self.clock.advance,
-            variants=self.variants,
-        )
-        create_resources(self)
-        if self.run_jobs:
-            from quota_local.emulator.scheduler import attach_scheduler
-
-            # Batch's scheduler: jobs run, lend, borrow and get preempted; its events are put
-            # on the local EventBridge bus (buffered: never from inside a Batch call).
-            self.scheduler = attach_scheduler(
-                emulator.emulator_for(ACCOUNT, self.region), on_event=self._on_batch_event
-            )
-        self._set_env(function_env(self))
-        from quota_controller import composition
-
-        composition.reset()
-        composition.use_clock(self.clock)
-        wire(self)
-        self._next_resync = self.clock.time() + self.shape.resync_seconds
+        stack_lifecycle.start(self)
 
     def stop(self) -> None:
         """Stop moto and restore the environment."""
-        self._events_client = None
-        import time
-
-        from quota_controller import composition
-        from quota_local import emulator
-
-        composition.reset()
-        if self.scheduler is not None:
-            self.scheduler.detach()
-            self.scheduler = None
-        emulator.configure(
-            clock=time.time, settle_seconds=0.0, sleep=time.sleep, variants="default"
-        )
-        if self._installed_emulator:
-            emulator.uninstall()
-            self._installed_emulator = False
-        self._batch_client = None
-        if self._chat is not None:
-            self._chat.close()
-            self._chat = None
-        if self._mock is not None:
-            self._mock.stop()
-            self._mock = None
-        if self._server is not None:
-            # A server's AWS state outlives it in this process (moto's backends are global);
-            # a mock's is reset when it stops. Reset it through moto's own API.
-            import urllib.request
-
-            reset = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
-            try:
-                with urllib.request.urlopen(reset, timeout=30):
-                    pass
-            finally:
-                self._server.stop()
-            self._server = None
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._saved_env.clear()
-
-    def _set_env(self, values: Mapping[str, str]) -> None:
-        for key, value in values.items():
-            self._saved_env.setdefault(key, os.environ.get(key))
-            os.environ[key] = value
+        stack_lifecycle.stop(self)
 
     # -- resources ---------------------------------------------------------------------------
 
@@ -266,31 +153,9 @@ class LocalStack:
         for start in range(0, len(entries), 10):
             client.put_events(Entries=entries[start : start + 10])
 
-    _modules: dict[str, ModuleType] = {}
-
     def handler(self, function: str) -> Any:
         """The `lambda_handler` of functions/<function>/app.py (loaded once per process)."""
-        if function not in self._modules:
-            name = f"quota_local_function_{function}"
-            # A real file even when the package is not on disk (as_file extracts it).
-            with resources.as_file(function_file(function)) as path:
-                spec = importlib.util.spec_from_file_location(name, path)
-                if spec is None or spec.loader is None:
-                    raise RuntimeError(f"cannot load {path}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-            self._modules[function] = module
-        inner = self._modules[function].lambda_handler
-
-        @functools.wraps(inner)
-        def invoke(event: Any, context: Any) -> Any:
-            try:
-                return inner(event, context)
-            finally:
-                _drop_unpublished_metrics()
-
-        return invoke
+        return load_handler(function)
 
     # -- driving -----------------------------------------------------------------------------
 
@@ -491,7 +356,7 @@ class LocalStack:
     def chat_notifications(self) -> list[dict[str, Any]]:
         """The https bodies published so far: Amazon Q Developer custom notifications."""
         assert self._chat is not None
-        return [json.loads(json.loads(body)["Message"]) for body in self._chat.bodies]
+        return stack_reads.chat_notifications(self._chat.bodies)
 
     @property
     def history_table(self) -> Any:
@@ -502,36 +367,24 @@ class LocalStack:
 
     def history(self, queue: str) -> list[Any]:
         """The queue's job records (`quota_controller.domain.history.JobRecord`), by job ID."""
-        from quota_controller.adapters.history_store import DynamoHistoryStore
-
-        return list(DynamoHistoryStore(self.history_table).jobs(queue))
+        return stack_reads.history(self.history_table, queue)
 
     def status(self, queue: str) -> dict[str, Any]:
         """The queue's status as `quotactl status` shows it."""
-        from quota_controller.adapters.config_store import DynamoConfigStore
-        from quota_controller.domain.status_view import status_view
-
-        return status_view(queue, DynamoConfigStore(self.table).load_partition(queue))
+        return stack_reads.status(self.table, queue)
 
     def batch_calls(self) -> dict[str, int]:
         """Batch API calls made by the controller (not through `stack.batch`), by operation."""
-        from quota_local import emulator
-
-        counts = Counter(emulator.emulator_for(ACCOUNT, self.region).call_counts())
-        counts.subtract(self._user_calls)
-        return {k: v for k, v in sorted(counts.items()) if v > 0}
+        return stack_reads.batch_calls(self.emulator, self._user_calls)
 
     def dead_letters(self) -> dict[str, list[dict[str, Any]]]:
         """What sits in the DLQs (stream on-failure, requeue)."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        for name, url in (
-            ("stream", self.stream_dlq_url),
-            ("requeue", self.requeue_dlq_url),
-            ("alert", self.alert_dlq_url),
-            ("history", self.history_dlq_url),
-        ):
-            page = self.sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0
-            )
-            out[name] = [json.loads(m["Body"]) for m in page.get("Messages", [])]
-        return out
+        return stack_reads.dead_letters(
+            self.sqs,
+            {
+                "stream": self.stream_dlq_url,
+                "requeue": self.requeue_dlq_url,
+                "alert": self.alert_dlq_url,
+                "history": self.history_dlq_url,
+            },
+        )
