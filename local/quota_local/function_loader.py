@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from quota_local.paths import function_file
-from quota_local.process_patches import _drop_unpublished_metrics
+from quota_local.process_patches import drop_unpublished_metrics
 
 _modules: dict[str, ModuleType] = {}
 
@@ -40,6 +40,6 @@ def load_handler(function: str) -> Any:
         try:
             return inner(event, context)
         finally:
-            _drop_unpublished_metrics()
+            drop_unpublished_metrics()
 
     return invoke

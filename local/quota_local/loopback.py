@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as sock:
@@ -27,7 +27,7 @@ def port_taken(port: int) -> bool:
     return False
 
 
-class _CaptureServer:
+class CaptureServer:
     """An https-subscriber stand-in on 127.0.0.1 that keeps every body it is sent."""
 
     def __init__(self) -> None:

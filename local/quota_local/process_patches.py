@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def _drop_unpublished_metrics() -> None:
+def drop_unpublished_metrics() -> None:
     """Empty Powertools' metric set after an invocation when metrics are off (as locally).
 
     Powertools clears its (process-wide) metric set only when it publishes; with
@@ -21,7 +21,7 @@ def _drop_unpublished_metrics() -> None:
         Metrics().clear_metrics()
 
 
-def _cache_jsonpath_parsing() -> None:
+def cache_jsonpath_parsing() -> None:
     """moto's EventBridge builds a JSONPath parser (a PLY grammar) anew for every input path of
     every target of every event it delivers (`EventTemplateParser.parse` imports and calls
     `jsonpath_ng.ext.parse`): a tenth of a local run's time. The same few paths are parsed
@@ -69,7 +69,7 @@ def _wire_form(value: object) -> bool:
     return False
 
 
-def _serialize_attribute_values_as_they_are() -> None:
+def serialize_attribute_values_as_they_are() -> None:
     """moto 5.2 serializes every response through the botocore model, attribute by
     attribute, with several alias lookups per member: a DynamoDB item of a status record (a
     few hundred nested AttributeValues) costs tens of milliseconds, and a local reconcile

@@ -32,14 +32,14 @@ from quota_local.recommend_score import (
     evaluate,
 )
 from quota_local.recommend_search import (
-    _allocate,
-    _fit_current,
-    _moves,
-    _peak_demand,
-    _with_strategy,
+    allocate,
+    fit_current,
+    moves,
+    peak_demand,
+    with_strategy,
     workload_demand,
 )
-from quota_local.recommend_space import Keep, RecommendError, _space, _within
+from quota_local.recommend_space import Keep, RecommendError, search_space, within
 from quota_local.simulate import check_workload, refusing_shares
 from quota_local.workload import WorkloadJob
 
@@ -116,7 +116,7 @@ def recommend(
     if budget < 1:
         raise RecommendError(f"--budget {budget}: simulate at least 1 candidate")
     current = layout_of(document)
-    space = _space(document, current, keeps)
+    space = search_space(document, current, keeps)
     demand = workload_demand(jobs)
     seen: dict[Layout, Evaluation] = {}
 
@@ -130,24 +130,24 @@ def recommend(
     baseline = run(current)
     if baseline.invalid:
         raise RecommendError(f"the current layout {baseline.invalid}")
-    start = _fit_current(space, current)
+    start = fit_current(space, current)
     seeds = [start]
     largest: dict[tuple[str, str], int] = {}
     for job in jobs:
         key = (job.share, job.instance_type)
         largest[key] = max(largest.get(key, 0), job.count)
-    for weights in (demand, _peak_demand(jobs)):
-        allocated = _allocate(space, start, weights, largest)
+    for weights in (demand, peak_demand(jobs)):
+        allocated = allocate(space, start, weights, largest)
         seeds += [
             allocated,
-            _with_strategy(space, allocated, "LEND_AND_BORROW", -1),
-            _with_strategy(space, allocated, "LEND_AND_BORROW", 100),
+            with_strategy(space, allocated, "LEND_AND_BORROW", -1),
+            with_strategy(space, allocated, "LEND_AND_BORROW", 100),
         ]
     limit = budget + 1  # the current layout is not part of the budget
     for layout in seeds:
         if len(seen) >= limit:
             break
-        if _within(space, layout):
+        if within(space, layout):
             run(layout)
 
     def _rank(evaluation: Evaluation) -> tuple[float, float, int, int, str]:
@@ -157,13 +157,13 @@ def recommend(
         return (*evaluation.score, evaluation.stuck, distance(current, layout), repr(layout))
 
     rng = random.Random(seed)
-    candidates = [e for e in seen.values() if _within(space, e.layout) and not e.invalid]
+    candidates = [e for e in seen.values() if within(space, e.layout) and not e.invalid]
     best = min(candidates, key=_rank) if candidates else baseline
     stale = 0
     # Nothing scores below no wait and no preemption: a step from there only adds changes.
     while len(seen) < limit and stale < 50 * limit and best.score != (0.0, 0.0):
-        step = _moves(space, best.layout, best, rng)
-        if step is None or step in seen or not _within(space, step):
+        step = moves(space, best.layout, best, rng)
+        if step is None or step in seen or not within(space, step):
             stale += 1
             continue
         evaluation = run(step)
@@ -173,19 +173,19 @@ def recommend(
         (
             e
             for e in seen.values()
-            if (_within(space, e.layout) and not e.invalid) or e.layout == current
+            if (within(space, e.layout) and not e.invalid) or e.layout == current
         ),
         key=_rank,
     )
     # What is left after check_inputs: jobs of instance types the environment lacks.
     warnings = check_workload(jobs, document)
-    if not _within(space, current):
+    if not within(space, current):
         warnings.append(
             "the current layout is outside the searched space (its own quotas add up to more "
             "than the service environment, or a --keep excludes it): shown for comparison only"
         )
         ranked = [e for e in ranked if e.layout != current] or [baseline]
-    if _within(space, current) and _rank(ranked[0]) >= _rank(baseline):
+    if within(space, current) and _rank(ranked[0]) >= _rank(baseline):
         ranked = [baseline, *(e for e in ranked if e.layout != current)]
     static = evaluate(document, current, jobs, objective, demand) if schedule is not None else None
     return Recommendation(objective, baseline, ranked[:top], len(seen), warnings, static)

@@ -1,8 +1,8 @@
 """The steps of the layout search: demand-based starting layouts and local moves.
 
-`workload_demand` and `_peak_demand` are the instances each share's jobs ask for (mean and 90th
-percentile); `_allocate` splits each type's capacity in proportion to one of them, and
-`_with_strategy` and `_fit_current` set the strategies of a layout within the space. `_moves`
+`workload_demand` and `peak_demand` are the instances each share's jobs ask for (mean and 90th
+percentile); `allocate` splits each type's capacity in proportion to one of them, and
+`with_strategy` and `fit_current` set the strategies of a layout within the space. `moves`
 is one random step of the local search from the best layout so far.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from quota_local.recommend_layout import Layout, ShareLayout
 from quota_local.recommend_score import Evaluation, weighted_percentile
-from quota_local.recommend_space import _Space
+from quota_local.recommend_space import SearchSpace
 from quota_local.workload import WorkloadJob
 
 
@@ -33,7 +33,7 @@ def workload_demand(
     return out
 
 
-def _peak_demand(jobs: Sequence[WorkloadJob], q: float = 0.9) -> dict[str, dict[str, float]]:
+def peak_demand(jobs: Sequence[WorkloadJob], q: float = 0.9) -> dict[str, dict[str, float]]:
     """Per share and type, the q-quantile of instances asked for at once (if nobody waited)."""
     events: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for job in jobs:
@@ -56,8 +56,8 @@ def _peak_demand(jobs: Sequence[WorkloadJob], q: float = 0.9) -> dict[str, dict[
     return out
 
 
-def _allocate(
-    space: _Space,
+def allocate(
+    space: SearchSpace,
     layout: Layout,
     weights: Mapping[str, Mapping[str, float]],
     largest: Mapping[tuple[str, str], int],
@@ -100,7 +100,7 @@ def _allocate(
     )
 
 
-def _with_strategy(space: _Space, layout: Layout, strategy: str, borrow: int | None) -> Layout:
+def with_strategy(space: SearchSpace, layout: Layout, strategy: str, borrow: int | None) -> Layout:
     out = []
     for s in layout:
         allowed = space.strategies[s.name]
@@ -118,7 +118,7 @@ def _with_strategy(space: _Space, layout: Layout, strategy: str, borrow: int | N
     return tuple(out)
 
 
-def _fit_current(space: _Space, layout: Layout) -> Layout:
+def fit_current(space: SearchSpace, layout: Layout) -> Layout:
     """The current strategies and borrow limits within the space (a keep may pin others)."""
     out = []
     for s in layout:
@@ -133,7 +133,9 @@ def _fit_current(space: _Space, layout: Layout) -> Layout:
     return tuple(out)
 
 
-def _moves(space: _Space, layout: Layout, best: Evaluation, rng: random.Random) -> Layout | None:
+def moves(
+    space: SearchSpace, layout: Layout, best: Evaluation, rng: random.Random
+) -> Layout | None:
     """One random step from `layout`: quota from an idle share to a waiting one (most
     likely), or a new strategy or borrowLimit for one share; None when none is possible."""
     by_name = {s.name: s for s in layout}

@@ -4,7 +4,7 @@ Each share's own quota of a type lies between 1 and the environment's limit for 
 shares' quotas of a type add up to at most that limit; each share may take any strategy and, for
 LEND_AND_BORROW, any of `BORROW_LIMITS`. A `--keep` expression (`parse_keep`, `KEEP_SYNTAX`)
 narrows that for one share or all; keeps that cannot hold are refused with `RecommendError`.
-`_space` builds the space of a document and `_within` says whether a layout is in it.
+`search_space` builds the space of a document and `within` says whether a layout is in it.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def parse_keep(text: str) -> Keep:
 
 
 @dataclass
-class _Space:
+class SearchSpace:
     """What the search may choose, per share: bounds of each own limit, strategies, borrow
     limits."""
 
@@ -96,7 +96,7 @@ class _Space:
     capacity: dict[str, int]
 
 
-def _space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]) -> _Space:
+def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]) -> SearchSpace:
     capacity = {c.capacityUnit: c.maxCapacity for c in document.serviceEnvironment.capacityLimits}
     bounds: dict[tuple[str, str], tuple[int, int]] = {}
     for share in current:
@@ -125,7 +125,7 @@ def _space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]) -> _
             raise RecommendError(
                 f"--keep: share {key[0]!r} needs {key[1]} between {lo} and {hi}: no value fits"
             )
-    return _Space(bounds, strategies, borrow, capacity)
+    return SearchSpace(bounds, strategies, borrow, capacity)
 
 
 def _apply_keep(
@@ -175,7 +175,7 @@ def _apply_keep(
         bounds[key] = (lo, hi)
 
 
-def _within(space: _Space, layout: Layout) -> bool:
+def within(space: SearchSpace, layout: Layout) -> bool:
     used: dict[str, int] = {}
     for share in layout:
         if share.strategy not in space.strategies[share.name]:

@@ -27,7 +27,7 @@ from quota_local.alerts_inbox import drain_alerts
 from quota_local.clock import VirtualClock
 from quota_local.event_sources import SqsSource, StreamSource
 from quota_local.function_loader import load_handler
-from quota_local.loopback import _CaptureServer
+from quota_local.loopback import CaptureServer
 from quota_local.service_jobs import service_job_request
 from quota_local.stack_resources import ACCOUNT
 from quota_local.template import StackShape, load_template, stack_shape
@@ -100,7 +100,7 @@ class LocalStack:
         self._user_calls: Counter[str] = Counter()
         self._next_resync = 0.0
         self._batch_client: Any = None
-        self._chat: _CaptureServer | None = None
+        self._chat: CaptureServer | None = None
         self.stream: StreamSource | None = None
         self.requeue: SqsSource | None = None
         self.alert_source: SqsSource | None = None
@@ -338,9 +338,9 @@ class LocalStack:
 
     def put_item(self, item: Mapping[str, Any]) -> None:
         """A raw item write, as a person in the DynamoDB console would make it."""
-        from quota_controller.adapters.config_store import _dynamo
+        from quota_controller.adapters.config_store import to_dynamo
 
-        self.table.put_item(Item=_dynamo(dict(item)))
+        self.table.put_item(Item=to_dynamo(dict(item)))
 
     def delete_item(self, queue: str, item: str) -> None:
         """A raw item delete."""

@@ -11,10 +11,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from quota_local.loopback import _free_port, port_taken
+from quota_local.loopback import free_port, port_taken
 from quota_local.process_patches import (
-    _cache_jsonpath_parsing,
-    _serialize_attribute_values_as_they_are,
+    cache_jsonpath_parsing,
+    serialize_attribute_values_as_they_are,
 )
 from quota_local.stack_resources import ACCOUNT, create_resources, function_env, wire
 
@@ -34,8 +34,8 @@ def start(stack: Any) -> None:
     from quota_local import emulator
 
     set_env(stack, _FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": stack.region})
-    _cache_jsonpath_parsing()
-    _serialize_attribute_values_as_they_are()
+    cache_jsonpath_parsing()
+    serialize_attribute_values_as_they_are()
     # The emulator's routes must be in place before a server serves its first request.
     if not emulator.is_installed():
         emulator.install()
@@ -46,7 +46,7 @@ def start(stack: Any) -> None:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        port = stack.port or _free_port()
+        port = stack.port or free_port()
         if stack.port and port_taken(port):
             # moto's server thread would fail to bind and its start() wait forever.
             raise OSError(f"port {port} on 127.0.0.1 is in use")

@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from quota_local.event_sources import SqsSource, StreamSource
-from quota_local.loopback import _CaptureServer
+from quota_local.loopback import CaptureServer
 
 ACCOUNT = "123456789012"
 
@@ -87,7 +87,7 @@ def create_resources(stack: Any) -> None:
         Endpoint=queue_arn(stack, stack.alerts_url),
     )
     # What a chat channel (Amazon Q Developer, an https subscriber) receives.
-    stack._chat = _CaptureServer()
+    stack._chat = CaptureServer()
     sns.subscribe(TopicArn=stack.topic_arn, Protocol="https", Endpoint=stack._chat.url)
 
 

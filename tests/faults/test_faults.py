@@ -742,9 +742,9 @@ def stream_record(stack: LocalStack, item: Mapping[str, Any], seq: int) -> dict[
     """The stream record of a MODIFY of `item`, as Lambda gets it (saved for a re-delivery)."""
     from boto3.dynamodb.types import TypeSerializer
 
-    from quota_controller.adapters.config_store import _dynamo
+    from quota_controller.adapters.config_store import to_dynamo
 
-    wire = TypeSerializer().serialize(_dynamo(dict(item)))["M"]
+    wire = TypeSerializer().serialize(to_dynamo(dict(item)))["M"]
     return {
         "eventID": uuid.uuid4().hex,
         "eventName": "MODIFY",

@@ -10,9 +10,9 @@ from boto3.dynamodb.types import Binary, TypeSerializer
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 
-from quota_local.process_patches import _serialize_attribute_values_as_they_are, _wire_form
+from quota_local.process_patches import _wire_form, serialize_attribute_values_as_they_are
 
-_serialize_attribute_values_as_they_are()
+serialize_attribute_values_as_they_are()
 
 
 class _ModelDriven(JSONSerializer):

@@ -56,14 +56,14 @@ _RETRYABLE = frozenset(
 )
 
 
-def _dynamo(value: Any) -> Any:
+def to_dynamo(value: Any) -> Any:
     """Plain Python to what the DynamoDB resource accepts (floats as Decimal, no empty sets)."""
     if isinstance(value, float):
         return Decimal(str(value))
     if isinstance(value, Mapping):
-        return {k: _dynamo(v) for k, v in value.items()}
+        return {k: to_dynamo(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_dynamo(v) for v in value]
+        return [to_dynamo(v) for v in value]
     return value
 
 
@@ -97,7 +97,7 @@ def _unchanged_since_read(read: Mapping[str, Any] | None) -> dict[str, Any]:
     present = sorted(k for k in read if k not in (PARTITION_KEY, SORT_KEY))
     for n, attribute in enumerate(present):
         names[f"#a{n}"] = attribute
-        values[f":a{n}"] = _dynamo(read[attribute])
+        values[f":a{n}"] = to_dynamo(read[attribute])
         parts.append(f"#a{n} = :a{n}")
     for n, attribute in enumerate(a for a in CONFIG_ATTRIBUTES if a not in read):
         names[f"#m{n}"] = attribute
@@ -179,7 +179,7 @@ class DynamoConfigStore:
         try:
             with self._table.batch_writer() as batch:
                 for item in items:
-                    batch.put_item(Item=_dynamo({**item, PARTITION_KEY: queue}))
+                    batch.put_item(Item=to_dynamo({**item, PARTITION_KEY: queue}))
                 for key in deletes:
                     batch.delete_item(Key={PARTITION_KEY: queue, SORT_KEY: key})
         except (ClientError, BotoCoreError) as err:
@@ -190,7 +190,7 @@ class DynamoConfigStore:
         try:
             with self._table.batch_writer() as batch:
                 for record in records:
-                    batch.put_item(Item=_dynamo({**record, PARTITION_KEY: queue}))
+                    batch.put_item(Item=to_dynamo({**record, PARTITION_KEY: queue}))
         except (ClientError, BotoCoreError) as err:
             self._guard("record changes", err)
 
@@ -356,7 +356,7 @@ class DynamoConfigStore:
         # The resource's client serializes Python values itself (boto3's transformation).
         wire: list[dict[str, Any]] = []
         for item in items:
-            put: dict[str, Any] = {"TableName": name, "Item": _dynamo(dict(item))}
+            put: dict[str, Any] = {"TableName": name, "Item": to_dynamo(dict(item))}
             if expected is not None:
                 put.update(_unchanged_since_read(expected.get(str(item[SORT_KEY]))))
             wire.append({"Put": put})

@@ -14,7 +14,7 @@ from quota_controller.domain.impact_records import (
     ActiveJob,
     Risk,
 )
-from quota_controller.domain.impact_victims import _victim_order
+from quota_controller.domain.impact_victims import victim_order
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Reduction
 
@@ -205,7 +205,7 @@ def _lending_risks(
             and used.get(j.share, 0) > after.shares[j.share].limits.get(unit, 0)
         ]
         victims: list[ActiveJob] = []
-        for job in sorted(borrowers, key=_victim_order):
+        for job in sorted(borrowers, key=victim_order):
             if deficit <= 0:
                 break
             victims.append(job)

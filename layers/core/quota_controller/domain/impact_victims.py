@@ -60,7 +60,7 @@ def _over(reduction: Reduction, unit: str, cap: int, jobs: Sequence[ActiveJob]) 
     usage = sum(j.uses(unit) for j in holders)
     victims: list[ActiveJob] = []
     excess = usage - cap
-    for job in sorted(holders, key=_victim_order):
+    for job in sorted(holders, key=victim_order):
         if excess <= 0:
             break
         victims.append(job)
@@ -79,7 +79,7 @@ def _environment_risk(
     return _over(reduction, unit, reduction.after or 0, jobs)
 
 
-def _victim_order(job: ActiveJob) -> tuple[int, int, int]:
+def victim_order(job: ActiveJob) -> tuple[int, int, int]:
     return (
         _STATUS_ORDER.get(job.status, 3),
         job.priority if job.priority is not None else 0,

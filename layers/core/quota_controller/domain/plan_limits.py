@@ -10,7 +10,7 @@ from quota_controller.domain.config.model import CapacityLimit
 from quota_controller.domain.plan_records import Plan, Reduction
 
 
-def _tightening_first(
+def tightening_first(
     have: Mapping[str, int],
     want: Mapping[str, int],
     lowered: Sequence[Reduction],
@@ -35,19 +35,19 @@ def _tightening_first(
     return clamped
 
 
-def _limits(limits: list[CapacityLimit]) -> dict[str, int]:
+def limit_map(limits: list[CapacityLimit]) -> dict[str, int]:
     return {c.capacityUnit: c.maxCapacity for c in limits}
 
 
-def _limit_list(limits: list[CapacityLimit]) -> list[dict[str, Any]]:
+def limit_list(limits: list[CapacityLimit]) -> list[dict[str, Any]]:
     return [{"capacityUnit": c.capacityUnit, "maxCapacity": c.maxCapacity} for c in limits]
 
 
-def _limits_text(limits: Mapping[str, int]) -> str:
+def limits_text(limits: Mapping[str, int]) -> str:
     return ", ".join(f"{n} x {u}" for u, n in limits.items()) or "none"
 
 
-def _limit_reductions(
+def limit_reductions(
     share: str | None, have: Mapping[str, int], want: Mapping[str, int]
 ) -> list[Reduction]:
     out = []

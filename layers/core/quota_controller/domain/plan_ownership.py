@@ -9,13 +9,13 @@ from quota_controller.domain.config.fields import OWNER_TAG
 from quota_controller.domain.plan_records import Action, Plan
 
 
-def _owned_elsewhere(
+def owned_elsewhere(
     tags: Mapping[str, str], queue: str, resource: str, rename_at: str, out: Plan
 ) -> bool:
     """A resource another queue's document manages (its owner tag names that queue) is never
     changed, retagged or attached here: two documents would undo each other's limits on every
     reconcile, and removing this one would tear down what the other still uses. An untagged
-    resource is `_not_adopted`'s case."""
+    resource is `not_adopted`'s case."""
     owner = tags.get(OWNER_TAG)
     if owner is None or owner == queue:
         return False
@@ -26,7 +26,7 @@ def _owned_elsewhere(
     return True
 
 
-def _not_adopted(
+def not_adopted(
     tags: Mapping[str, str], queue: str, adopt: bool, resource: str, part: str, out: Plan
 ) -> bool:
     """An existing resource without the owner tag was not created by the controller (or was
@@ -43,11 +43,11 @@ def _not_adopted(
     return True
 
 
-def _tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
+def owned_tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
     return {**user, OWNER_TAG: queue}
 
 
-def _retag(
+def retag(
     arn: str,
     have: Mapping[str, str],
     want: Mapping[str, str],

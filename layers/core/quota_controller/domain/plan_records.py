@@ -47,7 +47,7 @@ class Reduction:
         if self.kind == "unit-removed":
             return f"{who}: {self.unit} removed (was {self.before})"
         if self.kind == "borrow":
-            return f"{who}: borrow limit {_pct(self.before)} -> {_pct(self.after)}"
+            return f"{who}: borrow limit {pct(self.before)} -> {pct(self.after)}"
         if self.kind == "strategy":
             return f"{who}: stops borrowing (strategy no longer LEND_AND_BORROW)"
         if self.kind == "lending" and self.unit:
@@ -60,7 +60,7 @@ class Reduction:
         return f"{who}: {self.kind}"
 
 
-def _pct(value: int | None) -> str:
+def pct(value: int | None) -> str:
     return "unlimited" if value == -1 else f"{value}%"
 
 

@@ -13,7 +13,7 @@ from quota_controller.domain.observed import (
 from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction
 
 
-def _remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
+def remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
     name = current.quotaShareName
     if current.transitional:
         out.wait_for(f"quota share {name}", f"is {current.status} (being removed)", share=name)
@@ -44,7 +44,7 @@ def _remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
     )
 
 
-def _retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> None:
+def retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> None:
     """Delete the environment or policy a rename replaced, once the queue no longer uses it."""
     settings = desired.settings
     assert settings is not None
@@ -99,10 +99,10 @@ def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
         )
 
 
-def _teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
+def teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
     """Remove everything of a queue whose config is gone: shares, queue, policy, environment."""
     for name in sorted(observed.shares):
-        _remove_share(observed.shares[name], desired.force, out)
+        remove_share(observed.shares[name], desired.force, out)
     queue = observed.queue
     if queue is not None and queue.status != "DELETED":
         if queue.tags.get(OWNER_TAG) != desired.queue:

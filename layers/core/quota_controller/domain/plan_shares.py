@@ -8,20 +8,20 @@ from typing import Any
 from quota_controller.domain.config.model import MAX_QUOTA_SHARES, QuotaShareSpec
 from quota_controller.domain.observed import ObservedShare, ObservedState
 from quota_controller.domain.plan_limits import (
-    _limit_list,
-    _limit_reductions,
-    _limits,
-    _limits_text,
-    _tightening_first,
+    limit_list,
+    limit_map,
+    limit_reductions,
+    limits_text,
+    tightening_first,
 )
-from quota_controller.domain.plan_ownership import _retag, _tags
-from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope, _pct
-from quota_controller.domain.plan_removals import _remove_share
+from quota_controller.domain.plan_ownership import owned_tags, retag
+from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope, pct
+from quota_controller.domain.plan_removals import remove_share
 
 _LENDING = ("LEND", "LEND_AND_BORROW")
 
 
-def _shares(
+def share_step(
     desired: Desired, observed: ObservedState, queue_ready: bool, scope: Scope, out: Plan
 ) -> None:
     queue_arn = (
@@ -33,7 +33,7 @@ def _shares(
     for name in sorted(observed.shares):
         if name in desired.shares or name in desired.frozen_shares:
             continue
-        _remove_share(observed.shares[name], desired.force, out)
+        remove_share(observed.shares[name], desired.force, out)
     # A share being deleted still holds its slot (quota shares have no DELETED status: a deleted
     # share leaves ListQuotaShares).
     free = MAX_QUOTA_SHARES - len(observed.shares)
@@ -63,28 +63,28 @@ def _shares(
         update = _update_share(spec, current, out)
         if update is not None:
             out.actions.append(update)
-        desired_tags = _tags(spec.tags, desired.queue)
+        desired_tags = owned_tags(spec.tags, desired.queue)
         applied = desired.applied_share_tags.get(name)
         if applied is not None and dict(applied) != desired_tags:
-            _retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
+            retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
 
 
 def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:
     params: dict[str, Any] = {
         "quotaShareName": spec.quotaShareName,
         "jobQueue": queue_arn,
-        "capacityLimits": _limit_list(spec.capacityLimits),
+        "capacityLimits": limit_list(spec.capacityLimits),
         "resourceSharingConfiguration": _sharing(spec),
         "preemptionConfiguration": spec.preemptionConfiguration.model_dump(),
         "state": spec.state,
-        "tags": _tags(spec.tags, queue),
+        "tags": owned_tags(spec.tags, queue),
     }
     return Action(
         "CreateQuotaShare",
         params,
         f"quota share {spec.quotaShareName}",
         f"create quota share {spec.quotaShareName} "
-        f"({_limits_text(_limits(spec.capacityLimits))}, "
+        f"({limits_text(limit_map(spec.capacityLimits))}, "
         f"{spec.resourceSharingConfiguration.strategy})",
         share=spec.quotaShareName,
     )
@@ -95,13 +95,13 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
     params: dict[str, Any] = {}
     changes: list[str] = []
     reductions: list[Reduction] = []
-    want, have = _limits(spec.capacityLimits), current.limits()
+    want, have = limit_map(spec.capacityLimits), current.limits()
     if want != have:
-        lowered = _limit_reductions(name, have, want)
-        params["capacityLimits"] = _tightening_first(
+        lowered = limit_reductions(name, have, want)
+        params["capacityLimits"] = tightening_first(
             have, want, lowered, f"quota share {name}", out, share=name
         )
-        changes.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
+        changes.append(f"limits {limits_text(have)} -> {limits_text(want)}")
         reductions.extend(lowered)
     sharing = spec.resourceSharingConfiguration
     strategy_before = current.resourceSharingConfiguration.strategy
@@ -112,7 +112,7 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
             changes.append(f"strategy {strategy_before} -> {sharing.strategy}")
         else:
             changes.append(
-                f"borrow limit {_pct(borrow_before)} -> {_pct(sharing.effective_borrow_limit)}"
+                f"borrow limit {pct(borrow_before)} -> {pct(sharing.effective_borrow_limit)}"
             )
         reductions.extend(_borrow_reductions(name, borrow_before, sharing.effective_borrow_limit))
         if strategy_before in _LENDING and sharing.strategy not in _LENDING:

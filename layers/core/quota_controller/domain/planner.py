@@ -17,16 +17,16 @@ from typing import Any
 from quota_controller.domain.config.model import QueueSettings
 from quota_controller.domain.observed import ObservedEnvironment, ObservedState
 from quota_controller.domain.plan_limits import (
-    _limit_list,
-    _limit_reductions,
-    _limits,
-    _limits_text,
-    _tightening_first,
+    limit_list,
+    limit_map,
+    limit_reductions,
+    limits_text,
+    tightening_first,
 )
-from quota_controller.domain.plan_ownership import _not_adopted, _owned_elsewhere, _retag, _tags
+from quota_controller.domain.plan_ownership import not_adopted, owned_elsewhere, owned_tags, retag
 from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope
-from quota_controller.domain.plan_removals import _retire_replaced, _teardown
-from quota_controller.domain.plan_shares import _shares
+from quota_controller.domain.plan_removals import retire_replaced, teardown
+from quota_controller.domain.plan_shares import share_step
 
 QUOTA_SHARE_POLICY = {"idleResourceAssignmentStrategy": "FIFO"}
 
@@ -35,14 +35,14 @@ def plan(desired: Desired, observed: ObservedState, scope: Scope) -> Plan:
     """The ordered Batch requests that move `observed` towards `desired`."""
     out = Plan()
     if desired.settings is None:
-        _teardown(desired, observed, out)
+        teardown(desired, observed, out)
     else:
         settings = desired.settings
         policy_arn = _policy(settings, desired.queue, observed, scope, out)
         env = _environment(settings, desired.queue, observed, out)
         queue_ready = _queue(settings, desired.queue, observed, policy_arn, env, out)
-        _shares(desired, observed, queue_ready, scope, out)
-        _retire_replaced(desired, observed, out)
+        share_step(desired, observed, queue_ready, scope, out)
+        retire_replaced(desired, observed, out)
     if out.conflicts:
         # Nothing is applied while a conflict stands (reconcile alerts instead): plan nothing.
         out.actions.clear()
@@ -57,7 +57,7 @@ def _policy(
 ) -> str:
     name = settings.scheduling_policy_name
     arn = scope.arn(f"scheduling-policy/{name}")
-    tags = _tags(settings.schedulingPolicy.tags, queue)
+    tags = owned_tags(settings.schedulingPolicy.tags, queue)
     policy = observed.policy if observed.policy and observed.policy.name == name else None
     if policy is None:
         out.actions.append(
@@ -69,9 +69,9 @@ def _policy(
             )
         )
         return arn
-    if _owned_elsewhere(
+    if owned_elsewhere(
         policy.tags, queue, f"scheduling policy {name}", "schedulingPolicy.name", out
-    ) or _not_adopted(
+    ) or not_adopted(
         policy.tags,
         queue,
         settings.schedulingPolicy.adopt,
@@ -85,7 +85,7 @@ def _policy(
             f"scheduling policy {name} exists as a fair-share policy; a policy's type can never "
             "change, so name another policy in schedulingPolicy.name"
         )
-    _retag(policy.arn, policy.tags, tags, f"scheduling policy {name}", out)
+    retag(policy.arn, policy.tags, tags, f"scheduling policy {name}", out)
     return policy.arn
 
 
@@ -97,9 +97,9 @@ def _environment(
 ) -> ObservedEnvironment | None:
     spec = settings.serviceEnvironment
     name = settings.service_environment_name
-    tags = _tags(spec.tags, queue)
+    tags = owned_tags(spec.tags, queue)
     env = observed.environments.get(name)
-    desired_limits = _limits(spec.capacityLimits)
+    desired_limits = limit_map(spec.capacityLimits)
     if env is None or env.status == "DELETED":
         out.actions.append(
             Action(
@@ -108,23 +108,23 @@ def _environment(
                     "serviceEnvironmentName": name,
                     "serviceEnvironmentType": "SAGEMAKER_TRAINING",
                     "state": spec.state,
-                    "capacityLimits": _limit_list(spec.capacityLimits),
+                    "capacityLimits": limit_list(spec.capacityLimits),
                     "tags": tags,
                 },
                 f"service environment {name}",
                 "create the SAGEMAKER_TRAINING service environment "
-                f"({_limits_text(desired_limits)})",
+                f"({limits_text(desired_limits)})",
             )
         )
         out.wait_for(f"service environment {name}", "to be created")
         return None
-    if _owned_elsewhere(
+    if owned_elsewhere(
         env.tags,
         queue,
         f"service environment {name}",
         "serviceEnvironment.serviceEnvironmentName",
         out,
-    ) or _not_adopted(
+    ) or not_adopted(
         env.tags, queue, spec.adopt, f"service environment {name}", "serviceEnvironment", out
     ):
         return None
@@ -138,9 +138,9 @@ def _environment(
         out.wait_for(f"service environment {name}", f"is {env.status}")
         return env
     params: dict[str, Any] = {}
-    reductions = tuple(_limit_reductions(None, env.limits(), desired_limits))
+    reductions = tuple(limit_reductions(None, env.limits(), desired_limits))
     if env.limits() != desired_limits:
-        params["capacityLimits"] = _tightening_first(
+        params["capacityLimits"] = tightening_first(
             env.limits(), desired_limits, reductions, f"service environment {name}", out
         )
     if env.state != spec.state:
@@ -157,7 +157,7 @@ def _environment(
                 reductions=reductions,
             )
         )
-    _retag(env.serviceEnvironmentArn, env.tags, tags, f"service environment {name}", out)
+    retag(env.serviceEnvironmentArn, env.tags, tags, f"service environment {name}", out)
     return env
 
 
@@ -174,7 +174,7 @@ def _queue(
 ) -> bool:
     """Plan the job queue; returns True when shares may be created or changed now."""
     spec = settings.jobQueue
-    tags = _tags(spec.tags, queue)
+    tags = owned_tags(spec.tags, queue)
     time_limits = [a.model_dump() for a in spec.jobStateTimeLimitActions]
     current = observed.queue
     # An update planned in this pass makes the environment UPDATING: attach nothing to it yet.
@@ -207,7 +207,7 @@ def _queue(
         )
         out.wait_for(f"job queue {queue}", "to be created")
         return False
-    if _not_adopted(current.tags, queue, spec.adopt, f"job queue {queue}", "jobQueue", out):
+    if not_adopted(current.tags, queue, spec.adopt, f"job queue {queue}", "jobQueue", out):
         return False
     if current.jobQueueType not in (None, "SAGEMAKER_TRAINING"):
         out.conflicts.append(
@@ -263,7 +263,7 @@ def _queue(
             # The queue's jobs run on what it is attached to: a smaller environment is a
             # reduction of every job's room, like lowering the environment's limits.
             old = observed.environment_by_arn(attached[0])
-            switched = _limit_reductions(None, old.limits() if old else {}, env.limits())
+            switched = limit_reductions(None, old.limits() if old else {}, env.limits())
         else:
             out.wait_for(f"job queue {queue}", "waits for its new service environment")
     if params:
@@ -276,7 +276,7 @@ def _queue(
                 reductions=tuple(switched),
             )
         )
-    _retag(current.jobQueueArn, current.tags, tags, f"job queue {queue}", out)
+    retag(current.jobQueueArn, current.tags, tags, f"job queue {queue}", out)
     return current.status == "VALID" and not params
 
 
@@ -285,7 +285,7 @@ def _change_text(
 ) -> str:
     parts = []
     if have != want:
-        parts.append(f"limits {_limits_text(have)} -> {_limits_text(want)}")
+        parts.append(f"limits {limits_text(have)} -> {limits_text(want)}")
     if state_before != state:
         parts.append(f"state {state_before} -> {state}")
     return f"update the {what}: " + ", ".join(parts)

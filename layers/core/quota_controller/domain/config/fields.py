@@ -2,7 +2,7 @@
 
 Every part of the document (`model`, `owners`, `windows`) builds on these: a Batch resource
 name, a SageMaker Training instance type, a resource's tags (which must leave room for the
-controller's ownership tag), and `_Strict`, the base that forbids unknown fields.
+controller's ownership tag), and `StrictModel`, the base that forbids unknown fields.
 """
 
 from __future__ import annotations
@@ -128,5 +128,5 @@ InstanceType = Annotated[StrictStr, AfterValidator(_check_instance_type)]
 Tags = Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_tags)]
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

@@ -20,14 +20,14 @@ from quota_controller.domain.config.model import (
 from quota_controller.domain.config.problems import (
     Path,
     Problem,
-    _problems,
-    _scoped,
     format_path,
+    problems_from,
+    scoped,
 )
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
 
-def _derived_name_problems(settings: QueueSettings) -> Iterable[Problem]:
+def derived_name_problems(settings: QueueSettings) -> Iterable[Problem]:
     derived = (
         (("schedulingPolicy", "name"), settings.schedulingPolicy.name, "-quota-policy"),
         (
@@ -46,7 +46,7 @@ def _derived_name_problems(settings: QueueSettings) -> Iterable[Problem]:
             )
 
 
-def _duplicate_names(named: Sequence[tuple[int, str]]) -> Iterable[Problem]:
+def duplicate_names(named: Sequence[tuple[int, str]]) -> Iterable[Problem]:
     for index, name in named:
         others = [i for i, n in named if n == name and i != index]
         if others:
@@ -60,7 +60,7 @@ def _duplicate_names(named: Sequence[tuple[int, str]]) -> Iterable[Problem]:
             )
 
 
-def _environment(settings: QueueSettings | None, raw: object) -> ServiceEnvironmentSpec | None:
+def environment_spec(settings: QueueSettings | None, raw: object) -> ServiceEnvironmentSpec | None:
     """The service environment, even when another part of the queue settings is invalid."""
     if settings is not None:
         return settings.serviceEnvironment
@@ -70,7 +70,7 @@ def _environment(settings: QueueSettings | None, raw: object) -> ServiceEnvironm
         return None
 
 
-def _units_outside_environment(
+def units_outside_environment(
     environment: ServiceEnvironmentSpec, parsed: Sequence[tuple[int, QuotaShareSpec]]
 ) -> Iterable[Problem]:
     for index, share in parsed:
@@ -98,7 +98,7 @@ def _unit_problems(
             )
 
 
-def _partial_limit_problems(
+def partial_limit_problems(
     environment: ServiceEnvironmentSpec | None,
     index: int,
     share: str | None,
@@ -119,7 +119,7 @@ def _partial_limit_problems(
             entry_path = (*base, j)
             if not any(p.path[: len(entry_path)] == entry_path for p in reported):
                 yield from (
-                    _scoped(p, share, index) for p in _problems(exc, CapacityLimit, entry_path)
+                    scoped(p, share, index) for p in problems_from(exc, CapacityLimit, entry_path)
                 )
     # Each instance type once, judged on what was written (an entry with a bad maxCapacity
     # still names its type; a unit that is no instance type is reported as such, not here).
@@ -150,7 +150,7 @@ def _partial_limit_problems(
         yield from _unit_problems(environment, index, share, sorted(firsts.values()))
 
 
-def _capacity_warnings(
+def capacity_warnings(
     settings: QueueSettings, parsed: Sequence[tuple[int, QuotaShareSpec]]
 ) -> Iterable[Problem]:
     """What AWS allows but a platform engineer should know: oversubscription and dead borrowing."""

@@ -27,8 +27,8 @@ from quota_controller.domain.config.fields import (
     InstanceType,
     Name,
     State,
+    StrictModel,
     Tags,
-    _Strict,
 )
 from quota_controller.domain.config.owners import Owners
 from quota_controller.domain.table_keys import TOP_LEVEL_FIELDS as TOP_LEVEL_FIELDS
@@ -51,7 +51,7 @@ TIME_LIMIT_REASONS: tuple[str, ...] = (
 )
 
 
-class CapacityLimit(_Strict):
+class CapacityLimit(StrictModel):
     """A limit of one instance type: at most `maxCapacity` instances of `capacityUnit`."""
 
     capacityUnit: InstanceType
@@ -79,7 +79,7 @@ CapacityLimits = Annotated[
 ]
 
 
-class JobStateTimeLimitAction(_Strict):
+class JobStateTimeLimitAction(StrictModel):
     """Terminate jobs stuck at the head of the queue in RUNNABLE for a reason, after a while."""
 
     reason: Literal[
@@ -105,7 +105,7 @@ def _unique_reasons(actions: list[JobStateTimeLimitAction]) -> list[JobStateTime
     return actions
 
 
-class JobQueueSpec(_Strict):
+class JobQueueSpec(StrictModel):
     """The SAGEMAKER_TRAINING job queue."""
 
     jobQueueName: Name
@@ -120,7 +120,7 @@ class JobQueueSpec(_Strict):
     adopt: StrictBool = False
 
 
-class SchedulingPolicySpec(_Strict):
+class SchedulingPolicySpec(StrictModel):
     """The quota-share scheduling policy (idleResourceAssignmentStrategy FIFO, the only one)."""
 
     name: Name | None = None
@@ -130,7 +130,7 @@ class SchedulingPolicySpec(_Strict):
     adopt: StrictBool = False
 
 
-class ServiceEnvironmentSpec(_Strict):
+class ServiceEnvironmentSpec(StrictModel):
     """The SAGEMAKER_TRAINING service environment and its instance-type capacity limits."""
 
     serviceEnvironmentName: Name | None = None
@@ -142,7 +142,7 @@ class ServiceEnvironmentSpec(_Strict):
     adopt: StrictBool = False
 
 
-class ResourceSharingConfiguration(_Strict):
+class ResourceSharingConfiguration(StrictModel):
     """How a share treats idle capacity: keep it, lend it, or lend it and borrow others'."""
 
     strategy: Strategy
@@ -167,13 +167,13 @@ class ResourceSharingConfiguration(_Strict):
         return -1 if self.borrowLimit is None else self.borrowLimit
 
 
-class PreemptionConfiguration(_Strict):
+class PreemptionConfiguration(StrictModel):
     """Whether a higher-priority job may preempt a lower-priority one in the same share."""
 
     inSharePreemption: State
 
 
-class QuotaShareSpec(_Strict):
+class QuotaShareSpec(StrictModel):
     """One team's quota share."""
 
     quotaShareName: Name
@@ -190,7 +190,7 @@ class QuotaShareSpec(_Strict):
         return next((c.maxCapacity for c in self.capacityLimits if c.capacityUnit == unit), 0)
 
 
-class QueueSettings(_Strict):
+class QueueSettings(StrictModel):
     """Everything in the document but the quota shares: what the queue item holds."""
 
     jobQueue: JobQueueSpec

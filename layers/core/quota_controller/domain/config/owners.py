@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, StrictStr, model_validator
 from pydantic_core import PydanticCustomError
 
-from quota_controller.domain.config.fields import _Strict
+from quota_controller.domain.config.fields import StrictModel
 
 # A share's owner contacts (`owners`): SNS subscriptions on the alerts topic, one each.
 MAX_OWNERS = 10
@@ -65,7 +65,7 @@ def _quoted(value: str) -> str:
     return repr(value if len(value) <= 60 else value[:60] + "\u2026")
 
 
-class OwnerContact(_Strict):
+class OwnerContact(StrictModel):
     """One contact of a share's owners: an e-mail address or an SQS queue (exactly one)."""
 
     email: Annotated[StrictStr, AfterValidator(_check_email)] | None = None

@@ -52,14 +52,14 @@ def format_path(path: Iterable[PathPart]) -> str:
     return out
 
 
-def _scoped(problem: Problem, share: str | None, index: int) -> Problem:
+def scoped(problem: Problem, share: str | None, index: int) -> Problem:
     return Problem(problem.path, problem.message, problem.severity, share, index)
 
 
 # -- turning pydantic's errors into sentences ------------------------------------------------
 
 
-def _problems(exc: ValidationError, root: type[BaseModel], prefix: Path) -> list[Problem]:
+def problems_from(exc: ValidationError, root: type[BaseModel], prefix: Path) -> list[Problem]:
     out: list[Problem] = []
     for err in exc.errors(include_url=False):
         loc: Path = tuple(err["loc"])
@@ -81,7 +81,7 @@ def _message(err: Any, root: type[BaseModel], loc: Path) -> str:
         return "is required"
     if kind == "extra_forbidden":
         allowed = _fields_at(root, loc[:-1])
-        return _unknown_field(str(loc[-1]), allowed)
+        return unknown_field(str(loc[-1]), allowed)
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be a whole number (got {_show(value)})"
     if kind == "string_pattern_mismatch" and loc[-1:] == ("approvedChange",):
@@ -128,13 +128,13 @@ def _message(err: Any, root: type[BaseModel], loc: Path) -> str:
     if kind == "too_long":
         return f"allows at most {ctx['max_length']} entries (got {ctx['actual_length']})"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"must be a mapping of fields (got {_kind(value)})"
+        return f"must be a mapping of fields (got {value_kind(value)})"
     if kind == "list_type":
-        return f"must be a list (got {_kind(value)})"
+        return f"must be a list (got {value_kind(value)})"
     return str(err["msg"])
 
 
-def _unknown_field(name: str, allowed: Sequence[str]) -> str:
+def unknown_field(name: str, allowed: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
     if not close:
         close = [a for a in allowed if a.lower() == name.lower()]
@@ -171,7 +171,7 @@ def _inner_model(annotation: Any) -> Any:
     return annotation
 
 
-def _kind(value: object) -> str:
+def value_kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -199,4 +199,4 @@ def _show(value: object) -> str:
         return repr(shown)
     if isinstance(value, int | float):
         return str(value)
-    return _kind(value)
+    return value_kind(value)

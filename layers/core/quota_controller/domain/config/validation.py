@@ -15,12 +15,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from quota_controller.domain.config.layout_rules import (
-    _capacity_warnings,
-    _derived_name_problems,
-    _duplicate_names,
-    _environment,
-    _partial_limit_problems,
-    _units_outside_environment,
+    capacity_warnings,
+    derived_name_problems,
+    duplicate_names,
+    environment_spec,
+    partial_limit_problems,
+    units_outside_environment,
 )
 from quota_controller.domain.config.model import (
     MAX_QUOTA_SHARES,
@@ -32,10 +32,10 @@ from quota_controller.domain.config.model import (
 from quota_controller.domain.config.problems import (
     Path,
     Problem,
-    _kind,
-    _problems,
-    _scoped,
-    _unknown_field,
+    problems_from,
+    scoped,
+    unknown_field,
+    value_kind,
 )
 from quota_controller.domain.config.timeline import (
     apply,
@@ -139,14 +139,14 @@ def _validate_layout(raw: object) -> ValidationReport:
             Problem(
                 (),
                 "the document must be a mapping with jobQueue, serviceEnvironment and "
-                f"quotaShares (got {_kind(raw)})",
+                f"quotaShares (got {value_kind(raw)})",
             )
         )
         return report
 
     for key in raw:
         if key not in TOP_LEVEL_FIELDS:
-            report.errors.append(Problem((str(key),), _unknown_field(str(key), TOP_LEVEL_FIELDS)))
+            report.errors.append(Problem((str(key),), unknown_field(str(key), TOP_LEVEL_FIELDS)))
 
     settings_raw = {
         k: v
@@ -156,16 +156,18 @@ def _validate_layout(raw: object) -> ValidationReport:
     try:
         report.settings = QueueSettings.model_validate(settings_raw)
     except ValidationError as exc:
-        report.errors.extend(_problems(exc, QueueSettings, ()))
+        report.errors.extend(problems_from(exc, QueueSettings, ()))
     if report.settings is not None:
-        report.errors.extend(_derived_name_problems(report.settings))
+        report.errors.extend(derived_name_problems(report.settings))
 
     shares_raw = raw.get("quotaShares", [])
     if shares_raw is None:
         shares_raw = []
     if not isinstance(shares_raw, list):
         report.errors.append(
-            Problem(("quotaShares",), f"must be a list of quota shares (got {_kind(shares_raw)})")
+            Problem(
+                ("quotaShares",), f"must be a list of quota shares (got {value_kind(shares_raw)})"
+            )
         )
         return report
     if len(shares_raw) > MAX_QUOTA_SHARES:
@@ -187,28 +189,30 @@ def _validate_layout(raw: object) -> ValidationReport:
         prefix: Path = ("quotaShares", index)
         if not isinstance(share_raw, Mapping):
             report.errors.append(
-                Problem(prefix, f"must be a mapping (got {_kind(share_raw)})", share_index=index)
+                Problem(
+                    prefix, f"must be a mapping (got {value_kind(share_raw)})", share_index=index
+                )
             )
             continue
         try:
             parsed.append((index, QuotaShareSpec.model_validate(share_raw)))
         except ValidationError as exc:
-            found = [_scoped(p, name, index) for p in _problems(exc, QuotaShareSpec, prefix)]
+            found = [scoped(p, name, index) for p in problems_from(exc, QuotaShareSpec, prefix)]
             report.errors.extend(found)
             partial.append((index, name, share_raw.get("capacityLimits"), found))
 
     names = [(i, n) for i, s in enumerate(shares_raw) if (n := _share_name(s)) is not None]
-    cross = list(_duplicate_names(names))
-    environment = _environment(report.settings, raw.get("serviceEnvironment"))
+    cross = list(duplicate_names(names))
+    environment = environment_spec(report.settings, raw.get("serviceEnvironment"))
     if environment is not None:
-        cross.extend(_units_outside_environment(environment, parsed))
+        cross.extend(units_outside_environment(environment, parsed))
     for index, name, limits_raw, reported in partial:
-        cross.extend(_partial_limit_problems(environment, index, name, limits_raw, reported))
+        cross.extend(partial_limit_problems(environment, index, name, limits_raw, reported))
     report.errors.extend(cross)
     bad = {p.share_index for p in report.errors if p.share_index is not None}
     report.valid_shares = {index: share for index, share in parsed if index not in bad}
     if report.settings is not None:
-        report.warnings.extend(_capacity_warnings(report.settings, parsed))
+        report.warnings.extend(capacity_warnings(report.settings, parsed))
     return report
 
 
@@ -224,7 +228,7 @@ def _check_windows(
     before = len(report.errors)
     if not isinstance(entries, list):
         report.errors.append(
-            Problem(("windows",), f"must be a list of windows (got {_kind(entries)})")
+            Problem(("windows",), f"must be a list of windows (got {value_kind(entries)})")
         )
         return None
     if len(entries) > MAX_WINDOWS:
@@ -237,7 +241,7 @@ def _check_windows(
         try:
             parsed.append((index, Window.model_validate(entry)))
         except ValidationError as exc:
-            report.errors.extend(_problems(exc, Window, ("windows", index)))
+            report.errors.extend(problems_from(exc, Window, ("windows", index)))
     seen: set[str] = set()
     for i, window in parsed:
         if window.name in seen:
