@@ -47,7 +47,7 @@ from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from pydantic import ValidationError
 
 from quota_controller.domain.alerts.classify import Context, Verdict, classify
-from quota_controller.domain.alerts.events import BatchEvent, epoch_ms, queue_name
+from quota_controller.domain.alerts.events import BatchEvent, queue_name
 from quota_controller.domain.alerts.groups import build_alert, group
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.observation import (
@@ -57,6 +57,7 @@ from quota_controller.domain.alerts.observation import (
     observe,
 )
 from quota_controller.domain.config import QuotaDocument, validate_document
+from quota_controller.domain.epoch import epoch_ms
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
 

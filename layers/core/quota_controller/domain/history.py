@@ -21,8 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from quota_controller.domain.alerts.events import JobDetail, PreemptedAttempt, epoch_ms, queue_name
+from quota_controller.domain.alerts.events import JobDetail, PreemptedAttempt, queue_name
 from quota_controller.domain.alerts.observation import stuck_code
+from quota_controller.domain.epoch import epoch_ms
 
 # The order a job moves through; a tie in time is broken by it (a job does not go back but
 # through a preemption, which raises its preempted-attempt count: that is ordered first).

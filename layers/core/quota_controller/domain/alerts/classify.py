@@ -26,10 +26,10 @@ from quota_controller.domain.alerts.observation import (
     CAPACITY_REASON,
     Observation,
     iso,
-    ms_time,
 )
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
+from quota_controller.domain.epoch import ms_time
 
 ATTRIBUTION_WINDOW = timedelta(minutes=30)
 # A change record is stamped with milliseconds when its reconcile starts; EventBridge gives an

@@ -11,11 +11,11 @@ seconds (some documented samples): both are normalised to milliseconds.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from quota_controller.domain.epoch import epoch_ms
 from quota_controller.domain.training_request import requested_capacity
 
 STATE_CHANGE = "Batch Service Job State Change"
@@ -23,22 +23,6 @@ PREEMPTION_STARTED = "Batch Service Job Preemption Started"
 PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
 QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
 DETAIL_TYPES = (STATE_CHANGE, PREEMPTION_STARTED, PREEMPTION_COMPLETED, QUEUE_BLOCKED)
-
-# Milliseconds since the epoch are > 1e11 for any date after 1973; seconds are not.
-_MS_THRESHOLD = 100_000_000_000
-
-
-def epoch_ms(value: Any) -> int | None:
-    """Epoch seconds or milliseconds (int, float or numeric string) -> milliseconds."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    if not math.isfinite(number):  # 1e400 in JSON is inf: no time at all
-        raise ValueError(f"{value!r} is not a time")
-    return int(number if number >= _MS_THRESHOLD else number * 1000)
 
 
 class _Inbound(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.alerts.events import (
@@ -20,9 +20,9 @@ from quota_controller.domain.alerts.events import (
     BatchEvent,
     JobDetail,
     PreemptedAttempt,
-    epoch_ms,
     queue_name,
 )
+from quota_controller.domain.epoch import ms_time
 
 STUCK_PREFIXES = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
@@ -279,15 +279,6 @@ def _stopped_by_this_event(past: Any, event_ms: int, *, last: bool) -> bool:
 
 def _arn(resource: Any) -> str | None:
     return getattr(resource, "value", None) if resource is not None else None
-
-
-def ms_time(value: Any) -> datetime | None:
-    """Epoch milliseconds (or seconds) -> an aware datetime; None if absent or not a time."""
-    try:
-        at = epoch_ms(value)
-    except ValueError:
-        return None
-    return None if at is None else datetime.fromtimestamp(at / 1000, UTC)
 
 
 def iso(when: datetime) -> str:
