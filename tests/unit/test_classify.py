@@ -58,6 +58,7 @@ from quota_controller.domain.alerts.observation import (
 )
 from quota_controller.domain.config import QuotaDocument, validate_document
 from quota_controller.domain.epoch import epoch_ms
+from quota_controller.domain.snapshot import QueueSnapshot
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
 
@@ -660,7 +661,7 @@ def context(
     return Context(
         doc,
         [c.record() for c in changes],
-        snap.build() if snap is not None else None,
+        QueueSnapshot.parse(snap.build()) if snap is not None else None,
     )
 
 

@@ -31,6 +31,7 @@ from quota_controller.domain.config.items import (
     is_controller_key,
     validate_items,
 )
+from quota_controller.domain.snapshot import QueueSnapshot
 from quota_controller.ports import AlertReader, Claims, ConfigStore, Notifier, RetryableError
 from quota_controller.services.log_safety import loggable
 
@@ -87,7 +88,7 @@ class _QueueContext:
             document = None if report.queue_wide_errors else report.valid_part
         self._deps = deps
         self._document = document
-        self._snapshot: Mapping[str, Any] | None = None
+        self._snapshot: QueueSnapshot | None = None
         self._snapshot_read = False
         # Every change record that can explain the batch's preemptions (a count would miss the
         # one that did when a 20-share edit wrote 60 records since).
@@ -100,7 +101,8 @@ class _QueueContext:
 
     def context(self, needs_snapshot: bool) -> Context:
         if needs_snapshot and not self._snapshot_read:
-            self._snapshot = self._deps.reader.snapshot(self.queue)
+            answer = self._deps.reader.snapshot(self.queue)
+            self._snapshot = None if answer is None else QueueSnapshot.parse(answer)
             self._snapshot_read = True
         return Context(self._document, self._changes, self._snapshot)
 

@@ -4,7 +4,8 @@ The resync publishes, for every managed queue, one EMF document per quota share 
 type with dimensions JobQueue, QuotaShare and InstanceType:
 
 - `ShareUsage`: instances the share's SCHEDULED, STARTING and RUNNING jobs use, from
-  GetJobQueueSnapshot (`queueUtilization.quotaShareUtilization.topCapacityUtilization`);
+  GetJobQueueSnapshot (`queueUtilization.quotaShareUtilization.topCapacityUtilization`, read
+  by `domain/snapshot.py`);
 - `ShareQuota`: the share's `maxCapacity` for that instance type as Batch enforces it
   (ListQuotaShares): the document's once applied; the previous limit while a reduction is held
   (`reductionPolicy` block or drain), because that is what Batch schedules and preempts by.
@@ -26,30 +27,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from quota_controller.domain.snapshot import QueueSnapshot
 from quota_controller.ports import Clock, UsageReader
 
 DIMENSIONS: tuple[str, ...] = ("JobQueue", "QuotaShare", "InstanceType")
 USAGE = "ShareUsage"
 QUOTA = "ShareQuota"
-
-
-def usage_by_share(snapshot: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
-    """Instances in use per share and instance type; None when the snapshot has no share
-    utilization (the queue is not quota-managed in Batch, or not yet)."""
-    utilization = (snapshot.get("queueUtilization") or {}).get("quotaShareUtilization")
-    if utilization is None:
-        return None
-    out: dict[str, dict[str, float]] = {}
-    for entry in utilization.get("topCapacityUtilization") or []:
-        name = entry.get("quotaShareName")
-        if not name:
-            continue
-        used = out.setdefault(str(name), {})
-        for usage in entry.get("capacityUsage") or []:
-            unit = usage.get("capacityUnit")
-            if unit:
-                used[str(unit)] = used.get(str(unit), 0.0) + float(usage.get("quantity") or 0)
-    return out
 
 
 def emf_document(
@@ -98,7 +81,7 @@ def share_usage_metrics(
 ) -> list[dict[str, Any]]:
     """EMF documents of ShareUsage and ShareQuota per share and instance type of one queue, from
     its ListQuotaShares entries and its GetJobQueueSnapshot."""
-    usage = usage_by_share(snapshot)
+    usage = QueueSnapshot.parse(snapshot).usage
     quotas = quota_by_share(shares)
     out: list[dict[str, Any]] = []
 

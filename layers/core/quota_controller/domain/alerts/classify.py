@@ -16,10 +16,9 @@ decide first):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from quota_controller.domain.alerts.model import AlertCause, AlertKind, ChangeRef
 from quota_controller.domain.alerts.observation import (
@@ -29,7 +28,7 @@ from quota_controller.domain.alerts.observation import (
 )
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
-from quota_controller.domain.epoch import ms_time
+from quota_controller.domain.snapshot import QueueSnapshot
 
 ATTRIBUTION_WINDOW = timedelta(minutes=30)
 # A change record is stamped with milliseconds when its reconcile starts; EventBridge gives an
@@ -47,7 +46,7 @@ class Context:
 
     document: QuotaDocument | None
     changes: Sequence[ChangeRecord] = ()  # newest first
-    snapshot: Mapping[str, Any] | None = None
+    snapshot: QueueSnapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -172,27 +171,6 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
     return None, undecided
 
 
-def _usage_by_share(ctx: Context) -> dict[str, dict[str, float]]:
-    snapshot = ctx.snapshot or {}
-    util = (snapshot.get("queueUtilization") or {}).get("quotaShareUtilization") or {}
-    out: dict[str, dict[str, float]] = {}
-    for entry in util.get("topCapacityUtilization") or []:
-        name = entry.get("quotaShareName")
-        if name:
-            out[name] = {
-                u["capacityUnit"]: float(u.get("quantity", 0))
-                for u in entry.get("capacityUsage") or []
-            }
-    return out
-
-
-def _computed_at(ctx: Context, part: str) -> datetime | None:
-    """lastUpdatedAt of one part of the snapshot (queueUtilization, frontOfQuotaShares): when
-    Batch computed it (API_GetJobQueueSnapshot)."""
-    section = (ctx.snapshot or {}).get(part)
-    return ms_time(section.get("lastUpdatedAt")) if isinstance(section, Mapping) else None
-
-
 def victim_in_snapshot(obs: Observation, taken: datetime | None) -> bool | None:
     """Is the preempted attempt's usage part of a snapshot computed at `taken`?
 
@@ -223,8 +201,8 @@ def _above_quota(obs: Observation, ctx: Context, share: QuotaShareSpec) -> bool 
         return True  # the victim alone: no snapshot needed
     if ctx.snapshot is None:
         return None
-    usage = _usage_by_share(ctx).get(share.quotaShareName, {})
-    counted = victim_in_snapshot(obs, _computed_at(ctx, "queueUtilization"))
+    usage = ctx.snapshot.share_usage(share.quotaShareName)
+    counted = victim_in_snapshot(obs, ctx.snapshot.usage_at)
     answers: set[bool] = set()
     if counted is not False:  # in the snapshot already (it holds at least the victim's)
         answers.add(any(max(usage.get(u, 0), q) > share.limit_for(u) for u, q in victim.items()))
@@ -251,7 +229,7 @@ def _snapshot_gap(obs: Observation, ctx: Context) -> str:
     """Why the snapshot could not tell: the facts, for the alert's detail."""
     if ctx.snapshot is None:
         return "the queue snapshot could not be read"
-    taken = _computed_at(ctx, "queueUtilization")
+    taken = ctx.snapshot.usage_at
     if taken is None:
         return "the queue snapshot does not say when its usage was computed (no lastUpdatedAt)"
     when = [f"the queue snapshot's usage was computed at {iso(taken)}"]
@@ -276,14 +254,13 @@ def _snapshot_gap(obs: Observation, ctx: Context) -> str:
 def _reclaimer(obs: Observation, ctx: Context) -> str | None:
     if ctx.document is None or ctx.snapshot is None:
         return None
-    fronts = (ctx.snapshot.get("frontOfQuotaShares") or {}).get("quotaShares") or {}
-    usage = _usage_by_share(ctx)
+    snapshot = ctx.snapshot
     # A waiting job is evidence only if it waited at its share's front when the preemption
     # was triggered, and when the usage that shows its share under quota was computed.
     trigger = obs.began_by or obs.stopped_at or obs.ended_by
-    used_at = _computed_at(ctx, "queueUtilization")
+    used_at = snapshot.usage_at
     candidates: list[tuple[datetime, str]] = []
-    for name, entries in fronts.items():
+    for name, entries in snapshot.fronts.items():
         if name == obs.share or not entries:
             continue
         share = ctx.document.share(name)
@@ -295,7 +272,7 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
             continue
         waiting = [
             since
-            for since in (ms_time(e.get("earliestTimeAtPosition")) for e in entries)
+            for since in (job.since for job in entries)
             if since is not None
             and trigger is not None
             and used_at is not None
@@ -304,7 +281,7 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
         ]
         if not waiting:
             continue
-        used = usage.get(name, {})
+        used = snapshot.share_usage(name)
         if any(used.get(u, 0) < share.limit_for(u) for u in obs.usage if share.limit_for(u)):
             candidates.append((min(waiting), name))
     return min(candidates)[1] if candidates else None
