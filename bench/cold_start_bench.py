@@ -85,6 +85,14 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
         "from quota_controller.domain.alerts.model import Alert\n"
         "assert [Alert.model_validate_json(r['Sns']['Message']) for r in event['Records']]\n",
     ),
+    "record_history": (
+        "RecordHistory",
+        "",  # no sample folder: the history buffer's SQS batch around a Batch event (below)
+        "from quota_controller.domain.alerts.events import BatchEvent\n"
+        "from quota_controller.services.history_events import observation\n"
+        "assert all(observation(BatchEvent.model_validate_json(r['body'])) "
+        "for r in event['Records'])\n",
+    ),
 }
 
 # What each handler's first invocation imports through composition (besides the handler module).
@@ -119,6 +127,14 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.services.log_safety",
         "quota_controller.adapters.settings",
         "quota_controller.adapters.sns_notifier",
+    ),
+    "record_history": (
+        "botocore.config",
+        "quota_controller.services.log_safety",
+        "quota_controller.adapters.settings",
+        "quota_controller.adapters.history_store",
+        # A job's end without preemptionSummary is described once (history_events._Completion).
+        "quota_controller.adapters.batch_reader",
     ),
     "slack_notify": (
         "aws_lambda_powertools.utilities.parameters",
@@ -189,9 +205,31 @@ def _require_build() -> None:
         raise SystemExit(f"no build output ({', '.join(map(str, missing))}): run `make build`")
 
 
+def history_buffer_event() -> dict[str, object]:
+    """What RecordHistory receives: an SQS batch from the history buffer, each body a Batch
+    event as the HistoryEventsRule puts it there (here: a job's State Change to SUCCEEDED)."""
+    body = (EVENTS / "alert" / "state-change-succeeded.json").read_text()
+    return {
+        "Records": [
+            {
+                "messageId": "1",
+                "receiptHandle": "1",
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1"},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:history-buffer",
+                "awsRegion": "us-east-1",
+            }
+        ]
+    }
+
+
 def _sample(handler: str) -> str:
     name = HANDLERS[handler][1]
-    return (EVENTS / name).read_text() if name else json.dumps(SNS_EVENT)
+    if name:
+        return (EVENTS / name).read_text()
+    return json.dumps(history_buffer_event() if handler == "record_history" else SNS_EVENT)
 
 
 def _code(paths: list[Path], body: str) -> str:

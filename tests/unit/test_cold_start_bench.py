@@ -4,6 +4,7 @@ costs above it is what its own code costs."""
 
 from __future__ import annotations
 
+import sysconfig
 import types
 from pathlib import Path
 
@@ -94,3 +95,29 @@ def test_the_own_code_target_is_checked_for_every_handler(monkeypatch: pytest.Mo
     monkeypatch.setattr(bench_main, "BENCHES", {"cold_start": lambda: over})
     assert bench_main.main(["cold_start"]) == 1
     assert bench_main.main(["nonsense"]) == 2
+
+
+@pytest.mark.parametrize(
+    "handler", ["reconcile", "resync", "alert", "slack_notify", "record_history"]
+)
+def test_each_handlers_process_runs_on_the_sources(bench: types.ModuleType, handler: str) -> None:
+    """What the bench runs for a handler (import it, parse its sample event into its model,
+    import what its first invocation imports) runs, on the repository's sources and this
+    environment's libraries in place of the build, and loads the libraries of a handler."""
+    assert handler in bench.HANDLERS
+    site = Path(sysconfig.get_paths()["purelib"])
+    paths = [ROOT / "functions" / handler, ROOT / "layers" / "core", site]
+    modules = bench.library_modules(bench._code(paths, bench.handler_body(handler)), [site])
+    assert {"boto3", "aws_lambda_powertools", "pydantic"} <= set(modules)
+    assert not [m for m in modules if m.split(".")[0] == "quota_controller"]
+
+
+def test_record_history_has_an_own_code_figure(bench: types.ModuleType) -> None:
+    site = Path(sysconfig.get_paths()["purelib"])
+    paths = [ROOT / "functions" / "record_history", ROOT / "layers" / "core", site]
+    body = bench.handler_body("record_history")
+    modules = bench.library_modules(bench._code(paths, body), [site])
+    split = bench.own_code(bench.own_code_program(paths, modules, body), repeats=1)
+    # Its own code (the history and event models, parsing the sample) costs something, and
+    # less than the floor of libraries it stands on.
+    assert 0 < split["own"] < split["floor"]
