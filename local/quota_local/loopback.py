@@ -7,6 +7,7 @@ from typing import Any
 
 
 def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now."""
     import socket
 
     with socket.socket() as sock:

@@ -101,6 +101,8 @@ def allocate(
 
 
 def with_strategy(space: SearchSpace, layout: Layout, strategy: str, borrow: int | None) -> Layout:
+    """The layout with each share's strategy and borrow limit set to these where its space
+    allows them."""
     out = []
     for s in layout:
         allowed = space.strategies[s.name]

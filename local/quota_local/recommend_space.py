@@ -97,6 +97,7 @@ class SearchSpace:
 
 
 def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]) -> SearchSpace:
+    """What the search may change in the document's layout, bounded by capacity and `--keep`."""
     capacity = {c.capacityUnit: c.maxCapacity for c in document.serviceEnvironment.capacityLimits}
     bounds: dict[tuple[str, str], tuple[int, int]] = {}
     for share in current:
@@ -176,6 +177,7 @@ def _apply_keep(
 
 
 def within(space: SearchSpace, layout: Layout) -> bool:
+    """Whether a layout is within the search space and fits the environment's capacity."""
     used: dict[str, int] = {}
     for share in layout:
         if share.strategy not in space.strategies[share.name]:

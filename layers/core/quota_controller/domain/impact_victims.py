@@ -80,6 +80,8 @@ def _environment_risk(
 
 
 def victim_order(job: ActiveJob) -> tuple[int, int, int]:
+    """The order in which a reduction preempts jobs: least started first, then lowest priority,
+    then latest started."""
     return (
         _STATUS_ORDER.get(job.status, 3),
         job.priority if job.priority is not None else 0,

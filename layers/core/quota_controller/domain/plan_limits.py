@@ -36,20 +36,24 @@ def tightening_first(
 
 
 def limit_map(limits: list[CapacityLimit]) -> dict[str, int]:
+    """Capacity limits as instance type -> maxCapacity."""
     return {c.capacityUnit: c.maxCapacity for c in limits}
 
 
 def limit_list(limits: list[CapacityLimit]) -> list[dict[str, Any]]:
+    """Capacity limits as a Batch request takes them."""
     return [{"capacityUnit": c.capacityUnit, "maxCapacity": c.maxCapacity} for c in limits]
 
 
 def limits_text(limits: Mapping[str, int]) -> str:
+    """Limits as a plan line shows them ("2 x ml.g5.xlarge"; "none")."""
     return ", ".join(f"{n} x {u}" for u, n in limits.items()) or "none"
 
 
 def limit_reductions(
     share: str | None, have: Mapping[str, int], want: Mapping[str, int]
 ) -> list[Reduction]:
+    """The reductions from `have` to `want` (instance type -> maxCapacity): lowered or removed."""
     out = []
     for unit, before in have.items():
         after = want.get(unit)

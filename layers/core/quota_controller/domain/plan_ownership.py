@@ -44,6 +44,7 @@ def not_adopted(
 
 
 def owned_tags(user: Mapping[str, str], queue: str) -> dict[str, str]:
+    """The document's tags plus the controller's ownership tag for the queue."""
     return {**user, OWNER_TAG: queue}
 
 
@@ -55,6 +56,7 @@ def retag(
     out: Plan,
     share: str | None = None,
 ) -> None:
+    """The TagResource and UntagResource requests that turn `have` into `want`."""
     # `share` lets status record the share's applied tags (ListQuotaShares returns none).
     # Untag first: Batch counts the tags a TagResource adds against the 50 a resource may hold
     # before any are removed, so replacing many keys the other way round never converges.

@@ -61,6 +61,7 @@ class Reduction:
 
 
 def pct(value: int | None) -> str:
+    """A borrow limit as a plan line shows it ("unlimited" for -1)."""
     return "unlimited" if value == -1 else f"{value}%"
 
 

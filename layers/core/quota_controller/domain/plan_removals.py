@@ -14,6 +14,7 @@ from quota_controller.domain.plan_records import Action, Desired, Plan, Reductio
 
 
 def remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
+    """A removed share: disable it, then delete it once disabled (waiting while it changes)."""
     name = current.quotaShareName
     if current.transitional:
         out.wait_for(f"quota share {name}", f"is {current.status} (being removed)", share=name)

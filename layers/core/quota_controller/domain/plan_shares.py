@@ -24,6 +24,8 @@ _LENDING = ("LEND", "LEND_AND_BORROW")
 def share_step(
     desired: Desired, observed: ObservedState, queue_ready: bool, scope: Scope, out: Plan
 ) -> None:
+    """The quota-share step of the plan: removals first, then creates and updates within the
+    queue's share limit."""
     queue_arn = (
         observed.queue.jobQueueArn if observed.queue else scope.arn(f"job-queue/{desired.queue}")
     )

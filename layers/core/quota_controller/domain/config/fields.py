@@ -129,4 +129,6 @@ Tags = Annotated[dict[StrictStr, StrictStr], AfterValidator(_check_tags)]
 
 
 class StrictModel(BaseModel):
+    """The base of user-written config models: unknown fields refused, values frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

@@ -28,6 +28,8 @@ from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
 
 def derived_name_problems(settings: QueueSettings) -> Iterable[Problem]:
+    """A default policy or environment name (`<jobQueueName>-quota-policy`, `-env`) that would
+    be too long."""
     derived = (
         (("schedulingPolicy", "name"), settings.schedulingPolicy.name, "-quota-policy"),
         (
@@ -47,6 +49,7 @@ def derived_name_problems(settings: QueueSettings) -> Iterable[Problem]:
 
 
 def duplicate_names(named: Sequence[tuple[int, str]]) -> Iterable[Problem]:
+    """Each share (index, name) whose name another share of the queue also has."""
     for index, name in named:
         others = [i for i, n in named if n == name and i != index]
         if others:
@@ -73,6 +76,7 @@ def environment_spec(settings: QueueSettings | None, raw: object) -> ServiceEnvi
 def units_outside_environment(
     environment: ServiceEnvironmentSpec, parsed: Sequence[tuple[int, QuotaShareSpec]]
 ) -> Iterable[Problem]:
+    """The shares' limits for instance types the service environment has no limit for."""
     for index, share in parsed:
         yield from _unit_problems(
             environment, index, share.quotaShareName, enumerate(share.capacityLimits)

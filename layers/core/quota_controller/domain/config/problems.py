@@ -53,6 +53,7 @@ def format_path(path: Iterable[PathPart]) -> str:
 
 
 def scoped(problem: Problem, share: str | None, index: int) -> Problem:
+    """The problem, tagged with the share (name and index) it belongs to."""
     return Problem(problem.path, problem.message, problem.severity, share, index)
 
 
@@ -60,6 +61,7 @@ def scoped(problem: Problem, share: str | None, index: int) -> Problem:
 
 
 def problems_from(exc: ValidationError, root: type[BaseModel], prefix: Path) -> list[Problem]:
+    """Pydantic's errors for a model validated at `prefix`, as problems with sentences."""
     out: list[Problem] = []
     for err in exc.errors(include_url=False):
         loc: Path = tuple(err["loc"])
@@ -135,6 +137,7 @@ def _message(err: Any, root: type[BaseModel], loc: Path) -> str:
 
 
 def unknown_field(name: str, allowed: Sequence[str]) -> str:
+    """The sentence for an unknown field: the closest allowed name, and all of them."""
     close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
     if not close:
         close = [a for a in allowed if a.lower() == name.lower()]
@@ -172,6 +175,7 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def value_kind(value: object) -> str:
+    """What a value is, as a problem sentence names it ("a mapping", "text", ...)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
