@@ -15,6 +15,7 @@ from test_validation_rules import assert_error, assert_valid
 from quota_controller.domain.config.owners import OwnerContact
 
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:team-a-alerts"
+SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:bqc/owners/team-a-AbCdEf"
 OWN = "quotaShares[0].owners"
 
 
@@ -34,8 +35,59 @@ FAILING = [
     pytest.param(
         owners({"email": "a@example.com", "sqs": QUEUE_ARN}),
         f"{OWN}[0]",
-        "give exactly one of email (an address) or sqs (a queue ARN), not both",
+        "give exactly one of email (an address), sqs (a queue ARN) or webhookSecret (a secret "
+        "ARN), not more",
         id="both",
+    ),
+    pytest.param(
+        owners({"sqs": QUEUE_ARN, "webhookSecret": SECRET_ARN}),
+        f"{OWN}[0]",
+        "give exactly one of email",
+        id="queue-and-webhook",
+    ),
+    pytest.param(
+        owners({"webhookSecret": "bqc/owners/team-a"}),
+        f"{OWN}[0].webhookSecret",
+        "must be the full ARN of a Secrets Manager secret",
+        id="webhook-secret-name",
+    ),
+    pytest.param(
+        owners({"webhookSecret": SECRET_ARN[: -len("-AbCdEf")]}),
+        f"{OWN}[0].webhookSecret",
+        "<name>-<6 characters>",
+        id="webhook-partial-arn",
+    ),
+    pytest.param(
+        owners({"webhookSecret": SECRET_ARN.replace("eu-west-1", "")}),
+        f"{OWN}[0].webhookSecret",
+        "arn:<partition>:secretsmanager:<region>:<12-digit account>",
+        id="webhook-no-region",
+    ),
+    pytest.param(
+        owners({"webhookSecret": SECRET_ARN.replace("123456789012", "")}),
+        f"{OWN}[0].webhookSecret",
+        "must be the full ARN",
+        id="webhook-no-account",
+    ),
+    pytest.param(
+        owners({"webhookSecret": SECRET_ARN.replace(":secretsmanager:", ":ssm:")}),
+        f"{OWN}[0].webhookSecret",
+        "must be the full ARN",
+        id="webhook-other-service",
+    ),
+    pytest.param(
+        owners({"webhookSecret": "https://hooks.slack.com/services/T0/B0/x"}),
+        f"{OWN}[0].webhookSecret",
+        "must be the full ARN",
+        id="webhook-url-itself",
+    ),
+    pytest.param(
+        owners(
+            {"webhookSecret": SECRET_ARN}, {"email": "a@example.com"}, {"webhookSecret": SECRET_ARN}
+        ),
+        f"{OWN}[2]",
+        f"is the same contact as owners[0] (webhookSecret:{SECRET_ARN}); list each contact once",
+        id="duplicate-webhook",
     ),
     pytest.param(
         owners({"slack": "#team-a"}), f"{OWN}[0].slack", "unknown field", id="unknown-kind"
@@ -165,6 +217,17 @@ PASSING = [
         owners({"sqs": "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:team-a"}), id="sqs-govcloud"
     ),
     pytest.param(owners({"email": "a@example.com"}, {"sqs": QUEUE_ARN}), id="one-of-each"),
+    pytest.param(owners({"webhookSecret": SECRET_ARN}), id="webhook"),
+    pytest.param(
+        owners(
+            {"webhookSecret": "arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:a-b1C2d3"}
+        ),
+        id="webhook-china",
+    ),
+    pytest.param(
+        owners({"webhookSecret": SECRET_ARN}, {"webhookSecret": SECRET_ARN.replace("-a-", "-b-")}),
+        id="two-webhooks",
+    ),
 ]
 
 
@@ -192,4 +255,10 @@ def test_a_contact_names_its_protocol_and_endpoint() -> None:
         "sqs",
         QUEUE_ARN,
         f"sqs:{QUEUE_ARN}",
+    )
+    by_hook = OwnerContact(webhookSecret=SECRET_ARN)
+    assert (by_hook.protocol, by_hook.endpoint, by_hook.label) == (
+        "webhookSecret",
+        SECRET_ARN,
+        f"webhookSecret:{SECRET_ARN}",
     )

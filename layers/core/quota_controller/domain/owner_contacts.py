@@ -39,6 +39,9 @@ MAX_ROUTES = 150
 CONFIRMATION_EXPIRES = timedelta(hours=48)
 
 ContactState = Literal["Subscribed", "PendingConfirmation", "Unfiltered", "Removing", "Failed"]
+# The contacts that are subscriptions of the alerts topic (a `webhookSecret` is not:
+# `domain/owner_webhooks.py`).
+SUBSCRIBED = ("email", "sqs")
 
 
 def contact_label(protocol: str, endpoint: str) -> str:
@@ -173,6 +176,8 @@ def wanted_contacts(owners: Mapping[str, Sequence[Any]]) -> list[WantedContact]:
     found: dict[tuple[str, str], tuple[str, str, set[str]]] = {}
     for share, contacts in sorted(owners.items()):
         for contact in contacts:
+            if contact.protocol not in SUBSCRIBED:
+                continue  # a webhook is posted to by the OwnerNotify function, not subscribed
             key = endpoint_key(contact.protocol, contact.endpoint)
             entry = found.setdefault(key, (contact.protocol, contact.endpoint, set()))
             entry[2].add(share)

@@ -1,7 +1,9 @@
 """A share's owner contacts (`owners`): who gets the alerts about a share besides the platform.
 
-Each contact is an e-mail address or an SQS queue, checked for its shape here; the reconcile
-makes one subscription of the alerts topic for each (`domain/owner_contacts.py`).
+Each contact is an e-mail address, an SQS queue or a Slack webhook's secret, checked for its
+shape here; the reconcile makes one subscription of the alerts topic for each address and
+queue (`domain/owner_contacts.py`), and OwnerNotify posts to each webhook
+(`domain/owner_webhooks.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pydantic import AfterValidator, Field, StrictStr, model_validator
 from pydantic_core import PydanticCustomError
 
 from quota_controller.domain.config.fields import StrictModel
+from quota_controller.domain.owner_webhooks import check_secret_arn
 
 # A share's owner contacts (`owners`): SNS subscriptions on the alerts topic, one each.
 MAX_OWNERS = 10
@@ -66,34 +69,39 @@ def _quoted(value: str) -> str:
 
 
 class OwnerContact(StrictModel):
-    """One contact of a share's owners: an e-mail address or an SQS queue (exactly one)."""
+    """One contact of a share's owners: an e-mail address, an SQS queue or a Slack webhook's
+    secret (exactly one; the webhook's rules: `domain/owner_webhooks.py`)."""
 
     email: Annotated[StrictStr, AfterValidator(_check_email)] | None = None
     sqs: Annotated[StrictStr, AfterValidator(_check_sqs_arn)] | None = None
+    webhookSecret: Annotated[StrictStr, AfterValidator(check_secret_arn)] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> OwnerContact:
-        if (self.email is None) == (self.sqs is None):
+        given = sum(v is not None for v in (self.email, self.sqs, self.webhookSecret))
+        if given != 1:
             raise PydanticCustomError(
                 "quota_rule",
-                "give exactly one of email (an address) or sqs (a queue ARN)"
-                + (", not both" if self.email is not None else ""),
+                "give exactly one of email (an address), sqs (a queue ARN) or webhookSecret "
+                "(a secret ARN)" + (", not more" if given else ""),
             )
         return self
 
     @property
-    def protocol(self) -> Literal["email", "sqs"]:
-        """The SNS subscription protocol."""
+    def protocol(self) -> Literal["email", "sqs", "webhookSecret"]:
+        """The SNS subscription protocol (`webhookSecret`: no subscription of its own)."""
+        if self.webhookSecret is not None:
+            return "webhookSecret"
         return "email" if self.email is not None else "sqs"
 
     @property
     def endpoint(self) -> str:
-        """The SNS subscription endpoint (the address or the queue ARN)."""
-        return self.email if self.email is not None else str(self.sqs)
+        """The SNS subscription endpoint (the address or the queue ARN; a secret's ARN)."""
+        return self.email if self.email is not None else str(self.sqs or self.webhookSecret)
 
     @property
     def label(self) -> str:
-        """How status and messages name it: `email:<address>` or `sqs:<arn>`."""
+        """How status and messages name it: `email:<address>`, `sqs:<arn>`, ..."""
         return f"{self.protocol}:{self.endpoint}"
 
 
