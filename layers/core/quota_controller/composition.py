@@ -128,6 +128,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
             requeue_seconds=s.REQUEUE_SECONDS,
             lease_seconds=s.LEASE_SECONDS,
             change_ttl_days=s.CHANGE_TTL_DAYS,
+            owner_webhooks=owner_webhook_prefix(),
         ),
     )
 
@@ -202,6 +203,52 @@ def alert_deps(context: Any) -> Any:
         store=config_store(),
         notifier=SnsNotifier(service_client("sns"), s.ALERTS_TOPIC_ARN),
         claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
+    )
+
+
+def owner_webhook_prefix() -> str | None:
+    """The ARN prefix of the owners' webhook secrets this deployment may read (None: none)."""
+    from quota_controller.domain.owner_webhooks import allowed_prefix
+
+    s = settings()
+    return allowed_prefix(
+        s.AWS_PARTITION, s.AWS_REGION, s.ACCOUNT_ID, s.OWNER_WEBHOOK_SECRET_PREFIX
+    )
+
+
+# An owner webhook's post is remembered this long: longer than OwnerNotifyDLQ keeps a failed
+# invocation (14 days), so a redrive from it posts only to the webhooks not yet posted to.
+OWNER_POST_MEMORY_SECONDS = 15 * 86400
+OWNER_POST_KEY_PREFIX = "owner-webhook"
+
+
+def owner_notify_deps(context: Any) -> Any:
+    """Everything the OwnerNotify function needs, bound to AWS."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+    )
+
+    from quota_controller.adapters.idempotency_claims import IdempotencyClaims
+    from quota_controller.adapters.share_owners import DynamoShareOwners
+    from quota_controller.adapters.slack_webhook import owner_webhooks
+    from quota_controller.services.owner_notify import OwnerNotifyDeps
+
+    s = settings()
+    # A client of its own per invocation, as alert_deps says.
+    persistence = DynamoDBPersistenceLayer(
+        table_name=s.IDEMPOTENCY_TABLE, boto3_client=client("dynamodb")
+    )
+    persistence.configure(
+        IdempotencyConfig(expires_after_seconds=OWNER_POST_MEMORY_SECONDS),
+        # Its records' keys start so: the role may touch no other record of the table.
+        key_prefix=OWNER_POST_KEY_PREFIX,
+    )
+    return OwnerNotifyDeps(
+        owners=DynamoShareOwners(config_table()),
+        poster=owner_webhooks(),
+        claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
+        allowed=owner_webhook_prefix(),
     )
 
 

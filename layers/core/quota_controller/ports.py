@@ -234,3 +234,24 @@ class UsageReader(Protocol):
     def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
         """The queue's quota shares as Batch lists them, None when the queue does not exist."""
         ...
+
+
+class DeliveryRefused(Exception):
+    """The receiver refused a message for good (a webhook's 4xx other than 429): retrying the
+    same request gets the same answer. Its text never carries the webhook URL."""
+
+
+class ShareOwners(Protocol):
+    """The owners a share's config item names (the OwnerNotify function's one read)."""
+
+    def owners(self, queue: str, share: str) -> Any:
+        """The item's raw `owners` attribute (None when the item or the attribute is gone)."""
+        ...
+
+
+class WebhookPoster(Protocol):
+    """Posts an alert to the Slack webhook whose URL a Secrets Manager secret holds."""
+
+    def post(self, secret_arn: str, alert: Alert) -> None:
+        """Raises DeliveryRefused (terminal), or anything else for a failure worth a retry."""
+        ...

@@ -21,6 +21,8 @@ class Settings(BaseModel):
     HISTORY_TABLE: str = ""
     HISTORY_RETENTION_DAYS: int = Field(default=90, ge=1, le=3650)
     SLACK_WEBHOOK_SECRET_ARN: str = ""
+    # The name prefix of the owners' webhook secrets (empty: no owner webhooks).
+    OWNER_WEBHOOK_SECRET_PREFIX: str = ""
     # How long one preemption's alert key is remembered (dedup across retries and events).
     ALERT_DEDUP_SECONDS: int = Field(default=6 * 3600, ge=60, le=7 * 86400)
     ACCOUNT_ID: str

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.slack import slack_message
-from quota_controller.ports import RetryableError
+from quota_controller.ports import DeliveryRefused, RetryableError
 from quota_controller.services.log_safety import hide_bodies
 
 SLACK_ORIGINS = ("https://hooks.slack.com",)
@@ -50,7 +50,7 @@ class WebhookConfigError(Exception):
     """The secret does not hold a usable Slack webhook URL (the message never contains it)."""
 
 
-class SlackRejected(Exception):
+class SlackRejected(DeliveryRefused):
     """Slack refused the message with a 4xx other than 429: retrying will not change that."""
 
     def __init__(self, status: int, error: str):
@@ -187,7 +187,38 @@ def deliver(alerts: Sequence[Alert], webhook: SlackWebhook) -> Delivery:
     return delivery
 
 
+class OwnerWebhooks:
+    """`ports.WebhookPoster`: each owner's webhook by its secret, one `SlackWebhook` per secret
+    (Powertools caches each secret for `SECRET_MAX_AGE` seconds in a warm function)."""
+
+    def __init__(self, allowed_origins: Sequence[str] = SLACK_ORIGINS):
+        self._allowed_origins = tuple(allowed_origins)
+        self._hooks: dict[str, SlackWebhook] = {}
+
+    def post(self, secret_arn: str, alert: Alert) -> None:
+        """Post the alert's Block Kit message; raises SlackRejected, RetryableError or
+        WebhookConfigError (none of them with the URL)."""
+        hook = self._hooks.get(secret_arn)
+        if hook is None:
+            hook = self._hooks[secret_arn] = SlackWebhook(
+                secret_arn, allowed_origins=self._allowed_origins
+            )
+        hook.post(slack_message(alert))
+
+
 _webhook_override: SlackWebhook | None = None
+_owner_origins: tuple[str, ...] | None = None
+
+
+def use_owner_origins(origins: Sequence[str] | None) -> None:
+    """Let owner webhooks point at other origins (the local stack's server); None: Slack's."""
+    global _owner_origins
+    _owner_origins = tuple(origins) if origins is not None else None
+
+
+def owner_webhooks() -> OwnerWebhooks:
+    """The owner-webhook poster the OwnerNotify handler uses."""
+    return OwnerWebhooks(_owner_origins or SLACK_ORIGINS)
 
 
 def use_webhook(webhook: SlackWebhook | None) -> None:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.owner_contacts import (
+    SUBSCRIBED,
     ContactPlan,
     Remembered,
     WantedContact,
@@ -26,6 +27,8 @@ from quota_controller.domain.owner_contacts import (
     plan_owner_subscriptions,
     wanted_contacts,
 )
+from quota_controller.domain.owner_webhooks import PROTOCOL as WEBHOOK
+from quota_controller.domain.owner_webhooks import webhook_problem
 from quota_controller.ports import RetryableError, SubscriptionRefused, Subscriptions
 
 _log = logging.getLogger(__name__)
@@ -50,11 +53,15 @@ def sync_owner_subscriptions(
     remembered_items: Sequence[Mapping[str, Any]],
     subscriptions: Subscriptions,
     now: datetime,
+    webhooks: str | None = None,
 ) -> OwnerSync | None:
     """Make the topic deliver each share's alerts to its `owners` (share name -> contacts of
     the valid shares); a share in `frozen` (invalid in the document) keeps the contacts it had.
-    None when the subscriptions cannot be read (status keeps what it had)."""
-    remembered = [r for r in map(Remembered.from_item, remembered_items) if r is not None]
+    `webhooks` is the ARN prefix of the secrets the OwnerNotify function may read (None: the
+    deployment has no owner webhooks). None when the subscriptions cannot be read (status
+    keeps what it had)."""
+    remembered_all = [r for r in map(Remembered.from_item, remembered_items) if r is not None]
+    remembered = [r for r in remembered_all if r.protocol in SUBSCRIBED]
     wanted = _with_frozen(wanted_contacts(owners), remembered, frozen)
     endpoints = {(w.protocol, w.endpoint) for w in wanted} | {
         (r.protocol, r.endpoint) for r in remembered
@@ -96,7 +103,52 @@ def sync_owner_subscriptions(
             if done.detail:
                 shown["detail"] = done.detail
             sync.by_share.setdefault(share, []).append(shown)
+    _add_webhooks(sync, owners, frozen, remembered_all, webhooks)
     return sync
+
+
+def _add_webhooks(
+    sync: OwnerSync,
+    owners: Mapping[str, Sequence[Any]],
+    frozen: Collection[str],
+    remembered: Sequence[Remembered],
+    allowed: str | None,
+) -> None:
+    """The shares' webhook contacts as status shows them: nothing to subscribe (the OwnerNotify
+    function reads the share's item when an alert comes), but whether it may post to them."""
+    shares_of: dict[str, set[str]] = {}
+    for share, contacts in sorted(owners.items()):
+        for contact in contacts:
+            if contact.protocol == WEBHOOK:
+                shares_of.setdefault(contact.endpoint, set()).add(share)
+    for past in remembered:  # an invalid share keeps the contacts it had
+        if past.protocol == WEBHOOK and past.shares & frozenset(frozen):
+            shares_of.setdefault(past.endpoint, set()).update(past.shares & frozenset(frozen))
+    for arn, shares in shares_of.items():
+        problem = webhook_problem(arn, allowed)
+        state, detail = ("Failed", problem) if problem else ("Posting", POSTING)
+        entry: dict[str, Any] = {
+            "contact": contact_label(WEBHOOK, arn),
+            "protocol": WEBHOOK,
+            "endpoint": arn,
+            "shares": sorted(shares),
+            "state": state,
+            "detail": detail,
+        }
+        sync.entries.append(entry)
+        for share in shares:
+            shown = {"contact": entry["contact"], "state": state, "detail": detail}
+            sync.by_share.setdefault(share, []).append(shown)
+
+
+# What status says of a webhook contact the function may post to. The secret is read only when
+# an alert comes: the reconcile has no permission on it, so it does not claim the webhook works.
+POSTING = (
+    "the OwnerNotify function posts each alert about the share to the webhook in this secret; "
+    "the secret and the webhook are first used by the next alert (a missing secret or a "
+    "webhook Slack refuses shows in OwnerNotify's log, its OwnerWebhookPostsRejected metric "
+    "and OwnerNotifyDLQ)"
+)
 
 
 def _with_frozen(

@@ -25,6 +25,9 @@ class ReconcileSettings:
     requeue_seconds: int = 30
     lease_seconds: int = 120
     change_ttl_days: int = 90
+    # The ARN prefix of the owners' webhook secrets the OwnerNotify function may read (None:
+    # no owner webhooks in this deployment; `domain/owner_webhooks.py`, `allowed_prefix`).
+    owner_webhooks: str | None = None
 
 
 @dataclass

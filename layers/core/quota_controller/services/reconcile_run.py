@@ -367,6 +367,7 @@ class ReconcileRun:
                 [r for r in remembered if isinstance(r, Mapping)],
                 self.deps.subscriptions,
                 self.now,
+                webhooks=self.deps.settings.owner_webhooks,
             )
         except Exception:
             # Whatever went wrong here, the Batch changes this run made are still recorded:

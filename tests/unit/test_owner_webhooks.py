@@ -1,0 +1,247 @@
+"""A share owner's own Slack webhook (`webhookSecret`): which secrets the deployment may read,
+what status says of the contact, and the delivery rules of the OwnerNotify function (each
+webhook on its own; a retry posts only to the webhooks not yet posted to), on fakes.
+The local stack runs it end to end (tests/integration/test_owner_webhooks_flow.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from fakes import FakeClock, FakeSubscriptions
+
+from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.config.model import OwnerContact
+from quota_controller.domain.owner_webhooks import allowed_prefix, share_webhooks, webhook_problem
+from quota_controller.ports import DeliveryRefused, RetryableError
+from quota_controller.services.owner_notify import OwnerNotifyDeps, notify_owners
+from quota_controller.services.owner_subscriptions import sync_owner_subscriptions
+
+ACCOUNT, REGION = "123456789012", "us-east-1"
+ALLOWED = allowed_prefix("aws", REGION, ACCOUNT, "bqc/owners/")
+BASE = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:"
+A_HOOK = BASE + "bqc/owners/team-a-AbCdEf"
+B_HOOK = BASE + "bqc/owners/team-b-GhIjKl"
+QUEUE = "ml-training"
+
+
+@pytest.mark.parametrize(
+    ("arn", "allowed", "problem"),
+    [
+        (A_HOOK, ALLOWED, None),
+        (BASE + "bqc/owners/deep/team-a-AbCdEf", ALLOWED, None),
+        (BASE + "bqc/other/team-a-AbCdEf", ALLOWED, "outside the secrets this deployment"),
+        (BASE + "bqc/owners-AbCdEf", ALLOWED, "outside the secrets"),
+        (BASE + "bqc/owners/team-a", ALLOWED, "not the full ARN"),  # no random suffix
+        (A_HOOK.replace(REGION, "eu-west-1"), ALLOWED, "outside the secrets"),
+        (A_HOOK.replace(ACCOUNT, "210987654321"), ALLOWED, "outside the secrets"),
+        (A_HOOK.replace("arn:aws:", "arn:aws-cn:"), ALLOWED, "outside the secrets"),
+        (A_HOOK, None, "posts to no owner webhook"),
+        ("bqc/owners/team-a", ALLOWED, "not the full ARN"),
+    ],
+)
+def test_a_webhook_secret_must_be_one_the_deployment_may_read(
+    arn: str, allowed: str | None, problem: str | None
+) -> None:
+    found = webhook_problem(arn, allowed)
+    assert (found is None) if problem is None else (problem in str(found))
+
+
+def test_no_prefix_means_no_owner_webhooks() -> None:
+    assert allowed_prefix("aws", REGION, ACCOUNT, "") is None
+    assert f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:bqc/owners/" == ALLOWED
+
+
+def test_the_function_takes_from_an_item_only_webhooks_it_may_read_each_once() -> None:
+    outside = BASE + "other/x-AbCdEf"
+    raw = [
+        {"email": "a@example.com"},
+        {"webhookSecret": A_HOOK},
+        {"webhookSecret": outside},
+        {"webhookSecret": A_HOOK},  # a document the reconcile refuses: still posted once
+        {"webhookSecret": 42},
+        "junk",
+        {"webhookSecret": B_HOOK},
+    ]
+    assert share_webhooks(raw, ALLOWED) == ([A_HOOK, B_HOOK], [outside])
+    assert share_webhooks(None, ALLOWED) == ([], [])
+    assert share_webhooks({"webhookSecret": A_HOOK}, ALLOWED) == ([], [])
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+
+def sync(owners: dict[str, list[OwnerContact]], allowed: str | None = ALLOWED, **kw: Any) -> Any:
+    return sync_owner_subscriptions(
+        QUEUE,
+        owners,
+        kw.get("frozen", ()),
+        kw.get("remembered", []),
+        FakeSubscriptions(),
+        FakeClock().now(),
+        webhooks=allowed,
+    )
+
+
+def test_a_webhook_contact_is_no_subscription_and_status_says_who_posts() -> None:
+    sns = FakeSubscriptions()
+    result = sync_owner_subscriptions(
+        QUEUE,
+        {
+            "team-a": [OwnerContact(webhookSecret=A_HOOK), OwnerContact(email="a@example.com")],
+            "team-b": [OwnerContact(webhookSecret=A_HOOK)],
+        },
+        (),
+        [],
+        sns,
+        FakeClock().now(),
+        webhooks=ALLOWED,
+    )
+    assert [r for r in sns.requests if r[0] == "Subscribe"] == [("Subscribe", "a@example.com")]
+    hook = next(e for e in result.entries if e["protocol"] == "webhookSecret")
+    assert (hook["contact"], hook["shares"], hook["state"]) == (
+        f"webhookSecret:{A_HOOK}",
+        ["team-a", "team-b"],
+        "Posting",
+    )
+    assert "OwnerNotify function posts" in hook["detail"]
+    assert [c["state"] for c in result.by_share["team-b"]] == ["Posting"]
+
+
+def test_a_webhook_the_deployment_cannot_read_is_failed_with_the_reason() -> None:
+    outside = BASE + "elsewhere/team-a-AbCdEf"
+    result = sync({"team-a": [OwnerContact(webhookSecret=outside)]})
+    (shown,) = result.by_share["team-a"]
+    assert shown["state"] == "Failed"
+    assert "bqc/owners/*" in shown["detail"]
+    off = sync({"team-a": [OwnerContact(webhookSecret=A_HOOK)]}, allowed=None)
+    assert off.by_share["team-a"][0]["state"] == "Failed"
+    assert "OwnerWebhookSecretPrefix" in off.by_share["team-a"][0]["detail"]
+
+
+def test_an_invalid_share_keeps_its_webhook_contacts_and_a_removed_one_goes() -> None:
+    first = sync({"team-a": [OwnerContact(webhookSecret=A_HOOK)]})
+    kept = sync({}, frozen=("team-a",), remembered=first.entries)
+    assert [c["state"] for c in kept.by_share["team-a"]] == ["Posting"]
+    gone = sync({"team-a": []}, remembered=first.entries)
+    assert gone.entries == []
+    assert gone.by_share == {}
+
+
+# -- delivery -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Owners:
+    items: dict[tuple[str, str], Any]
+
+    def owners(self, queue: str, share: str) -> Any:
+        return self.items.get((queue, share))
+
+
+@dataclass
+class Poster:
+    """Webhooks by secret: what each received, and how each answers."""
+
+    answers: dict[str, list[Exception | None]] = field(default_factory=dict)
+    received: dict[str, list[str]] = field(default_factory=dict)
+
+    def post(self, secret_arn: str, alert: Alert) -> None:
+        queue = self.answers.get(secret_arn) or [None]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if answer is not None:
+            raise answer
+        self.received.setdefault(secret_arn, []).append(alert.dedupKey)
+
+
+@dataclass
+class Claims:
+    """Powertools Idempotency's semantics: a claimed or done key cannot be claimed again."""
+
+    held: dict[str, str] = field(default_factory=dict)
+
+    def claim(self, key: str) -> bool:
+        if key in self.held:
+            return False
+        self.held[key] = "INPROGRESS"
+        return True
+
+    def confirm(self, key: str) -> None:
+        self.held[key] = "COMPLETED"
+
+    def release(self, key: str) -> None:
+        del self.held[key]
+
+
+def alert(share: str | None = "team-a") -> Alert:
+    return Alert(
+        kind="PREEMPTION",
+        cause="CAPACITY_RECLAIM",
+        severity="warning",
+        jobQueue=QUEUE,
+        quotaShareName=share,
+        summary="1 job preempted",
+        occurredAt="2026-03-16T19:00:00Z",
+        dedupKey=f"{QUEUE}/{share}/k",
+    )
+
+
+def deps(poster: Poster, claims: Claims, *hooks: str) -> OwnerNotifyDeps:
+    owners = Owners({(QUEUE, "team-a"): [{"webhookSecret": h} for h in hooks]})
+    return OwnerNotifyDeps(owners=owners, poster=poster, claims=claims, allowed=ALLOWED)
+
+
+def test_each_owner_webhook_gets_the_alert_once() -> None:
+    poster, claims = Poster(), Claims()
+    done = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert done.posted == ["bqc/owners/team-a", "bqc/owners/team-b"]
+    assert poster.received == {A_HOOK: [f"{QUEUE}/team-a/k"], B_HOOK: [f"{QUEUE}/team-a/k"]}
+    again = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert again.skipped == ["bqc/owners/team-a", "bqc/owners/team-b"]
+    assert not again.posted
+    assert len(poster.received[A_HOOK]) == 1, "SNS redelivering a message posts nothing twice"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [RetryableError("Slack webhook answered HTTP 503"), KeyError("secret gone")],
+    ids=["5xx", "secret-read"],
+)
+def test_a_failing_webhook_is_retried_alone(failure: Exception) -> None:
+    poster = Poster(answers={A_HOOK: [failure, None]})
+    claims = Claims()
+    first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert first.posted == ["bqc/owners/team-b"], "the other webhook is not held back"
+    assert [name for name, _ in first.failed] == ["bqc/owners/team-a"]
+    retry = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert retry.posted == ["bqc/owners/team-a"]
+    assert retry.skipped == ["bqc/owners/team-b"]
+    assert poster.received == {B_HOOK: [f"{QUEUE}/team-a/k"], A_HOOK: [f"{QUEUE}/team-a/k"]}
+
+
+def test_a_refused_post_is_not_retried_and_holds_no_one_back() -> None:
+    poster = Poster(answers={A_HOOK: [DeliveryRefused("HTTP 404 (no_service)")]})
+    claims = Claims()
+    first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert first.rejected == [("bqc/owners/team-a", "HTTP 404 (no_service)")]
+    assert first.posted == ["bqc/owners/team-b"]
+    assert not first.failed
+    retry = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK))
+    assert retry.skipped == ["bqc/owners/team-a"]
+    assert A_HOOK not in poster.received
+
+
+def test_a_secret_outside_the_prefix_is_never_read() -> None:
+    outside = BASE + "prod/database-AbCdEf"
+    poster = Poster()
+    done = notify_owners("m-1", alert(), deps(poster, Claims(), outside, A_HOOK))
+    assert done.refused == ["prod/database"]
+    assert list(poster.received) == [A_HOOK]
+
+
+def test_an_alert_about_no_share_or_a_share_without_webhooks_posts_nothing() -> None:
+    poster = Poster()
+    assert notify_owners("m-1", alert(None), deps(poster, Claims(), A_HOOK)).posted == []
+    assert notify_owners("m-2", alert("team-b"), deps(poster, Claims(), A_HOOK)).posted == []
+    assert poster.received == {}
