@@ -105,6 +105,8 @@ class LocalStack:
         self.requeue: SqsSource | None = None
         self.alert_source: SqsSource | None = None
         self.history_source: SqsSource | None = None
+        # The alerts topic's Lambda subscribers when a test runs them (notify_functions).
+        self.notify_sources: list[Any] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -221,6 +223,7 @@ class LocalStack:
                 + self.requeue.poll()
                 + self.alert_source.poll()
                 + self.history_source.poll()
+                + sum(source.poll() for source in self.notify_sources)
             )
             total += made
             if made == 0:

@@ -48,8 +48,10 @@ FUNCTIONS = {  # app module name -> template function
     "resync": "Resync",
     "alert": "Alert",
     "slack_notify": "SlackNotify",
+    "owner_notify": "OwnerNotify",
     "record_history": "RecordHistory",
 }
+OWNER_PREFIX = "bqc/owners/"  # OwnerWebhookSecretPrefix
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -335,6 +337,13 @@ def allowed(need: Need, statements: list[dict[str, Any]]) -> bool:
                     ok &= have is not None and have in _as_list(expected)
                 elif operator == "StringLike":
                     ok &= have is not None and any(_iam_match(e, have) for e in _as_list(expected))
+                elif operator in ("ForAllValues:StringEquals", "ForAllValues:StringLike"):
+                    # Every value of the request's multi-valued key must match one expected.
+                    like = operator.endswith("Like")
+                    ok &= have is not None and all(
+                        any(_iam_match(e, v) if like else e == v for e in _as_list(expected))
+                        for v in have.split(",")
+                    )
                 else:
                     ok = False  # an operator this evaluator does not know: assume it fails
         if ok:
@@ -361,7 +370,7 @@ def call_needs(call: Call, dep: Deployment) -> list[Need]:
         )
         for table in set(tables):
             arn = f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{table}"
-            out.append(Need(f, f"dynamodb:{call.operation}", arn, why))
+            out.append(Need(f, f"dynamodb:{call.operation}", arn, why, dynamodb_context(p)))
     elif call.service == "sqs":
         name = p["QueueUrl"].rstrip("/").rsplit("/", 1)[-1]
         arn = f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{name}"
@@ -384,6 +393,29 @@ def call_needs(call: Call, dep: Deployment) -> list[Need]:
 
 
 KMS_SEND = ("kms:GenerateDataKey", "kms:Decrypt")
+KEY_NAMES = ("queue", "id")  # the partition keys of the config and idempotency tables
+
+
+def dynamodb_context(p: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The condition keys IAM sets for one item request: dynamodb:LeadingKeys (the partition
+    key's value), and for a projection dynamodb:Attributes and dynamodb:Select (Service
+    Authorization Reference, DynamoDB condition keys). Multi-valued keys joined by commas."""
+    item = p.get("Key") or p.get("Item") or {}
+    out: list[tuple[str, str]] = []
+    for name in KEY_NAMES:
+        if name in item:
+            value = item[name]
+            out.append(
+                ("dynamodb:LeadingKeys", value.get("S", "") if isinstance(value, dict) else value)
+            )
+    if "ProjectionExpression" in p:
+        names = p.get("ExpressionAttributeNames") or {}
+        attrs = [names.get(a.strip(), a.strip()) for a in p["ProjectionExpression"].split(",")]
+        out += [
+            ("dynamodb:Attributes", ",".join(attrs)),
+            ("dynamodb:Select", "SPECIFIC_ATTRIBUTES"),
+        ]
+    return tuple(out)
 
 
 def platform_needs(function: str, dep: Deployment) -> list[Need]:
@@ -549,6 +581,25 @@ def _slack(stack: LocalStack, secret_arn: str, port: int) -> None:
         parameters.clear_caches()
 
 
+def _owner_webhooks(stack: LocalStack) -> None:
+    """OwnerNotify: a share's owners read, two webhooks posted to (claims put and confirmed),
+    one failing (its claim deleted)."""
+    from quota_local.notify_functions import local_webhooks
+
+    with local_webhooks(stack, owner_prefix=OWNER_PREFIX) as hooks:
+        a, b = hooks.secret(OWNER_PREFIX + "team-a"), hooks.secret(OWNER_PREFIX + "team-b")
+        doc = guide_layout().build()
+        doc["quotaShares"][0]["owners"] = [{"webhookSecret": a}, {"webhookSecret": b}]
+        stack.apply(doc)
+        stack.advance(120)
+        hooks.fail(OWNER_PREFIX + "team-b", 503)
+        alert = _sample_alert()
+        event = {"Records": [{"Sns": {"MessageId": "m-1", "Message": alert.model_dump_json()}}]}
+        with pytest.raises(Exception, match="team-b"):
+            stack.handler("owner_notify")(event, FakeContext(f"{PREFIX}-owner-notify"))
+        assert hooks.posts(OWNER_PREFIX + "team-a")
+
+
 def _sample_alert() -> Any:
     from quota_controller.domain.alerts.model import Alert
 
@@ -596,6 +647,8 @@ def recorded(request: pytest.FixtureRequest) -> tuple[list[Call], str, str]:
                 Name=f"{PREFIX}/slack-webhook", SecretString="placeholder"
             )["ARN"]
             _slack(stack, secret_arn, server.server_port)
+        with LocalStack(prefix=PREFIX) as stack:
+            _owner_webhooks(stack)
     finally:
         server.shutdown()
         server.server_close()
@@ -614,7 +667,11 @@ VARIANTS = {
 def deployment(variant: str, stream_arn: str, secret_arn: str) -> Deployment:
     template = load_template()
     params = {n: str(s.get("Default", "")) for n, s in template["Parameters"].items()}
-    params |= {"NamePrefix": PREFIX, "SlackWebhookSecretArn": secret_arn} | VARIANTS[variant]
+    params |= {
+        "NamePrefix": PREFIX,
+        "SlackWebhookSecretArn": secret_arn,
+        "OwnerWebhookSecretPrefix": OWNER_PREFIX,
+    } | VARIANTS[variant]
     return Deployment(params, evaluate_conditions(template, params), template, stream_arn)
 
 
@@ -635,7 +692,9 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         seen[c.function].add(f"{c.service}:{c.operation}")
     for function, ops in sorted(seen.items()):
         print(function, sorted(ops))
-    assert {"Reconcile", "Resync", "Alert", "SlackNotify", "RecordHistory"} <= set(seen)
+    assert {"Reconcile", "Resync", "Alert", "SlackNotify", "OwnerNotify", "RecordHistory"} <= set(
+        seen
+    )
     # The paths the scenario must have covered (otherwise the check below proves less).
     assert {
         "batch:CreateServiceEnvironment",
@@ -666,6 +725,13 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         "Alert"
     ]
     assert seen["SlackNotify"] == {"secretsmanager:GetSecretValue"}
+    assert seen["OwnerNotify"] == {
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "secretsmanager:GetSecretValue",
+    }
     assert {
         "dynamodb:GetItem",
         "dynamodb:PutItem",

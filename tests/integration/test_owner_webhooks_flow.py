@@ -1,0 +1,117 @@
+"""A share's owners' own Slack webhooks, end to end on the local stack: the reconcile shows each
+`webhookSecret` contact in status, SNS hands OwnerNotify only the alerts about a share (the
+template's filter), OwnerNotify posts each to the webhooks that share names and no other, the
+platform's SlackNotify still gets every alert, and a failing owner webhook holds back neither
+the platform's post nor another owner's (retries post only to the failed one)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from alert_builders import CROSS, preemption_events
+from builders import guide_layout
+
+from quota_local.notify_functions import LocalWebhooks, local_webhooks
+from quota_local.stack import LocalStack
+
+QUEUE = "ml-training"
+
+
+@pytest.fixture
+def hooks() -> Iterator[LocalWebhooks]:
+    with LocalStack(run_jobs=False) as stack, local_webhooks(stack, owner_prefix="owners/") as on:
+        yield on
+
+
+def preempt(stack: LocalStack, share: str, name: str) -> None:
+    job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", 2, name=name)
+    stack.emulator.set_job_status(job, "RUNNING")
+    described = stack.batch.describe_service_job(jobId=job)
+    stack.put_events(*preemption_events(described, stack.clock.now(), CROSS))
+    stack.run_until_idle()
+
+
+def preemptions(posts: list[dict[str, Any]]) -> list[str]:
+    """The job names of the preemption messages among a webhook's posts."""
+    return [
+        p["text"].split("`")[1] if "`" in p["text"] else p["text"]
+        for p in posts
+        if "preempted" in p["text"]
+    ]
+
+
+def contacts(stack: LocalStack, share: str) -> list[tuple[str, str]]:
+    from quota_controller.domain.config.items import plain
+
+    item = stack.table.get_item(Key={"queue": QUEUE, "item": f"STATUS#SHARE#{share}"})["Item"]
+    return [(c["contact"], c["state"]) for c in plain(item)["ownerContacts"]]
+
+
+def test_a_share_webhook_gets_its_shares_alerts_and_the_platform_every_alert(
+    hooks: LocalWebhooks,
+) -> None:
+    stack = hooks.stack
+    a, b = hooks.secret("owners/team-a"), hooks.secret("owners/team-b")
+    outside = hooks.secret("elsewhere/team-c")
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][0]["owners"] = [{"webhookSecret": a}]
+    doc["quotaShares"][1]["owners"] = [{"webhookSecret": b}]
+    doc["quotaShares"][2]["owners"] = [{"webhookSecret": outside}]
+    stack.apply(doc)
+    stack.advance(120)
+    assert contacts(stack, "team-a") == [(f"webhookSecret:{a}", "Posting")]
+    assert contacts(stack, "team-c") == [(f"webhookSecret:{outside}", "Failed")]
+    # The contact SNS cannot make is said once (a RECONCILE_FAILED warning about team-c).
+    said = [x for x in stack.alerts() if x["kind"] == "RECONCILE_FAILED"]
+    assert [x["quotaShareName"] for x in said] == ["team-c"]
+    assert hooks.posts("elsewhere/team-c") == []
+
+    preempt(stack, "team-a", "borrower-a")
+    assert len(preemptions(hooks.posts("owners/team-a"))) == 1
+    assert "team-a" in hooks.posts("owners/team-a")[-1]["text"]
+    assert hooks.posts("owners/team-b") == [], "team-b owns no share the alert is about"
+    assert len(preemptions(hooks.posts("platform"))) == 1
+
+    preempt(stack, "team-b", "borrower-b")
+    assert len(preemptions(hooks.posts("owners/team-b"))) == 1
+    assert "team-b" in hooks.posts("owners/team-b")[-1]["text"]
+    assert len(preemptions(hooks.posts("owners/team-a"))) == 1, "not team-b's alert"
+    assert len(preemptions(hooks.posts("platform"))) == 2
+    # The alert about team-c's contact reached the platform's webhook, and no owner's.
+    assert any("team-c" in p["text"] for p in hooks.posts("platform"))
+    assert hooks.dead_letters("OwnerNotify") == []
+
+
+def test_a_failing_owner_webhook_holds_back_no_one_else(hooks: LocalWebhooks) -> None:
+    stack = hooks.stack
+    a, a_ops = hooks.secret("owners/team-a"), hooks.secret("owners/team-a-ops")
+    b = hooks.secret("owners/team-b")
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][0]["owners"] = [{"webhookSecret": a_ops}, {"webhookSecret": a}]
+    doc["quotaShares"][1]["owners"] = [{"webhookSecret": b}]
+    stack.apply(doc)
+    stack.advance(120)
+
+    hooks.fail("owners/team-a-ops", 503)
+    preempt(stack, "team-a", "borrower-a")
+    owner = hooks.sources["OwnerNotify"]
+    assert len(owner.failures) == 3, "the invocation and Lambda's two retries failed"
+    assert len(preemptions(hooks.posts("owners/team-a"))) == 1, "posted once, not per retry"
+    assert hooks.posts("owners/team-a-ops") == []
+    assert len(preemptions(hooks.posts("platform"))) == 1
+    (dead,) = hooks.dead_letters("OwnerNotify")
+    assert "team-a-ops" in dead["responsePayload"]["errorMessage"]
+    assert "127.0.0.1" not in str(dead["responsePayload"]), "no URL in an error"
+
+    # A webhook Slack refuses for good (404) is not retried; the others get theirs.
+    hooks.fail("owners/team-a-ops", 404)
+    before = len(owner.failures)
+    preempt(stack, "team-b", "borrower-b")
+    preempt(stack, "team-a", "borrower-a2")
+    assert len(owner.failures) == before
+    assert len(preemptions(hooks.posts("owners/team-a"))) == 2
+    assert len(preemptions(hooks.posts("owners/team-b"))) == 1
+    assert len(preemptions(hooks.posts("platform"))) == 3
+    assert len(hooks.dead_letters("OwnerNotify")) == 1
