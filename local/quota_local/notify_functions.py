@@ -222,7 +222,7 @@ def local_webhooks(stack: Any, *, owner_prefix: str = "owners/") -> Iterator[Loc
     )
     composition.reset()
     composition.use_clock(stack.clock)
-    parameters.clear_caches()
+    parameters.clear_caches()  # type: ignore[no-untyped-call]
     use_webhook(SlackWebhook(platform, allowed_origins=(hooks.server.origin,)))
     use_owner_origins((hooks.server.origin,))
     hooks.sources = {
@@ -241,5 +241,5 @@ def local_webhooks(stack: Any, *, owner_prefix: str = "owners/") -> Iterator[Loc
             stack.notify_sources.remove(source)
         use_webhook(None)
         use_owner_origins(None)
-        parameters.clear_caches()
+        parameters.clear_caches()  # type: ignore[no-untyped-call]
         hooks.server.close()

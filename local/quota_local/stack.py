@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quota_local import stack_lifecycle, stack_reads
 from quota_local.alerts_inbox import drain_alerts
@@ -31,6 +31,9 @@ from quota_local.loopback import CaptureServer
 from quota_local.service_jobs import service_job_request
 from quota_local.stack_resources import ACCOUNT
 from quota_local.template import StackShape, load_template, stack_shape
+
+if TYPE_CHECKING:
+    from quota_local.notify_functions import AsyncSnsSource
 
 
 class LocalStack:
@@ -106,7 +109,7 @@ class LocalStack:
         self.alert_source: SqsSource | None = None
         self.history_source: SqsSource | None = None
         # The alerts topic's Lambda subscribers when a test runs them (notify_functions).
-        self.notify_sources: list[Any] = []
+        self.notify_sources: list[AsyncSnsSource] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 

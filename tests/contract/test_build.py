@@ -36,6 +36,7 @@ FUNCTIONS = {
     "Resync": "resync",
     "Alert": "alert",
     "SlackNotify": "slack_notify",
+    "OwnerNotify": "owner_notify",
 }
 EM_AARCH64 = 183
 

@@ -76,6 +76,7 @@ FUNCTION_NEEDS = {
     "Resync": {"REQUEUE_QUEUE_URL"},
     "Alert": {"IDEMPOTENCY_TABLE"},
     "SlackNotify": {"SLACK_WEBHOOK_SECRET_ARN"},
+    "OwnerNotify": {"OWNER_WEBHOOK_SECRET_PREFIX", "IDEMPOTENCY_TABLE"},
     "RecordHistory": {"HISTORY_TABLE", "HISTORY_RETENTION_DAYS"},
 }
 SECRET_LOOKING = re.compile(
@@ -157,8 +158,17 @@ def referenced(resource: Any) -> tuple[str, str] | None:
             target, attribute = resource["Fn::GetAtt"]
             return str(target), str(attribute)
     text = sub_text(resource)
+    if text == SECRETS_UNDER_PREFIX:
+        return "OwnerWebhookSecretPrefix", "Prefix"
     match = re.fullmatch(r"\$\{(\w+)\.(\w+)\}(/.*)?", text or "")
     return (match.group(1), match.group(2)) if match else None
+
+
+# The owners' webhook secrets: the stack's own account and Region, names under the prefix.
+SECRETS_UNDER_PREFIX = (
+    "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
+    "${OwnerWebhookSecretPrefix}*"
+)
 
 
 # -- lint ----------------------------------------------------------------------------------------
@@ -255,17 +265,28 @@ SCOPES: dict[str, tuple[set[str], set[str]]] = {
             "AlertBuffer",
             "AlertBufferDLQ",
             "SlackDLQ",
+            "OwnerNotifyDLQ",
             "HistoryBuffer",
         },
         {"Arn"},
     ),
     "sns": ({"AlertsTopic"}, {"Ref"}),
     "logs": (
-        {"ReconcileLogs", "ResyncLogs", "AlertLogs", "SlackNotifyLogs", "RecordHistoryLogs"},
+        {
+            "ReconcileLogs",
+            "ResyncLogs",
+            "AlertLogs",
+            "SlackNotifyLogs",
+            "OwnerNotifyLogs",
+            "RecordHistoryLogs",
+        },
         {"Arn"},
     ),
     "kms": ({"KmsKeyArn"}, {"Ref"}),
-    "secretsmanager": ({"SlackWebhookSecretArn"}, {"Ref"}),
+    "secretsmanager": (
+        {"SlackWebhookSecretArn", "OwnerWebhookSecretPrefix"},
+        {"Ref", "Prefix"},
+    ),
     "lambda": ({"Resync"}, {"Arn"}),
 }
 
@@ -521,6 +542,7 @@ def test_every_dead_letter_queue_has_an_alarm() -> None:
         "ResyncDLQ",
         "AlertBufferDLQ",
         "SlackDLQ",
+        "OwnerNotifyDLQ",
         "HistoryBufferDLQ",
     }
     alarms = resources(template, "AWS::CloudWatch::Alarm")
