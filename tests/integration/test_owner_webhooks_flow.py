@@ -84,7 +84,9 @@ def test_a_share_webhook_gets_its_shares_alerts_and_the_platform_every_alert(
     assert hooks.dead_letters("OwnerNotify") == []
 
 
-def test_a_failing_owner_webhook_holds_back_no_one_else(hooks: LocalWebhooks) -> None:
+def test_a_failing_owner_webhook_holds_back_no_one_else(
+    hooks: LocalWebhooks, caplog: pytest.LogCaptureFixture
+) -> None:
     stack = hooks.stack
     a, a_ops = hooks.secret("owners/team-a"), hooks.secret("owners/team-a-ops")
     b = hooks.secret("owners/team-b")
@@ -115,3 +117,10 @@ def test_a_failing_owner_webhook_holds_back_no_one_else(hooks: LocalWebhooks) ->
     assert len(preemptions(hooks.posts("owners/team-b"))) == 1
     assert len(preemptions(hooks.posts("platform"))) == 3
     assert len(hooks.dead_letters("OwnerNotify")) == 1
+    rejected = [
+        r for r in caplog.records if r.getMessage() == "an owner webhook rejected the alert"
+    ]
+    assert [r.__dict__.get("secret") for r in rejected] == ["owners/team-a-ops"]
+    assert "HTTP 404" in str(rejected[0].__dict__.get("error"))
+    every = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert "/services/" not in every, "never the URL"
