@@ -337,6 +337,8 @@ def allowed(need: Need, statements: list[dict[str, Any]]) -> bool:
                     ok &= have is not None and have in _as_list(expected)
                 elif operator == "StringLike":
                     ok &= have is not None and any(_iam_match(e, have) for e in _as_list(expected))
+                elif operator == "StringEqualsIfExists":
+                    ok &= have is None or have in _as_list(expected)
                 elif operator in ("ForAllValues:StringEquals", "ForAllValues:StringLike"):
                     # Every value of the request's multi-valued key must match one expected.
                     like = operator.endswith("Like")
