@@ -13,6 +13,9 @@ from quota_controller.domain.status_view import status_view
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, hint, print_list
 
+# Owner contacts whose detail the table leaves out (it says nothing to act on; JSON has it).
+QUIET = ("Subscribed", "Posting")
+
 
 def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     """Conditions of one queue (or of every queue in the table) and its shares."""
@@ -87,7 +90,7 @@ def _print_status(
     print_list("Waiting for:", view.get("waitingFor") or [], out)
     owners = [
         f"share {name}: {c.get('contact')} {c.get('state')}"
-        + (f" ({c['detail']})" if c.get("detail") and c.get("state") != "Subscribed" else "")
+        + (f" ({c['detail']})" if c.get("detail") and c.get("state") not in QUIET else "")
         for name, share in view["shares"].items()
         for c in share.get("ownerContacts") or []
     ]

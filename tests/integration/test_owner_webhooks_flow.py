@@ -15,6 +15,7 @@ from builders import guide_layout
 
 from quota_local.notify_functions import LocalWebhooks, local_webhooks
 from quota_local.stack import LocalStack
+from quotactl.main import main
 
 QUEUE = "ml-training"
 
@@ -50,7 +51,7 @@ def contacts(stack: LocalStack, share: str) -> list[tuple[str, str]]:
 
 
 def test_a_share_webhook_gets_its_shares_alerts_and_the_platform_every_alert(
-    hooks: LocalWebhooks,
+    hooks: LocalWebhooks, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stack = hooks.stack
     a, b = hooks.secret("owners/team-a"), hooks.secret("owners/team-b")
@@ -63,6 +64,10 @@ def test_a_share_webhook_gets_its_shares_alerts_and_the_platform_every_alert(
     stack.advance(120)
     assert contacts(stack, "team-a") == [(f"webhookSecret:{a}", "Posting")]
     assert contacts(stack, "team-c") == [(f"webhookSecret:{outside}", "Failed")]
+    assert main(["status", QUEUE, "--table", stack.table_name]) == 0
+    shown = capsys.readouterr().out
+    assert f"share team-a: webhookSecret:{a} Posting\n" in shown
+    assert f"share team-c: webhookSecret:{outside} Failed (outside the secrets" in shown
     # The contact SNS cannot make is said once (a RECONCILE_FAILED warning about team-c).
     said = [x for x in stack.alerts() if x["kind"] == "RECONCILE_FAILED"]
     assert [x["quotaShareName"] for x in said] == ["team-c"]
