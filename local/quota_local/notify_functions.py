@@ -26,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from quota_local.event_sources import FakeContext
+from quota_local.stack_lifecycle import set_env
 from quota_local.stack_resources import queue_arn
 
 PLATFORM = "platform"
@@ -217,8 +218,8 @@ def local_webhooks(stack: Any, *, owner_prefix: str = "owners/") -> Iterator[Loc
     template = load_template(stack._template)
     hooks = LocalWebhooks(stack, WebhookServer())
     platform = hooks.secret(PLATFORM)
-    stack._set_env(
-        {"SLACK_WEBHOOK_SECRET_ARN": platform, "OWNER_WEBHOOK_SECRET_PREFIX": owner_prefix}
+    set_env(
+        stack, {"SLACK_WEBHOOK_SECRET_ARN": platform, "OWNER_WEBHOOK_SECRET_PREFIX": owner_prefix}
     )
     composition.reset()
     composition.use_clock(stack.clock)

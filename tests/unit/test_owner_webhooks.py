@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeClock, FakeSubscriptions
 
 from quota_controller.domain.alerts.model import Alert
-from quota_controller.domain.config.model import OwnerContact
+from quota_controller.domain.config.owners import OwnerContact
 from quota_controller.domain.owner_webhooks import allowed_prefix, share_webhooks, webhook_problem
 from quota_controller.ports import DeliveryRefused, RetryableError
 from quota_controller.services.owner_notify import OwnerNotifyDeps, notify_owners
