@@ -32,8 +32,8 @@ from quota_controller.domain.status import (
     ResyncView,
     lease_bound,
     share_status_key,
-    well_formed,
 )
+from quota_controller.domain.status_records import ShareStatus
 from quota_controller.domain.table_keys import (
     CONFIG_ATTRIBUTES,
     CONTROLLER_PREFIXES,
@@ -295,14 +295,14 @@ class DynamoConfigStore:
                         continue
                     # A status item edited by hand into another shape is not compared (read as
                     # the reconcile reads it).
-                    applied = well_formed(plain(item)).get("appliedTags")
-                    if item.get("quotaShareArn") and applied is not None:
+                    status = ShareStatus.parse(key, plain(item))
+                    if status.quotaShareArn and status.appliedTags is not None:
                         view.applied_share_tags.append(
                             AppliedShareTags(
                                 queue,
                                 key[len(share_status) :],
-                                str(item["quotaShareArn"]),
-                                dict(applied),
+                                str(status.quotaShareArn),
+                                dict(status.appliedTags),
                             )
                         )
                 if "LastEvaluatedKey" not in page:

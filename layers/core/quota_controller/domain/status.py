@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from quota_controller.domain.status_records import QUEUE_STATUS as QUEUE_STATUS
+from quota_controller.domain.status_records import well_formed
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     PARTITION_KEY,
@@ -22,7 +24,6 @@ from quota_controller.domain.table_keys import (
 )
 
 STATUS_PREFIX = "STATUS#"
-QUEUE_STATUS = "STATUS#QUEUE"
 CHANGE_PREFIX = "CHANGE#"
 LEASE_ITEM = "LOCK#RECONCILE"
 # Room for clock skew between two functions on top of a lease's own length.
@@ -71,48 +72,6 @@ class Condition:
     message: str = ""
 
 
-# Status attributes the controller reads back, and the type each must have. An item the
-# controller did not write that way (a console edit, a NULL) is read as if the attribute were
-# missing: one odd status item must never stop its queue from being reconciled.
-_STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
-    "conditions": list,
-    "alerted": list,
-    "waitingFor": list,
-    "errors": list,
-    "heldChange": (dict, type(None)),
-    "managed": dict,
-    "resources": dict,
-    "appliedTags": dict,
-    "observedGeneration": (str, type(None)),
-    "lastApprovedChange": (str, type(None)),
-    "requeueChain": (str, type(None)),
-    "requeueChainFrom": (str, type(None)),
-    "lastAppliedAt": str,
-    "lastError": (str, type(None)),
-    "unsettled": dict,
-    "recentWrites": list,
-}
-
-
-def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A status item without the attributes that do not have the type the controller writes
-    (conditions without a type, non-text alert keys and tag values dropped too)."""
-    out = {k: v for k, v in item.items() if not _mistyped(k, v)}
-    if "conditions" in out:
-        out["conditions"] = [
-            c
-            for c in out["conditions"]
-            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
-        ]
-    if "alerted" in out:
-        out["alerted"] = [a for a in out["alerted"] if isinstance(a, str)]
-    if "appliedTags" in out and not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in out["appliedTags"].items()
-    ):
-        del out["appliedTags"]
-    return out
-
-
 def status_items(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """A queue partition's status items by sort key, each `well_formed`: the controller's
     last applied state as every decision reads it (the reconcile, `quotactl plan`, the
@@ -122,11 +81,6 @@ def status_items(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]
         for i in items
         if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
     }
-
-
-def _mistyped(key: str, value: Any) -> bool:
-    wanted = _STATUS_TYPES.get(key)
-    return wanted is not None and not isinstance(value, wanted)
 
 
 def conditions(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from quota_controller.domain.status import QUEUE_STATUS, STATUS_PREFIX, generation, well_formed
+from quota_controller.domain.status import QUEUE_STATUS, STATUS_PREFIX, generation
+from quota_controller.domain.status_records import well_formed
 from quota_controller.domain.table_keys import (
     QUEUE_ITEM,
     SHARE_PREFIX,

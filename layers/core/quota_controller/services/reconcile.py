@@ -21,8 +21,8 @@ from quota_controller.domain.status import (
     QUEUE_STATUS,
     differs,
     lease_bound,
-    well_formed,
 )
+from quota_controller.domain.status_records import well_formed
 from quota_controller.ports import RetryableError
 from quota_controller.services.reconcile_records import Deps, ReconcileResult, ReconcileSettings
 from quota_controller.services.reconcile_run import ReconcileRun

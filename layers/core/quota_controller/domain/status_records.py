@@ -1,0 +1,174 @@
+"""The status items as typed records: the queue's (`QueueStatus`, sort key `STATUS#QUEUE`), a
+share's (`ShareStatus`, `STATUS#SHARE#<name>`), a stored condition (`StoredCondition`) and the
+held change (`HeldChange`).
+
+Each is read from a stored item by one `parse` and written by one `to_item`; the field names are
+the stored attribute names (`quotactl status`, the resync and older controllers read them), so
+a field is never renamed. Reading is tolerant: an attribute the controller did not write that
+way (a console edit, a NULL) is read as missing (`well_formed`), so one odd status item never
+stops its queue's reconcile. Writing keeps presence as it was said: an attribute stored as null
+stays null, one never set stays absent, and attributes this controller does not know of are
+carried over unchanged (a newer controller's, the partition key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from quota_controller.domain.table_keys import SORT_KEY
+
+QUEUE_STATUS = "STATUS#QUEUE"
+
+# Status attributes the controller reads back, and the type each must have. An item the
+# controller did not write that way (a console edit, a NULL) is read as if the attribute were
+# missing: one odd status item must never stop its queue from being reconciled.
+_STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
+    "conditions": list,
+    "alerted": list,
+    "waitingFor": list,
+    "errors": list,
+    "heldChange": (dict, type(None)),
+    "managed": dict,
+    "resources": dict,
+    "appliedTags": dict,
+    "observedGeneration": (str, type(None)),
+    "lastApprovedChange": (str, type(None)),
+    "requeueChain": (str, type(None)),
+    "requeueChainFrom": (str, type(None)),
+    "lastAppliedAt": str,
+    "lastError": (str, type(None)),
+    "unsettled": dict,
+    "recentWrites": list,
+}
+
+
+def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A status item without the attributes that do not have the type the controller writes
+    (conditions without a type, non-text alert keys and tag values dropped too)."""
+    out = {k: v for k, v in item.items() if not _mistyped(k, v)}
+    if "conditions" in out:
+        out["conditions"] = [
+            c
+            for c in out["conditions"]
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
+        ]
+    if "alerted" in out:
+        out["alerted"] = [a for a in out["alerted"] if isinstance(a, str)]
+    if "appliedTags" in out and not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in out["appliedTags"].items()
+    ):
+        del out["appliedTags"]
+    return out
+
+
+def _mistyped(key: str, value: Any) -> bool:
+    wanted = _STATUS_TYPES.get(key)
+    return wanted is not None and not isinstance(value, wanted)
+
+
+class _Record(BaseModel):
+    """A stored record: what was set is what is written (`to_item`), unknown attributes kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    def to_item(self) -> dict[str, Any]:
+        """The record as stored: the attributes set, under their stored names."""
+        return self.model_dump(exclude_unset=True)
+
+    def but(self, **changes: Any) -> Self:
+        """A copy with `changes` set (each written by `to_item`, None as null)."""
+        return self.model_copy(update=changes)
+
+
+class StoredCondition(_Record):
+    """A condition as stored: type, "True"/"False", reason, message, the generation it
+    describes and when its status last changed."""
+
+    type: str
+    status: Any = None
+    reason: Any = None
+    message: Any = None
+    observedGeneration: Any = None
+    lastTransitionTime: Any = None
+
+
+class HeldChange(_Record):
+    """Status heldChange: the change id to approve, the guard's decision and reasons, the jobs
+    at risk and how, the requests, and what dates the hold (their digest, since when)."""
+
+    id: Any = None
+    decision: Any = None
+    reasons: Any = None
+    jobs: Any = None
+    changes: Any = None
+    atRisk: Any = None
+    digest: Any = None
+    since: Any = None
+
+
+class _StatusItem(_Record):
+    """A status item: always written with its sort key."""
+
+    item: str
+
+    def to_item(self) -> dict[str, Any]:
+        """The item as stored: its sort key and the attributes set, under their stored names."""
+        return {SORT_KEY: self.item, **super().to_item()}
+
+
+class QueueStatus(_StatusItem):
+    """The queue's status item (`STATUS#QUEUE`)."""
+
+    item: str = QUEUE_STATUS
+    observedGeneration: str | None = None
+    conditions: list[StoredCondition] = []
+    alerted: list[str] = []
+    waitingFor: list[Any] = []
+    errors: list[Any] = []
+    heldChange: HeldChange | None = None
+    managed: dict[str, Any] = {}
+    resources: dict[str, Any] = {}
+    lastApprovedChange: str | None = None
+    requeueChain: str | None = None
+    requeueChainFrom: str | None = None
+    lastAppliedAt: str | None = None
+    lastError: str | None = None
+    unsettled: dict[str, Any] = {}
+    recentWrites: list[Any] = []
+    # Not type-checked on reading (as stored, whatever it is).
+    windowsInForce: Any = None
+    windowsEndedPending: Any = None
+    nextWindowEdge: Any = None
+    ownerSubscriptions: Any = None
+    updatedAt: Any = None
+
+    @classmethod
+    def parse(cls, item: Mapping[str, Any] | None) -> QueueStatus:
+        """The queue status in a stored item (none stored: an empty one, nothing set)."""
+        return cls.model_validate(well_formed({**(item or {}), SORT_KEY: QUEUE_STATUS}))
+
+
+class ShareStatus(_StatusItem):
+    """A share's status item (`STATUS#SHARE#<name>`)."""
+
+    quotaShareName: Any = None
+    observedGeneration: str | None = None
+    conditions: list[StoredCondition] = []
+    quotaShareArn: Any = None
+    appliedTags: dict[str, str] | None = None
+    lastAppliedAt: str | None = None
+    ownerContacts: Any = None
+    updatedAt: Any = None
+
+    @classmethod
+    def parse(cls, key: str, item: Mapping[str, Any] | None) -> ShareStatus:
+        """The status of the share under sort key `key` (none stored: nothing set)."""
+        return cls.model_validate(well_formed({**(item or {}), SORT_KEY: key}))
+
+
+def condition_of(conds: Sequence[StoredCondition], kind: str) -> StoredCondition | None:
+    """The stored condition of that type, if any."""
+    return next((c for c in conds if c.type == kind), None)

@@ -1,0 +1,118 @@
+"""The status records: one parse (tolerant as the reconcile reads status) and one to_item
+(the stored attribute names, presence kept as written)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from quota_controller.domain.status_records import (
+    HeldChange,
+    QueueStatus,
+    ShareStatus,
+    StoredCondition,
+)
+
+_COND = {
+    "type": "Applied",
+    "status": "True",
+    "reason": "Applied",
+    "message": "",
+    "observedGeneration": "abc",
+    "lastTransitionTime": "2026-01-05T09:00:00.000Z",
+}
+
+_QUEUE_ITEM: dict[str, Any] = {
+    "queue": "ml-training",
+    "item": "STATUS#QUEUE",
+    "observedGeneration": "abc",
+    "conditions": [_COND],
+    "alerted": ["k1"],
+    "heldChange": {"id": "c1", "decision": "block", "since": "2026-01-05T09:00:00.000Z"},
+    "lastApprovedChange": None,
+    "requeueChain": None,
+    "lastError": None,
+    "managed": {"schedulingPolicy": "p"},
+    "windowsInForce": ["night"],
+    "nextWindowEdge": None,
+    "aNewerAttribute": {"x": 1},
+}
+
+
+def test_a_queue_status_is_written_back_as_it_was_stored() -> None:
+    # Nulls stay nulls, absent stays absent, unknown attributes are carried over.
+    assert QueueStatus.parse(_QUEUE_ITEM).to_item() == _QUEUE_ITEM
+
+
+def test_a_share_status_is_written_back_as_it_was_stored() -> None:
+    item = {
+        "item": "STATUS#SHARE#team-a",
+        "quotaShareName": "team-a",
+        "observedGeneration": None,
+        "conditions": [_COND],
+        "quotaShareArn": None,
+        "appliedTags": {"team": "a"},
+    }
+    assert ShareStatus.parse("STATUS#SHARE#team-a", item).to_item() == item
+
+
+def test_typed_fields_read_as_stored() -> None:
+    status = QueueStatus.parse(_QUEUE_ITEM)
+    assert status.heldChange == HeldChange(
+        id="c1", decision="block", since="2026-01-05T09:00:00.000Z"
+    )
+    assert status.conditions == [StoredCondition(**_COND)]
+    assert status.managed == {"schedulingPolicy": "p"}
+    assert status.lastApprovedChange is None
+
+
+def test_no_stored_item_reads_as_an_empty_status() -> None:
+    status = QueueStatus.parse(None)
+    assert status.heldChange is None
+    assert status.alerted == []
+    assert status.to_item() == {"item": "STATUS#QUEUE"}
+
+
+@pytest.mark.parametrize(
+    ("attribute", "stored", "read"),
+    [
+        # An attribute the controller did not write that way is read as missing.
+        ("heldChange", "c1", None),
+        ("heldChange", [], None),
+        ("lastApprovedChange", 7, None),
+        ("lastAppliedAt", None, None),
+        ("managed", ["p"], {}),
+        ("unsettled", "x", {}),
+        ("recentWrites", {"a": 1}, []),
+        ("alerted", "k1", []),
+        # Odd entries are dropped, the rest kept.
+        ("alerted", ["k1", 3, None], ["k1"]),
+        ("conditions", [{"status": "True"}, "Applied", _COND], [StoredCondition(**_COND)]),
+    ],
+)
+def test_an_odd_queue_status_attribute_is_read_as_missing(
+    attribute: str, stored: Any, read: Any
+) -> None:
+    status = QueueStatus.parse({"item": "STATUS#QUEUE", attribute: stored})
+    assert getattr(status, attribute) == read
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [{"team": 3}, ["team"], "team=a", None],
+)
+def test_odd_applied_tags_are_read_as_none(tags: Any) -> None:
+    status = ShareStatus.parse("STATUS#SHARE#a", {"appliedTags": tags, "quotaShareArn": "arn"})
+    assert status.appliedTags is None
+    assert status.quotaShareArn == "arn"
+
+
+def test_but_sets_attributes_that_are_then_written() -> None:
+    status = QueueStatus(observedGeneration="g").but(lastError=None, heldChange=None)
+    assert status.to_item() == {
+        "item": "STATUS#QUEUE",
+        "observedGeneration": "g",
+        "lastError": None,
+        "heldChange": None,
+    }
