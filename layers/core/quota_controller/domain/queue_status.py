@@ -16,11 +16,16 @@ from quota_controller.domain.observed import ObservedEnvironment, ObservedPolicy
 from quota_controller.domain.plan_records import Desired, Plan
 from quota_controller.domain.status import (
     CONDITION_TYPES,
-    QUEUE_STATUS,
     Condition,
+    ConditionType,
     conditions,
 )
-from quota_controller.domain.table_keys import SORT_KEY
+from quota_controller.domain.status_records import (
+    HeldChange,
+    QueueStatus,
+    StoredCondition,
+    condition_of,
+)
 
 
 def queue_conditions(
@@ -67,28 +72,25 @@ def queue_conditions(
 
 def held_change_record(
     held: Sequence[GuardedAction], held_change: str | None, hold_since: str | None
-) -> dict[str, Any] | None:
+) -> HeldChange | None:
     """Status heldChange: what is held, why, the jobs at risk and what dates the hold."""
-    return (
-        {
-            "id": held_change,
-            "decision": held[0].decision,
-            "reasons": [g.reason for g in held],
-            "jobs": sorted({j.jobId for g in held for r in g.risks for j in r.jobs}),
-            "changes": [g.action.summary for g in held],
-            # Each job the held change would hurt and how (queued jobs a deletion
-            # terminates too).
-            "atRisk": [
-                {"jobId": a.job.jobId, "status": a.job.status, "why": a.why}
-                for g in held
-                for a in g.at_risk
-            ],
-            # What dates the hold: the requests' own hash and when they were first held.
-            "digest": change_id(risky_actions(held)) if risky_actions(held) else None,
-            "since": hold_since,
-        }
-        if held
-        else None
+    if not held:
+        return None
+    return HeldChange(
+        id=held_change,
+        decision=held[0].decision,
+        reasons=[g.reason for g in held],
+        jobs=sorted({j.jobId for g in held for r in g.risks for j in r.jobs}),
+        changes=[g.action.summary for g in held],
+        # Each job the held change would hurt and how (queued jobs a deletion terminates too).
+        atRisk=[
+            {"jobId": a.job.jobId, "status": a.job.status, "why": a.why}
+            for g in held
+            for a in g.at_risk
+        ],
+        # What dates the hold: the requests' own hash and when they were first held.
+        digest=change_id(risky_actions(held)) if risky_actions(held) else None,
+        since=hold_since,
     )
 
 
@@ -185,18 +187,18 @@ def torn_down(queue: str, observed: ObservedState, the_plan: Plan) -> bool:
     )
 
 
-def kept_condition(previous: Mapping[str, Any] | None, kind: str) -> Condition:
+def kept_condition(previous: QueueStatus, kind: ConditionType) -> Condition:
     """A condition as the previous status said it (Unknown when it had none): what a run
     that did not check it keeps."""
-    for cond in (previous or {}).get("conditions", []):
-        if cond.get("type") == kind:
-            return Condition(
-                cond["type"],
-                cond.get("status") == "True",
-                cond.get("reason", ""),
-                cond.get("message", ""),
-            )
-    return Condition(kind, False, "Unknown", "")  # type: ignore[arg-type]
+    cond = condition_of(previous.conditions, kind)
+    if cond is None:
+        return Condition(kind, False, "Unknown", "")
+    return Condition(
+        cond.type,  # type: ignore[arg-type]
+        cond.status == "True",
+        cond.reason if cond.has("reason") else "",
+        cond.message if cond.has("message") else "",
+    )
 
 
 def warnings_text(report: ValidationReport) -> str:
@@ -224,23 +226,23 @@ def invalid_resources(
 
 
 def locked_status(
-    previous: Mapping[str, Any] | None, message: str, alerted: Sequence[str], stamp: str
-) -> dict[str, Any]:
+    previous: QueueStatus, message: str, alerted: Sequence[str], stamp: str
+) -> QueueStatus:
     """The queue's status item while its lease is held by something other than a reconcile:
     Applied False (Locked, `message`), the rest as the last run left it."""
-    item = dict(previous or {SORT_KEY: QUEUE_STATUS})
-    kept = [c for c in item.get("conditions") or [] if c.get("type") != "Applied"]
-    [applied] = conditions(previous, [Condition("Applied", False, "Locked", message)], None, stamp)
-    applied["observedGeneration"] = next(
-        (c.get("observedGeneration") for c in kept), item.get("observedGeneration")
+    kept = [c for c in previous.conditions if c.type != "Applied"]
+    [applied] = conditions(
+        previous.conditions, [Condition("Applied", False, "Locked", message)], None, stamp
     )
-    item["conditions"] = sorted([*kept, applied], key=_condition_order)
-    item["alerted"] = list(alerted)
-    item["lastError"] = message
-    item["updatedAt"] = stamp
-    return item
+    generation = next((c.observedGeneration for c in kept), previous.observedGeneration)
+    return previous.but(
+        conditions=sorted([*kept, applied.but(observedGeneration=generation)], key=_order),
+        alerted=list(alerted),
+        lastError=message,
+        updatedAt=stamp,
+    )
 
 
-def _condition_order(cond: Mapping[str, Any]) -> int:
-    kind = cond.get("type")
+def _order(cond: StoredCondition) -> int:
+    kind = cond.type
     return CONDITION_TYPES.index(kind) if kind in CONDITION_TYPES else len(CONDITION_TYPES)

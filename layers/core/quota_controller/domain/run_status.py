@@ -37,7 +37,8 @@ from quota_controller.domain.status import (
     generation,
     share_status_key,
 )
-from quota_controller.domain.table_keys import QUEUE_ITEM, SORT_KEY, share_key
+from quota_controller.domain.status_records import QueueStatus, ShareStatus
+from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
 
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 ALERT_MEMORY = 100
@@ -98,9 +99,9 @@ class RunFacts:
     describe: Callable[[Problem], str] = str
 
     @property
-    def previous(self) -> Mapping[str, Any]:
-        """The queue status as the run read it (empty when there was none)."""
-        return self.status.get(QUEUE_STATUS) or {}
+    def queue_status(self) -> QueueStatus:
+        """The queue status as the run read it (nothing set when there was none)."""
+        return QueueStatus.parse(self.status.get(QUEUE_STATUS))
 
     def ended_for(self, action: Action) -> list[str]:
         """The ended windows that set what `action` changes."""
@@ -126,31 +127,27 @@ def ended_for(
     return [w for w in windows_ended if action.share in window_targets.get(w, ())]
 
 
-def queue_status_item(facts: RunFacts, gen: str | None, conds: list[Condition]) -> dict[str, Any]:
+def queue_status_item(facts: RunFacts, gen: str | None, conds: list[Condition]) -> QueueStatus:
     """The queue status fields every run writes: conditions, alert memory, approval, chain."""
-    previous = facts.previous
-    item: dict[str, Any] = {
-        SORT_KEY: QUEUE_STATUS,
-        "observedGeneration": gen,
-        "conditions": conditions(facts.status.get(QUEUE_STATUS), conds, gen, facts.stamp),
-        "alerted": list(facts.raised)[-ALERT_MEMORY:],
-        "managed": previous.get("managed", {}),
-        "lastApprovedChange": facts.last_approved,
-        "requeueChain": facts.chain if facts.requeues else previous.get("requeueChain"),
-        "requeueChainFrom": facts.chain_from
-        if facts.requeues
-        else previous.get("requeueChainFrom"),
-        "updatedAt": facts.stamp,
-    }
+    previous = facts.queue_status
+    item = QueueStatus(
+        item=QUEUE_STATUS,
+        observedGeneration=gen,
+        conditions=conditions(previous.conditions, conds, gen, facts.stamp),
+        alerted=list(facts.raised)[-ALERT_MEMORY:],
+        managed=previous.managed,
+        lastApprovedChange=facts.last_approved,
+        requeueChain=facts.chain if facts.requeues else previous.requeueChain,
+        requeueChainFrom=facts.chain_from if facts.requeues else previous.requeueChainFrom,
+        updatedAt=facts.stamp,
+    )
     # The owners' subscriptions (kept as they were by a run that did not look at them).
     owned = (
         facts.owner_subscriptions
         if facts.owner_subscriptions is not None
-        else previous.get("ownerSubscriptions")
+        else previous.ownerSubscriptions
     )
-    if owned:
-        item["ownerSubscriptions"] = list(owned)
-    return item
+    return item.but(ownerSubscriptions=list(owned)) if owned else item
 
 
 def rejected_status(facts: RunFacts, messages: Sequence[str]) -> dict[str, Any]:
@@ -158,7 +155,7 @@ def rejected_status(facts: RunFacts, messages: Sequence[str]) -> dict[str, Any]:
     problems; Applied, Healthy and Blocked as the last run said (it checks none of them), and
     what the last valid run recorded kept (a held change keeps its id and date, so an approval
     of it still applies once the config is fixed; writes still wait for lagging reads)."""
-    previous = facts.status.get(QUEUE_STATUS)
+    previous = facts.queue_status
     gen = generation(facts.config.get(QUEUE_ITEM))
     item = queue_status_item(
         facts,
@@ -170,10 +167,12 @@ def rejected_status(facts: RunFacts, messages: Sequence[str]) -> dict[str, Any]:
             kept_condition(previous, "Blocked"),
         ],
     )
-    item["errors"] = list(messages[:50])
-    before = facts.previous
-    item.update({k: before[k] for k in KEPT_ON_REJECTION if before.get(k) is not None})
-    return item
+    kept = {
+        k: getattr(previous, k)
+        for k in KEPT_ON_REJECTION
+        if previous.has(k) and getattr(previous, k) is not None
+    }
+    return item.but(errors=list(messages[:50]), **kept).to_item()
 
 
 def status_writes(
@@ -193,40 +192,41 @@ def status_writes(
     conds = queue_conditions(
         desired, observed, report, the_plan, list(held), failure, bool(facts.applied)
     )
-    queue_status = queue_status_item(facts, gen, conds)
-    queue_status["waitingFor"] = the_plan.wait_texts
+    previous = facts.queue_status
+    update: dict[str, Any] = {"waitingFor": the_plan.wait_texts}
     if report.windows:
         # Quota windows: those in force (the layout applied is theirs) and the next edge.
-        queue_status["windowsInForce"] = list(report.in_force)
+        update["windowsInForce"] = list(report.in_force)
         # Ended windows whose requests are not all made yet (held, waiting, failed).
         left = [a for a in the_plan.actions if a not in facts.applied]
         pending = sorted({w for a in left for w in facts.ended_for(a)})
         if pending:
-            queue_status["windowsEndedPending"] = pending
-        queue_status["nextWindowEdge"] = (
+            update["windowsEndedPending"] = pending
+        update["nextWindowEdge"] = (
             report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
             if report.next_edge
             else None
         )
-    queue_status["lastError"] = failure
+    update["lastError"] = failure
     if facts.unsettled:
-        queue_status["unsettled"] = dict(facts.unsettled)
+        update["unsettled"] = dict(facts.unsettled)
     if facts.recent_writes:
-        queue_status["recentWrites"] = list(facts.recent_writes.values())
+        update["recentWrites"] = list(facts.recent_writes.values())
     if facts.applied:
-        queue_status["lastAppliedAt"] = facts.stamp
-    elif facts.previous.get("lastAppliedAt"):
-        queue_status["lastAppliedAt"] = facts.previous["lastAppliedAt"]
-    queue_status["heldChange"] = held_change_record(held, facts.held_change, facts.hold_since)
+        update["lastAppliedAt"] = facts.stamp
+    elif previous.lastAppliedAt:
+        update["lastAppliedAt"] = previous.lastAppliedAt
+    update["heldChange"] = held_change_record(held, facts.held_change, facts.hold_since)
     settings = desired.settings
     if settings is not None:
-        queue_status["managed"] = managed_names(
-            facts.previous.get("managed") or {},
+        update["managed"] = managed_names(
+            previous.managed,
             settings.scheduling_policy_name,
             settings.service_environment_name,
             observed,
         )
-    queue_status["resources"] = resources_of(observed)
+    update["resources"] = resources_of(observed)
+    queue_status = queue_status_item(facts, gen, conds).but(**update).to_item()
     items: list[dict[str, Any]] = [queue_status]
     by_share: dict[str, list[GuardedAction]] = {}
     for guarded in held:
@@ -263,11 +263,12 @@ def status_writes(
 
 def share_facts(facts: RunFacts, name: str) -> ShareFacts:
     """What the run knows about one share, for its status item (domain/share_status.py)."""
-    previous = facts.status.get(share_status_key(name))
+    key = share_status_key(name)
+    previous = facts.status.get(key)
     contacts = (
         facts.owner_contacts.get(name)
         if facts.owner_contacts is not None
-        else (previous or {}).get("ownerContacts")
+        else ShareStatus.parse(key, previous).ownerContacts
     )
     return ShareFacts(
         queue=facts.queue,

@@ -16,7 +16,7 @@ from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.status import Condition, conditions, generation, share_status_key
-from quota_controller.domain.table_keys import SORT_KEY
+from quota_controller.domain.status_records import ShareStatus
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def share_status(
 ) -> dict[str, Any] | None:
     """The share's status item."""
     key = share_status_key(name)
-    previous = facts.previous
+    previous = ShareStatus.parse(key, facts.previous)
     config = facts.config
     gen = generation(config)
     current = observed.shares.get(name)
@@ -108,28 +108,29 @@ def share_status(
             "; ".join(g.reason for g in held),
         ),
     ]
-    item: dict[str, Any] = {
-        SORT_KEY: key,
-        "quotaShareName": name,
-        "observedGeneration": gen,
-        "conditions": conditions(previous, conds, gen, facts.stamp),
-        "quotaShareArn": current.quotaShareArn if current else None,
-        "updatedAt": facts.stamp,
-    }
+    item = ShareStatus(
+        item=key,
+        quotaShareName=name,
+        observedGeneration=gen,
+        conditions=conditions(previous.conditions, conds, gen, facts.stamp),
+        quotaShareArn=current.quotaShareArn if current else None,
+        updatedAt=facts.stamp,
+    )
+    update: dict[str, Any] = {}
     spec = desired.shares.get(name)
     if spec is not None and any(
         a.operation in ("CreateQuotaShare", "TagResource", "UntagResource") for a in applied_now
     ):
-        item["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": facts.queue}
+        update["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": facts.queue}
     elif name in facts.share_tags:
         # Read from Batch and nothing to put back: what the share carries is what applies.
-        item["appliedTags"] = facts.share_tags[name]
-    elif previous and previous.get("appliedTags") is not None:
-        item["appliedTags"] = previous["appliedTags"]
+        update["appliedTags"] = facts.share_tags[name]
+    elif previous.appliedTags is not None:
+        update["appliedTags"] = previous.appliedTags
     if applied_now:
-        item["lastAppliedAt"] = facts.stamp
-    elif previous and previous.get("lastAppliedAt"):
-        item["lastAppliedAt"] = previous["lastAppliedAt"]
+        update["lastAppliedAt"] = facts.stamp
+    elif previous.lastAppliedAt:
+        update["lastAppliedAt"] = previous.lastAppliedAt
     if facts.owner_contacts:
-        item["ownerContacts"] = list(facts.owner_contacts)
-    return item
+        update["ownerContacts"] = list(facts.owner_contacts)
+    return item.but(**update).to_item()

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quota_controller.domain.status_records import QUEUE_STATUS as QUEUE_STATUS
-from quota_controller.domain.status_records import well_formed
+from quota_controller.domain.status_records import StoredCondition, well_formed
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     PARTITION_KEY,
@@ -84,29 +84,31 @@ def status_items(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]
 
 
 def conditions(
-    previous: Mapping[str, Any] | None,
+    previous: Sequence[StoredCondition],
     current: list[Condition],
     observed_generation: str | None,
     now: str,
-) -> list[dict[str, Any]]:
+) -> list[StoredCondition]:
     """Conditions as stored, keeping lastTransitionTime when a condition's status is unchanged."""
-    before = {c.get("type"): c for c in (previous or {}).get("conditions", [])}
+    before = {c.type: c for c in previous}
     out = []
     for cond in current:
         status = "True" if cond.status else "False"
         prior = before.get(cond.type)
-        changed = prior is None or prior.get("status") != status
+        changed = prior is None or prior.status != status
         out.append(
-            {
-                "type": cond.type,
-                "status": status,
-                "reason": cond.reason,
-                "message": cond.message,
-                "observedGeneration": observed_generation,
-                "lastTransitionTime": (
-                    now if changed or prior is None else prior.get("lastTransitionTime", now)
+            StoredCondition(
+                type=cond.type,
+                status=status,
+                reason=cond.reason,
+                message=cond.message,
+                observedGeneration=observed_generation,
+                lastTransitionTime=(
+                    prior.lastTransitionTime
+                    if prior is not None and not changed and prior.has("lastTransitionTime")
+                    else now
                 ),
-            }
+            )
         )
     return out
 
@@ -124,14 +126,6 @@ def differs(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
         )
 
     return strip(old) != strip(new)
-
-
-def condition(status_item: Mapping[str, Any] | None, kind: ConditionType) -> dict[str, Any]:
-    """The stored condition of that type ({} when absent)."""
-    for cond in (status_item or {}).get("conditions", []):
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,10 @@ class _Record(BaseModel):
         """The record as stored: the attributes set, under their stored names."""
         return self.model_dump(exclude_unset=True)
 
+    def has(self, name: str) -> bool:
+        """True when the attribute is set (stored, or given when the record was made)."""
+        return name in self.model_fields_set
+
     def but(self, **changes: Any) -> Self:
         """A copy with `changes` set (each written by `to_item`, None as null)."""
         return self.model_copy(update=changes)

@@ -22,7 +22,7 @@ from quota_controller.domain.status import (
     differs,
     lease_bound,
 )
-from quota_controller.domain.status_records import well_formed
+from quota_controller.domain.status_records import QueueStatus
 from quota_controller.ports import RetryableError
 from quota_controller.services.reconcile_records import Deps, ReconcileResult, ReconcileSettings
 from quota_controller.services.reconcile_run import ReconcileRun
@@ -73,17 +73,18 @@ def _report_locked(queue: str, deps: Deps, now: datetime, since: float) -> None:
     than a reconcile holds or keeps taking `LOCK#RECONCILE`. Say so once (RECONCILE_FAILED)
     and stop status saying Applied; the next run that gets the lease sets both right."""
     items = {i.get(SORT_KEY): i for i in deps.store.load_partition(queue)}
-    previous = well_formed(items[QUEUE_STATUS]) if QUEUE_STATUS in items else None
+    stored = items.get(QUEUE_STATUS)
+    previous = QueueStatus.parse(stored)
     stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     alert = alerts.lease_held(
         queue, items.get(LEASE_ITEM) or {}, since, deps.settings.lease_seconds, stamp
     )
-    alerted = list((previous or {}).get("alerted") or [])
+    alerted = list(previous.alerted)
     if alert.dedupKey not in alerted:
         deps.notifier.publish(alert)
         alerted.append(alert.dedupKey)
-    item = locked_status(previous, alert.detail, alerted[-ALERT_MEMORY:], stamp)
-    if differs(previous, item):
+    item = locked_status(previous, alert.detail, alerted[-ALERT_MEMORY:], stamp).to_item()
+    if differs(previous.to_item() if stored is not None else None, item):
         deps.store.write_status(queue, [item], [])
 
 
