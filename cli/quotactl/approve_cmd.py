@@ -9,6 +9,7 @@ from typing import TextIO
 from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import QUEUE_ITEM, SORT_KEY, plain
 from quota_controller.domain.status import QUEUE_STATUS
+from quota_controller.domain.status_records import QueueStatus
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, clock, hint, stamp, who
 
@@ -27,22 +28,23 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    status = items.get(QUEUE_STATUS) or {}
-    held = status.get("heldChange") or {}
+    status = QueueStatus.parse(items.get(QUEUE_STATUS))
+    held = status.heldChange.to_item() if status.heldChange is not None else {}
+    held_id = status.heldChange.id if status.heldChange is not None else None
     notes: list[str] = []
     if queue_item.get("reductionPolicy") != "block":
         notes.append(
             f"job queue {queue} has reductionPolicy {queue_item.get('reductionPolicy', 'warn')}; "
             "approvedChange only matters with reductionPolicy block"
         )
-    if held.get("id") != change:
+    if held_id != change:
         # An approval approves the change held now, never one held later: a change that was
         # applied meanwhile (its jobs finished) or reverted has nothing left to approve, and
         # the same requests held again later get another id.
-        now = f"change {held['id']}" if held.get("id") else "no change"
+        now = f"change {held_id}" if held_id else "no change"
         used = (
             " (it was the last approved change applied)"
-            if (status.get("lastApprovedChange") == change)
+            if (status.lastApprovedChange == change)
             else ""
         )
         print(

@@ -93,7 +93,8 @@ def _preview(
         return [assembled.describe(p) for p in report.errors]
     decision = decision_against_batch(queue, target, items, assembled, report, guard="always")
     held = decision.held_change
-    if held is not None and held != (decision.desired.held_change or {}).get("id"):
+    previous = decision.desired.held_change
+    if held is not None and held != (previous.id if previous is not None else None):
         # Not held yet: the reconciler dates a new hold (its id depends on when), so no id
         # can be approved before the change is held.
         held = None

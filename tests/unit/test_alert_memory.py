@@ -7,6 +7,7 @@ from fakes import FakeNotifier
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.run_status import ALERT_MEMORY
+from quota_controller.domain.status_records import QueueStatus
 from quota_controller.services.alert_memory import AlertMemory
 
 
@@ -23,7 +24,7 @@ def _alert(key: str) -> Alert:
 
 def test_a_problem_alerted_before_is_not_sent_again_but_still_remembered() -> None:
     notifier = FakeNotifier()
-    memory = AlertMemory(notifier, {"alerted": ["a", "gone"]})
+    memory = AlertMemory(notifier, QueueStatus.parse({"alerted": ["a", "gone"]}))
     assert memory.publish(_alert("a"))
     assert memory.publish(_alert("b"))
     assert memory.publish(_alert("b"))  # twice in one run: once
@@ -34,14 +35,14 @@ def test_a_problem_alerted_before_is_not_sent_again_but_still_remembered() -> No
 
 
 def test_a_run_that_checks_nothing_else_keeps_what_stood_before() -> None:
-    memory = AlertMemory(FakeNotifier(), {"alerted": ["share-x", "held"]})
+    memory = AlertMemory(FakeNotifier(), QueueStatus.parse({"alerted": ["share-x", "held"]}))
     memory.publish(_alert("rejected"))
     memory.keep_standing()
     assert memory.raised == ["share-x", "held", "rejected"]
 
 
 def test_an_alert_sns_did_not_take_is_kept_for_the_retry_and_not_remembered() -> None:
-    memory = AlertMemory(FakeNotifier(failures=1), None)
+    memory = AlertMemory(FakeNotifier(failures=1), QueueStatus.parse(None))
     assert memory.publish(_alert("a")) is False
     assert memory.unsent == ["SNS Publish: InternalError"]
     assert memory.raised == []
@@ -53,10 +54,12 @@ def test_an_alert_sns_did_not_take_is_kept_for_the_retry_and_not_remembered() ->
 
 def test_a_run_cut_short_remembers_what_it_sent_within_the_bound() -> None:
     stored = [f"old-{n}" for n in range(ALERT_MEMORY)]
-    memory = AlertMemory(FakeNotifier(), {"alerted": stored})
-    assert memory.remembered_after_cut({"alerted": stored}) is None  # nothing new
+    memory = AlertMemory(FakeNotifier(), QueueStatus.parse({"alerted": stored}))
+    assert (
+        memory.remembered_after_cut(QueueStatus.parse({"alerted": stored})) is None
+    )  # nothing new
     memory.publish(_alert("new"))
-    remembered = memory.remembered_after_cut({"alerted": stored})
+    remembered = memory.remembered_after_cut(QueueStatus.parse({"alerted": stored}))
     assert remembered is not None
     assert len(remembered) == ALERT_MEMORY
     assert remembered[-1] == "new"

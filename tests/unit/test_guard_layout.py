@@ -14,6 +14,7 @@ from planner_builders import converged, desired, plan_for
 from quota_controller.domain.impact import change_id, defer_loosening, hold_since
 from quota_controller.domain.impact_layouts import layout_risks, observed_layout, unrunnable
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction
+from quota_controller.domain.status_records import HeldChange
 
 G5 = "ml.g5.xlarge"
 QUOTA_RULE = {
@@ -159,9 +160,9 @@ def test_a_hold_keeps_its_date_while_it_lasts_and_a_later_hold_gets_a_new_id() -
         desired(DocBuilder().env(**g5(3)).share("team-a", "RESERVE", **g5(1))), converged(before)
     ).actions
     assert actions == []
-    first = {"digest": change_id(lower), "since": "2026-01-01T00:00:00.000Z"}
+    first = HeldChange(digest=change_id(lower), since="2026-01-01T00:00:00.000Z")
 
-    assert hold_since(lower, first, "2026-02-01T00:00:00.000Z") == first["since"]
+    assert hold_since(lower, first, "2026-02-01T00:00:00.000Z") == first.since
     assert hold_since(lower, None, "2026-02-01T00:00:00.000Z") == "2026-02-01T00:00:00.000Z"
     assert change_id(lower, None, "2026-01-01T00:00:00.000Z") != change_id(
         lower, None, "2026-02-01T00:00:00.000Z"

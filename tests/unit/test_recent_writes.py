@@ -18,6 +18,7 @@ from quota_controller.domain.recent_writes import (
     remembered_writes,
     unsettled_wait,
 )
+from quota_controller.domain.status_records import QueueStatus
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 SHARE_ARN = "arn:aws:batch:us-east-1:123456789012:quota-share/q/team-a"
@@ -46,7 +47,9 @@ def test_a_reduction_made_again_within_the_settle_time_waits_and_says_when_it_wa
     recent: dict[str, dict[str, str]] = {}
     remember_write(recent, _reduction(2), _stamp(NOW))
     the_plan = Plan(actions=[_reduction(2)])
-    drop_repeated_writes(the_plan, remembered_writes({"recentWrites": list(recent.values())}, NOW))
+    drop_repeated_writes(
+        the_plan, remembered_writes(QueueStatus.parse({"recentWrites": list(recent.values())}), NOW)
+    )
     assert the_plan.actions == []
     assert the_plan.wait_texts == [
         f"quota share team-a lower team-a to 2: made at {_stamp(NOW)}, reads do not show it yet"
@@ -103,12 +106,12 @@ def test_the_parameters_digest_is_the_one_status_already_holds() -> None:
     ],
 )
 def test_status_entries_of_another_shape_or_age_are_not_remembered(entry: Any) -> None:
-    assert remembered_writes({"recentWrites": [entry]}, NOW) == {}
+    assert remembered_writes(QueueStatus.parse({"recentWrites": [entry]}), NOW) == {}
 
 
 def test_recent_writes_that_are_not_a_list_are_none() -> None:
-    assert remembered_writes({"recentWrites": "UpdateQuotaShare"}, NOW) == {}
-    assert remembered_writes(None, NOW) == {}
+    assert remembered_writes(QueueStatus.parse({"recentWrites": "UpdateQuotaShare"}), NOW) == {}
+    assert remembered_writes(QueueStatus.parse(None), NOW) == {}
 
 
 def _create() -> Action:

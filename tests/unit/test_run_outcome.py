@@ -21,6 +21,7 @@ from quota_controller.domain.run_outcome import (
     conclude,
     superseded,
 )
+from quota_controller.domain.status_records import QueueStatus
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
 SHARE_ARN = "arn:aws:batch:us-east-1:123456789012:job-queue/ml-training/quota-share/team-a"
@@ -77,7 +78,7 @@ def _settings(**fields: Any) -> Any:
 def test_a_requeued_message_of_a_chain_status_no_longer_carries_has_no_work(
     chain: str | None, tags: tuple[str, ...], status: dict[str, Any], expected: bool
 ) -> None:
-    assert superseded(chain, tags, status) is expected
+    assert superseded(chain, tags, QueueStatus.parse(status)) is expected
 
 
 # -- approval, once ------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from typing import Any
 from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.plan_records import Desired
-from quota_controller.domain.status import STATUS_PREFIX
+from quota_controller.domain.status import QUEUE_STATUS, STATUS_PREFIX
+from quota_controller.domain.status_records import QueueStatus, ShareStatus
 
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 
@@ -29,12 +30,17 @@ def desired_state(
     `status` maps status sort keys to items (what the controller last applied); `assembled`
     maps share indexes to item keys when the document came from the table.
     """
-    queue_status = status.get(STATUS_PREFIX + "QUEUE") or {}
-    managed = queue_status.get("managed") or {}
-    applied_tags: dict[str, dict[str, str]] = {
-        key[len(_SHARE_STATUS) :]: dict(item["appliedTags"])
+    queue_status = QueueStatus.parse(status.get(QUEUE_STATUS))
+    managed = queue_status.managed
+    share_statuses = [
+        ShareStatus.parse(key, item)
         for key, item in status.items()
-        if key.startswith(_SHARE_STATUS) and item.get("appliedTags") is not None
+        if key.startswith(_SHARE_STATUS)
+    ]
+    applied_tags: dict[str, dict[str, str]] = {
+        s.item[len(_SHARE_STATUS) :]: dict(s.appliedTags)
+        for s in share_statuses
+        if s.appliedTags is not None
     }
     retiring_policies = tuple(str(n) for n in managed.get("retiringPolicies") or ())
     retiring_environments = tuple(str(n) for n in managed.get("retiringEnvironments") or ())
@@ -67,8 +73,8 @@ def desired_state(
         applied_share_tags=applied_tags,
         retiring_policies=retiring_policies,
         retiring_environments=retiring_environments,
-        last_approved_change=queue_status.get("lastApprovedChange"),
-        held_change=queue_status.get("heldChange"),
+        last_approved_change=queue_status.lastApprovedChange,
+        held_change=queue_status.heldChange,
     )
 
 

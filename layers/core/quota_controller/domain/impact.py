@@ -15,6 +15,7 @@ from typing import Any
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction, Risk
 from quota_controller.domain.impact_victims import jobs_at_risk, risks_for
 from quota_controller.domain.plan_records import Action, Reduction, Wait
+from quota_controller.domain.status_records import HeldChange
 
 # Requests that can let Batch dispatch more (a raise, a new share, an enabled resource): in a
 # run that applies a reduction they wait for the next run (tightening before loosening).
@@ -46,14 +47,14 @@ def risky_actions(decided: Iterable[GuardedAction]) -> list[Action]:
 
 
 def hold_since(
-    actions: Sequence[Action], previous: Mapping[str, Any] | None, now: str | None
+    actions: Sequence[Action], previous: HeldChange | None, now: str | None
 ) -> str | None:
     """When these requests were first held: kept from the status's held change while it holds
     exactly these requests, else now (a new hold, whatever happened in between)."""
     if not actions:
         return None
-    if previous and previous.get("digest") == change_id(actions) and previous.get("since"):
-        return str(previous["since"])
+    if previous is not None and previous.digest == change_id(actions) and previous.since:
+        return str(previous.since)
     return now
 
 
@@ -94,7 +95,7 @@ def guard(
     last_approved: str | None = None,
     queue_jobs: Sequence[ActiveJob] = (),
     extra_risks: Mapping[int, Sequence[Risk]] | None = None,
-    previous_hold: Mapping[str, Any] | None = None,
+    previous_hold: HeldChange | None = None,
     now: str | None = None,
 ) -> tuple[list[GuardedAction], str | None]:
     """Decide per action: apply, apply with a warning, block, drain or wait for idle.

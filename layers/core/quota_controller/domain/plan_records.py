@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quota_controller.domain.config.model import QueueSettings, QuotaShareSpec
+from quota_controller.domain.status_records import HeldChange
 
 ReductionKind = Literal[
     "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted"
@@ -148,4 +149,4 @@ class Desired:
     # The id of the last approved change applied (status): a change id is never reused.
     last_approved_change: str | None = None
     # The change the last reconcile held (status heldChange: its digest and since date it).
-    held_change: Mapping[str, Any] | None = None
+    held_change: HeldChange | None = None

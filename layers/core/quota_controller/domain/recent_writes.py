@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from quota_controller.domain.plan_records import Action, Plan, Wait
+from quota_controller.domain.status_records import QueueStatus
 
 # How long a read may lag behind a write (and a create Batch refused may stay invisible to
 # every read before the refusal counts): Batch documents no read-after-write consistency, and
@@ -42,12 +43,11 @@ def params_digest(action: Action) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def remembered_writes(status: Mapping[str, object] | None, now: datetime) -> RecentWrites:
+def remembered_writes(status: QueueStatus, now: datetime) -> RecentWrites:
     """The writes status remembers that are younger than SETTLE_SECONDS, by resource and
     operation (entries of another shape are dropped)."""
     kept: RecentWrites = {}
-    entries = (status or {}).get("recentWrites") or []
-    for entry in entries if isinstance(entries, list) else []:
+    for entry in status.recentWrites:
         if not isinstance(entry, Mapping):
             continue
         fields = {k: entry.get(k) for k in ("resource", "operation", "params", "at")}

@@ -9,16 +9,17 @@ describes the requeue chain and the outcomes these return.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from quota_controller.domain.config.model import QueueSettings
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Action, Plan
 from quota_controller.domain.scheduled_warning import next_warning_in
+from quota_controller.domain.status_records import QueueStatus
 
 Outcome = Literal[
     "converged", "progressing", "blocked", "rejected", "failed", "locked", "absent", "superseded"
@@ -29,7 +30,7 @@ WINDOW_REQUEUE_HORIZON = 7 * 86400
 
 
 def superseded(
-    chain: str | None, read_share_tags: Collection[str], queue_status: Mapping[str, Any]
+    chain: str | None, read_share_tags: Collection[str], queue_status: QueueStatus
 ) -> bool:
     """A requeued message of a chain the queue status no longer carries has no work left: a
     later run started its own chain (or needs none). Status `requeueChainFrom` is the chain
@@ -38,7 +39,7 @@ def superseded(
     return (
         chain is not None
         and not read_share_tags
-        and chain not in (queue_status.get("requeueChain"), queue_status.get("requeueChainFrom"))
+        and chain not in (queue_status.requeueChain, queue_status.requeueChainFrom)
     )
 
 

@@ -9,20 +9,20 @@ still writes status, then fails so the record is retried and the alert is not lo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.run_status import ALERT_MEMORY
+from quota_controller.domain.status_records import QueueStatus
 from quota_controller.ports import Notifier, RetryableError
 
 
 class AlertMemory:
     """One run's alerts: what status remembered, what the run raised, what it could not send."""
 
-    def __init__(self, notifier: Notifier, queue_status: Mapping[str, Any] | None):
+    def __init__(self, notifier: Notifier, queue_status: QueueStatus):
         self._notifier = notifier
-        self.alerted: list[str] = list((queue_status or {}).get("alerted", []))
+        self.alerted: list[str] = list(queue_status.alerted)
         self.raised: list[str] = []
         self.sent: list[Alert] = []
         self.unsent: list[str] = []
@@ -46,10 +46,10 @@ class AlertMemory:
         still stand as far as it knows, so their keys are kept."""
         self.raised[:0] = [k for k in self.alerted if k not in self.raised]
 
-    def remembered_after_cut(self, queue_status: Mapping[str, Any]) -> Sequence[str] | None:
+    def remembered_after_cut(self, queue_status: QueueStatus) -> Sequence[str] | None:
         """The `alerted` of a run cut short by an error: what status had and what this run
         published, so the retry does not send it again (None: nothing new to remember)."""
         new = [k for k in self.raised if k not in self.alerted]
         if not new:
             return None
-        return [*(queue_status.get("alerted") or []), *new][-ALERT_MEMORY:]
+        return [*queue_status.alerted, *new][-ALERT_MEMORY:]

@@ -56,6 +56,7 @@ from quota_controller.domain.status import (
     differs,
     status_items,
 )
+from quota_controller.domain.status_records import QueueStatus
 from quota_controller.ports import (
     ActionUnsettled,
     RetryableError,
@@ -102,14 +103,14 @@ class ReconcileRun:
             if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
         }
         self.status = status_items(items)
-        self.queue_status = self.status.get(QUEUE_STATUS)
+        self.queue_status = QueueStatus.parse(self.status.get(QUEUE_STATUS))
         # Each problem alerted once while it stands; an alert SNS did not take fails the run
         # after status is written (services/alert_memory.py).
         self.memory = AlertMemory(deps.notifier, self.queue_status)
         self.result.alerts = self.memory.sent
         # The last approved change applied (the next change id depends on it), and the id
         # this run's approvedChange approves, if it approves what the guard holds.
-        self.last_approved: str | None = (self.queue_status or {}).get("lastApprovedChange")
+        self.last_approved: str | None = self.queue_status.lastApprovedChange
         self.approving: str | None = None
         # When the change held now was first held (status heldChange.since): its id depends
         # on it, so a later hold of the same requests is a new change to approve.
@@ -150,10 +151,10 @@ class ReconcileRun:
         return result
 
     def run(self) -> ReconcileResult:
-        if superseded(self.chain, self.read_share_tags, self.queue_status or {}):
+        if superseded(self.chain, self.read_share_tags, self.queue_status):
             self.result.outcome = "superseded"
             return self.result
-        if not self.config and self.queue_status is None:
+        if not self.config and QUEUE_STATUS not in self.status:
             self.result.outcome = "absent"
             return self.result
         assembled, report = validate_items(self.queue, self.config.values(), self.now)
@@ -162,8 +163,8 @@ class ReconcileRun:
         # run): the change records name them, so an alert can say a window's end preempted.
         # A reduction a window's end needs that was held (block, drain) still names it when
         # it applies later: status carries the ended windows until their requests are made.
-        status = self.queue_status or {}
-        ended = [*(status.get("windowsInForce") or []), *(status.get("windowsEndedPending") or [])]
+        status = self.queue_status
+        ended = [*(status.windowsInForce or []), *(status.windowsEndedPending or [])]
         # What each window sets (its shares; None for the environment): a request on anything
         # else is not its end's. A window deleted from the document did not end: it was
         # edited away, and the requests that follow are the edit's.
@@ -255,7 +256,7 @@ class ReconcileRun:
         """The wait for a refused create no read shows yet (`unsettled_wait`), or None once
         it has stayed so for SETTLE_SECONDS (the refusal stands: the run fails and alerts)."""
         action = exc.action
-        previous = ((self.queue_status or {}).get("unsettled") or {}).get(action.resource)
+        previous = self.queue_status.unsettled.get(action.resource)
         wait, since = unsettled_wait(action, exc.message, previous, self.stamp, self.now)
         if wait is not None:
             self.unsettled[action.resource] = since
@@ -265,8 +266,7 @@ class ReconcileRun:
         """The approval is used: say so in status at once, not only at the end of the run (a
         later request that fails, or a retryable error, must not leave it usable again)."""
         self.last_approved = change
-        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
-        item["lastApprovedChange"] = change
+        item = self.queue_status.but(lastApprovedChange=change).to_item()
         # If this write fails, the status write at the end of the run records it.
         with contextlib.suppress(RetryableError):
             self.deps.store.write_status(self.queue, [fitted(item)], [])
@@ -358,7 +358,7 @@ class ReconcileRun:
         if self.deps.subscriptions is None:
             return
         owners = {name: spec.owners for name, spec in desired.shares.items()}
-        remembered = (self.queue_status or {}).get("ownerSubscriptions") or []
+        remembered = self.queue_status.ownerSubscriptions or []
         try:
             self.owner_sync = sync_owner_subscriptions(
                 self.queue,
@@ -441,12 +441,10 @@ class ReconcileRun:
     def _remember_alerts(self) -> None:
         """A run cut short by a retryable error still remembers the alerts it published, so
         the retry does not send them again."""
-        alerted = self.memory.remembered_after_cut(self.queue_status or {})
+        alerted = self.memory.remembered_after_cut(self.queue_status)
         if alerted is None:
             return
-        item = dict(self.queue_status or {SORT_KEY: QUEUE_STATUS})
-        item["alerted"] = list(alerted)
-        item["updatedAt"] = self.stamp
+        item = self.queue_status.but(alerted=list(alerted), updatedAt=self.stamp).to_item()
         self.deps.store.write_status(self.queue, [fitted(item)], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
