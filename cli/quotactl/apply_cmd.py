@@ -12,11 +12,11 @@ from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
-    is_controller_key,
     plain,
     validate_items,
 )
 from quota_controller.domain.config_apply import after_write, plan_config_write
+from quota_controller.domain.table_keys import config_items
 from quotactl import aws, render
 from quotactl.operating import (
     EXIT_FAILED,
@@ -58,10 +58,8 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
         # Items neither the file nor --prune touch: a key typed in the console (SHARE-team-d).
         stray = sorted(
             str(i[SORT_KEY])
-            for i in existing
-            if not is_controller_key(i.get(SORT_KEY))
-            and str(i[SORT_KEY]) != QUEUE_ITEM
-            and not str(i[SORT_KEY]).startswith(SHARE_PREFIX)
+            for i in config_items(existing)
+            if str(i[SORT_KEY]) != QUEUE_ITEM and not str(i[SORT_KEY]).startswith(SHARE_PREFIX)
         )
         left = [*write.kept, *stray]
         print(

@@ -13,6 +13,7 @@ from quota_controller.domain.config.items import (
     is_config_key,
     is_controller_key,
 )
+from quota_controller.domain.table_keys import config_items
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, EXIT_USAGE, hint
 
@@ -25,7 +26,7 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         current = {str(i[SORT_KEY]): i for i in store.load_partition(queue)}
-    config = sorted(k for k in current if not is_controller_key(k))
+    config = sorted(str(i[SORT_KEY]) for i in config_items(current.values()))
     if args.all and args.items:
         print("quotactl delete: give ITEM... or --all, not both", file=sys.stderr)
         return EXIT_USAGE

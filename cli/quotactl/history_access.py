@@ -19,10 +19,11 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
-from quota_controller.domain.config.items import SORT_KEY, is_controller_key, validate_items
+from quota_controller.domain.config.items import validate_items
 from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.config.timeline import moments
 from quota_controller.domain.history import JobRecord
+from quota_controller.domain.table_keys import config_items
 from quotactl import aws
 from quotactl.values import DURATION_UNITS
 
@@ -127,7 +128,7 @@ def queue_layouts(
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         items = store.load_partition(queue)
-    config = [i for i in items if not is_controller_key(str(i.get(SORT_KEY, "")))]
+    config = config_items(items)
     if not config:
         raise HistoryError(
             f"unknown job queue {queue}: {target.where()} has no config for it "

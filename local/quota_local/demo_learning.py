@@ -31,12 +31,13 @@ from quota_controller.adapters.batch_gateway import BotoBatchGateway
 from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.adapters.history_store import DynamoHistoryStore
 from quota_controller.domain.config import validate_document
-from quota_controller.domain.config.items import SORT_KEY, is_controller_key, plain, validate_items
+from quota_controller.domain.config.items import plain, validate_items
 from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Scope
 from quota_controller.domain.status import status_items
+from quota_controller.domain.table_keys import config_items
 from quota_controller.services.decision import decide
 from quota_local.recommend import DEFAULT_BUDGET, Recommendation, recommend
 from quota_local.recommend_explain import duration, explain
@@ -184,7 +185,7 @@ def preview_plan(stack: LocalStack, queue: str, raw: dict[str, Any]) -> Preview:
 def table_document(stack: LocalStack, queue: str) -> QuotaDocument:
     """The queue's layout as the config table holds it (what `quotactl report` reads)."""
     items = DynamoConfigStore(stack.table).load_partition(queue)
-    config = [i for i in items if not is_controller_key(str(i.get(SORT_KEY, "")))]
+    config = config_items(items)
     _, report = validate_items(queue, config)
     document = report.valid_part
     if document is None:

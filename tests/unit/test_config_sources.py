@@ -27,7 +27,7 @@ from quota_controller.domain.config.items import (
 from quota_controller.domain.config.model import TOP_LEVEL_FIELDS, QuotaShareSpec
 from quota_controller.domain.config.source import DocumentSyntaxError, parse_text
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
-from quota_controller.domain.table_keys import BOOKKEEPING_FIELDS, CONFIG_ATTRIBUTES
+from quota_controller.domain.table_keys import BOOKKEEPING_FIELDS, CONFIG_ATTRIBUTES, config_items
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 M5 = "ml.m5.xlarge"
@@ -704,3 +704,21 @@ def test_instance_types_equal_the_installed_botocore_enum() -> None:
     assert (missing, extra) == ([], []), "run `make instance-types`"
     assert "NUM_INSTANCES" not in TRAINING_INSTANCE_TYPES
     assert all(t.startswith("ml.") for t in TRAINING_INSTANCE_TYPES)
+
+
+@pytest.mark.parametrize(
+    ("key", "config"),
+    [
+        ("QUEUE", True),
+        ("SHARE#team-a", True),
+        # A stray key is config: the validator reports it instead of it hiding a share.
+        ("SHARE-team-a", True),
+        ("STATUS#QUEUE", False),
+        ("STATUS#SHARE#team-a", False),
+        ("CHANGE#2026-01-05T09:00:00.000Z#0001", False),
+        ("LOCK#RECONCILE", False),
+    ],
+)
+def test_every_item_the_controller_did_not_write_is_config(key: str, config: bool) -> None:
+    items = [{"queue": "q", "item": key}]
+    assert config_items(items) == (items if config else [])

@@ -18,11 +18,11 @@ from quota_controller.domain.config.items import (
     SORT_KEY,
     document_to_items,
     is_config_key,
-    is_controller_key,
 )
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
 from quota_controller.domain.status import generation
+from quota_controller.domain.table_keys import config_items
 
 
 @dataclass
@@ -50,7 +50,7 @@ class ConfigWrite:
 def after_write(items: Iterable[Mapping[str, Any]], write: ConfigWrite) -> list[dict[str, Any]]:
     """The queue's config items as the table holds them once `write` is applied: every item
     that is not the controller's, as the reconciler reads them (a stray key rejects the queue)."""
-    config = {i[SORT_KEY]: dict(i) for i in items if not is_controller_key(i.get(SORT_KEY))}
+    config = {i[SORT_KEY]: dict(i) for i in config_items(items)}
     for key in write.deletes:
         config.pop(key, None)
     config.update({i[SORT_KEY]: i for i in write.puts})

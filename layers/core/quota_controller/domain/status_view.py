@@ -11,7 +11,7 @@ from quota_controller.domain.table_keys import (
     QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
-    is_controller_key,
+    config_items,
     plain,
 )
 
@@ -33,7 +33,7 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
         "configured": queue_config is not None,
         # Every item the controller did not write: without a QUEUE item, these are rejected
         # config (share items, a mistyped sort key), not a queue being torn down.
-        "configItems": sorted(k for k in by_key if not is_controller_key(k)),
+        "configItems": sorted(str(i[SORT_KEY]) for i in config_items(by_key.values())),
         "current": stored is not None
         and queue_status.observedGeneration == generation(queue_config),
         "conditions": _conditions(queue_status.conditions),

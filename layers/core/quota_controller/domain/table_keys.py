@@ -10,7 +10,7 @@ the document model (see `make bench`, cold_start).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any, SupportsBytes
 
@@ -64,6 +64,13 @@ def is_config_key(sort_key: object) -> bool:
 def is_controller_key(sort_key: object) -> bool:
     """True for the sort keys the controller writes (status, change records, the lease)."""
     return isinstance(sort_key, str) and sort_key.startswith(CONTROLLER_PREFIXES)
+
+
+def config_items[T: Mapping[str, Any]](items: Iterable[T]) -> list[T]:
+    """The config items among a queue partition's items: every item the controller did not
+    write. A stray sort key (`SHARE-x`) is config too, for the validator to report instead of
+    hiding a share; so is an item without a sort key."""
+    return [i for i in items if not is_controller_key(i.get(SORT_KEY))]
 
 
 def plain(value: Any) -> Any:

@@ -28,10 +28,10 @@ from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SORT_KEY,
-    is_controller_key,
     validate_items,
 )
 from quota_controller.domain.snapshot import QueueSnapshot
+from quota_controller.domain.table_keys import config_items
 from quota_controller.ports import AlertReader, Claims, ConfigStore, Notifier, RetryableError
 from quota_controller.services.log_safety import loggable
 
@@ -73,7 +73,7 @@ class _QueueContext:
         self.queue = queue
         items = deps.store.load_partition(queue)
         # The reconciler's view of the config: every item the controller did not write.
-        config = [i for i in items if not is_controller_key(i.get(SORT_KEY, ""))]
+        config = config_items(items)
         self.managed = any(i.get(SORT_KEY) == QUEUE_ITEM for i in config)
         document = None
         if self.managed:

@@ -20,7 +20,6 @@ from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SORT_KEY,
     AssembledDocument,
-    is_controller_key,
     share_key,
     validate_items,
 )
@@ -57,6 +56,7 @@ from quota_controller.domain.status import (
     status_items,
 )
 from quota_controller.domain.status_records import QueueStatus
+from quota_controller.domain.table_keys import config_items
 from quota_controller.ports import (
     ActionUnsettled,
     RetryableError,
@@ -97,11 +97,7 @@ class ReconcileRun:
         items = deps.store.load_partition(queue)
         # Every item the controller did not write is config: a stray sort key (`SHARE-x`) is
         # reported by the validator instead of hiding a share.
-        self.config = {
-            i[SORT_KEY]: i
-            for i in items
-            if i.get(SORT_KEY) is not None and not is_controller_key(i.get(SORT_KEY))
-        }
+        self.config = {i[SORT_KEY]: i for i in config_items(items)}
         self.status = status_items(items)
         self.queue_status = QueueStatus.parse(self.status.get(QUEUE_STATUS))
         # Each problem alerted once while it stands; an alert SNS did not take fails the run

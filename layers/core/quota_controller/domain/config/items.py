@@ -26,6 +26,7 @@ from quota_controller.domain.table_keys import (
     QUEUE_ITEM,
     SHARE_PREFIX,
     SORT_KEY,
+    config_items,
     is_config_key,
     is_controller_key,
     plain,
@@ -106,15 +107,13 @@ def items_to_document(queue: str, items: Iterable[Mapping[str, Any]]) -> Assembl
     result = AssembledDocument(queue, None)
     queue_item: dict[str, Any] | None = None
     shares: list[tuple[str, dict[str, Any]]] = []
-    for item in items:
+    for item in config_items(items):
         clean = {k: plain(v) for k, v in item.items()}
         key = clean.get(SORT_KEY)
         if not isinstance(key, str) or not key:
             result.problems.append(
                 Problem((), f"an item of queue {queue!r} has no text sort key {SORT_KEY!r}")
             )
-            continue
-        if key.startswith(CONTROLLER_PREFIXES):
             continue
         result.bookkeeping[key] = {k: clean.pop(k) for k in BOOKKEEPING_FIELDS if k in clean}
         clean.pop(PARTITION_KEY, None)
