@@ -19,6 +19,7 @@ from quota_controller.domain.run_status import (
     status_writes,
 )
 from quota_controller.domain.status import QUEUE_STATUS, share_status_key
+from quota_controller.domain.window_ends import WindowEnds
 
 QUEUE = "ml-training"
 STAMP = "2026-12-02T15:00:00.000Z"
@@ -163,11 +164,10 @@ def test_an_ended_window_whose_request_is_left_is_still_pending() -> None:
     the_plan = plan_for(want, have)
     assert [a.share for a in the_plan.actions] == ["team-a"]
     facts = _facts(
-        windows_ended=["deadline", "nights"],
-        window_targets={
-            "deadline": {"team-a"},
-            "nights": {"team-b"},
-        },
+        window_ends=WindowEnds(
+            ("deadline", "nights"),
+            {"deadline": frozenset({"team-a"}), "nights": frozenset({"team-b"})},
+        ),
     )
     report = validate_document(
         {
@@ -190,8 +190,7 @@ def test_an_ended_window_whose_request_is_left_is_still_pending() -> None:
     applied = status_writes(
         _facts(
             applied=the_plan.actions,
-            windows_ended=["deadline"],
-            window_targets={"deadline": {"team-a"}},
+            window_ends=WindowEnds(("deadline",), {"deadline": frozenset({"team-a"})}),
         ),
         want,
         have.build(),

@@ -39,6 +39,7 @@ from quota_controller.domain.status import (
 )
 from quota_controller.domain.status_records import QueueStatus, ShareStatus
 from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
+from quota_controller.domain.window_ends import WindowEnds
 
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 ALERT_MEMORY = 100
@@ -86,9 +87,8 @@ class RunFacts:
     # writes (`recentWrites`, domain/recent_writes.py).
     unsettled: Mapping[str, str] = field(default_factory=dict)
     recent_writes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    # Quota windows whose end this run carries out, and what each sets (None: the environment).
-    windows_ended: Sequence[str] = ()
-    window_targets: Mapping[str, Collection[str | None]] = field(default_factory=dict)
+    # Quota windows whose end this run carries out, and what each sets.
+    window_ends: WindowEnds = field(default_factory=WindowEnds)
     # Tags read from Batch, by share.
     share_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # The owners' subscriptions (queue status `ownerSubscriptions`) and each share's contacts
@@ -103,10 +103,6 @@ class RunFacts:
         """The queue status as the run read it (nothing set when there was none)."""
         return QueueStatus.parse(self.status.get(QUEUE_STATUS))
 
-    def ended_for(self, action: Action) -> list[str]:
-        """The ended windows that set what `action` changes."""
-        return ended_for(self.windows_ended, self.window_targets, action)
-
 
 @dataclass(frozen=True)
 class StatusWrites:
@@ -114,17 +110,6 @@ class StatusWrites:
 
     items: list[dict[str, Any]]
     deletes: list[str]
-
-
-def ended_for(
-    windows_ended: Sequence[str],
-    window_targets: Mapping[str, Collection[str | None]],
-    action: Action,
-) -> list[str]:
-    """The ended windows that set what `action` changes (its share, or the environment for a
-    request on no share): its change record names them, so an alert can say a window's end
-    preempted a job."""
-    return [w for w in windows_ended if action.share in window_targets.get(w, ())]
 
 
 def queue_status_item(facts: RunFacts, gen: str | None, conds: list[Condition]) -> QueueStatus:
@@ -199,7 +184,7 @@ def status_writes(
         update["windowsInForce"] = list(report.in_force)
         # Ended windows whose requests are not all made yet (held, waiting, failed).
         left = [a for a in the_plan.actions if a not in facts.applied]
-        pending = sorted({w for a in left for w in facts.ended_for(a)})
+        pending = sorted({w for a in left for w in facts.window_ends.of(a)})
         if pending:
             update["windowsEndedPending"] = pending
         update["nextWindowEdge"] = (

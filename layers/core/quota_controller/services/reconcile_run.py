@@ -45,7 +45,6 @@ from quota_controller.domain.run_outcome import (
 )
 from quota_controller.domain.run_status import (
     RunFacts,
-    ended_for,
     rejected_status,
     status_writes,
 )
@@ -57,6 +56,7 @@ from quota_controller.domain.status import (
 )
 from quota_controller.domain.status_records import QueueStatus
 from quota_controller.domain.table_keys import config_items
+from quota_controller.domain.window_ends import WindowEnds, window_ends
 from quota_controller.ports import (
     ActionUnsettled,
     RetryableError,
@@ -123,8 +123,7 @@ class ReconcileRun:
         self.stopped_at: Action | None = None
         # Quota windows in force at the last run (or ended with their requests still to be
         # made) that this run's layout no longer has, and what each of them set.
-        self.windows_ended: list[str] = []
-        self.window_targets: dict[str, set[str | None]] = {}
+        self.window_ends = WindowEnds()
         # What this run did to the owners' subscriptions (None: not looked at this run).
         self.owner_sync: OwnerSync | None = None
         # How a validation problem is said (by the item a table user wrote, not by its place
@@ -155,25 +154,8 @@ class ReconcileRun:
             return self.result
         assembled, report = validate_items(self.queue, self.config.values(), self.now)
         self.describe = assembled.describe
-        # The windows whose end this run's requests carry out (they were in force at the last
-        # run): the change records name them, so an alert can say a window's end preempted.
-        # A reduction a window's end needs that was held (block, drain) still names it when
-        # it applies later: status carries the ended windows until their requests are made.
-        status = self.queue_status
-        ended = [*(status.windowsInForce or []), *(status.windowsEndedPending or [])]
-        # What each window sets (its shares; None for the environment): a request on anything
-        # else is not its end's. A window deleted from the document did not end: it was
-        # edited away, and the requests that follow are the edit's.
-        self.window_targets = {
-            w.name: {o.quotaShareName for o in w.quotaShares}
-            | ({None} if w.serviceEnvironment is not None else set())
-            for w in report.windows
-        }
-        self.windows_ended = list(
-            dict.fromkeys(
-                str(w) for w in ended if w not in report.in_force and w in self.window_targets
-            )
-        )
+        # The windows whose end this run's requests carry out (their change records say so).
+        self.window_ends = window_ends(self.queue_status, report)
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
         self._alert_invalid_shares(assembled, report)
@@ -281,12 +263,8 @@ class ReconcileRun:
             stamp=self.stamp,
             seq=seq,
             expires_at=int(expires.timestamp()),
-            windows_ended=self._ended_for(action),
+            windows_ended=self.window_ends.of(action),
         )
-
-    def _ended_for(self, action: Action) -> list[str]:
-        """The ended windows that set what `action` changes (its change record names them)."""
-        return ended_for(self.windows_ended, self.window_targets, action)
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -417,8 +395,7 @@ class ReconcileRun:
             hold_since=self.hold_since,
             unsettled=self.unsettled,
             recent_writes=self.recent_writes,
-            windows_ended=self.windows_ended,
-            window_targets=self.window_targets,
+            window_ends=self.window_ends,
             share_tags=self.share_tags,
             owner_subscriptions=self.owner_sync.entries if self.owner_sync is not None else None,
             owner_contacts=self.owner_sync.by_share if self.owner_sync is not None else None,

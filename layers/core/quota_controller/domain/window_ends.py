@@ -1,0 +1,53 @@
+"""The quota windows whose end one reconcile run carries out (pure).
+
+A window in force at the last run (status `windowsInForce`) that this run's layout no longer
+has has ended: the requests that undo it are its end's, and their change records name it, so
+an alert can say a window's end preempted a job. A reduction a window's end needs that was
+held (block, drain) still names it when it applies later: status carries the ended windows
+until their requests are made (`windowsEndedPending`, `domain/run_status.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.plan_records import Action
+from quota_controller.domain.status_records import QueueStatus
+
+
+@dataclass(frozen=True)
+class WindowEnds:
+    """The windows whose end a run carries out, and what each of the document's windows sets
+    (its shares; None for the environment)."""
+
+    ended: tuple[str, ...] = ()
+    targets: Mapping[str, frozenset[str | None]] = field(default_factory=dict)
+
+    def of(self, action: Action) -> list[str]:
+        """The ended windows that set what `action` changes (its share, or the environment
+        for a request on no share)."""
+        return [w for w in self.ended if action.share in self.targets.get(w, ())]
+
+
+def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
+    """The windows in force at the last run, or ended with their requests still to be made,
+    that are not in force now. A window deleted from the document did not end: it was edited
+    away, and the requests that follow are the edit's."""
+    targets = {
+        w.name: frozenset(
+            {o.quotaShareName for o in w.quotaShares}
+            | ({None} if w.serviceEnvironment is not None else set())
+        )
+        for w in report.windows
+    }
+    before = [*_names(previous.windowsInForce), *_names(previous.windowsEndedPending)]
+    ended = [w for w in before if w not in report.in_force and w in targets]
+    return WindowEnds(tuple(dict.fromkeys(ended)), targets)
+
+
+def _names(stored: Any) -> list[str]:
+    # Not type-checked on reading: a value of another shape names no window.
+    return [w for w in stored if isinstance(w, str)] if isinstance(stored, list) else []

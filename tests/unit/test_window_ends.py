@@ -1,0 +1,99 @@
+"""Which quota windows a reconcile run ends, and which requests are their end's (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from builders import guide_layout
+
+from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.plan_records import Action
+from quota_controller.domain.status_records import QueueStatus
+from quota_controller.domain.window_ends import WindowEnds, window_ends
+
+NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
+
+
+def _window(name: str, start: str, end: str, **sets: Any) -> dict[str, Any]:
+    return {"name": name, "from": start, "until": end, **sets}
+
+
+_TEAM_B_OFF = {"quotaShares": [{"quotaShareName": "team-b", "state": "DISABLED"}]}
+_ENV_SMALLER = {
+    "serviceEnvironment": {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 4}]}
+}
+
+
+def _report(*windows: dict[str, Any]) -> ValidationReport:
+    report = validate_document({**guide_layout().build(), "windows": list(windows)}, NOW)
+    assert not report.errors, [str(p) for p in report.errors]
+    return report
+
+
+# In force now (NOW is within it), and one that is not.
+IN_FORCE = _window("today", "2026-12-02T00:00Z", "2026-12-03T00:00Z", **_TEAM_B_OFF)
+LATER = _window("deadline", "2027-01-10T00:00Z", "2027-01-11T00:00Z", **_TEAM_B_OFF)
+ENV = _window("env", "2027-02-01T00:00Z", "2027-02-02T00:00Z", **_ENV_SMALLER)
+
+
+@pytest.mark.parametrize(
+    ("stored", "windows", "ended"),
+    [
+        pytest.param({}, [IN_FORCE, LATER], (), id="no window was in force"),
+        pytest.param(
+            {"windowsInForce": ["today"]}, [IN_FORCE, LATER], (), id="still in force: no end"
+        ),
+        pytest.param(
+            {"windowsInForce": ["deadline"]}, [IN_FORCE, LATER], ("deadline",), id="ended"
+        ),
+        pytest.param(
+            {"windowsInForce": ["gone"]}, [IN_FORCE], (), id="deleted from the document: an edit"
+        ),
+        pytest.param(
+            {"windowsInForce": [], "windowsEndedPending": ["deadline"]},
+            [LATER],
+            ("deadline",),
+            id="its requests were held: it still ends with them",
+        ),
+        pytest.param(
+            {"windowsInForce": ["deadline"], "windowsEndedPending": ["deadline"]},
+            [LATER],
+            ("deadline",),
+            id="named once",
+        ),
+        pytest.param(
+            {"windowsInForce": "deadline", "windowsEndedPending": [["deadline"], 3]},
+            [LATER],
+            (),
+            id="status of another shape names no window",
+        ),
+    ],
+)
+def test_a_window_in_force_at_the_last_run_and_not_now_has_ended(
+    stored: dict[str, Any], windows: list[dict[str, Any]], ended: tuple[str, ...]
+) -> None:
+    assert window_ends(QueueStatus.parse(stored), _report(*windows)).ended == ended
+
+
+def _on(share: str | None) -> Action:
+    return Action("UpdateQuotaShare", {}, "arn", "a request", share)
+
+
+@pytest.mark.parametrize(
+    ("action", "named"),
+    [
+        pytest.param(_on("team-b"), ["deadline"], id="a share the window set"),
+        pytest.param(_on("team-a"), [], id="a share it did not set"),
+        pytest.param(_on(None), ["env"], id="the environment"),
+    ],
+)
+def test_a_request_is_an_end_s_only_on_what_the_window_set(
+    action: Action, named: list[str]
+) -> None:
+    stored = QueueStatus.parse({"windowsInForce": ["deadline", "env"]})
+    ends = window_ends(stored, _report(LATER, ENV))
+    assert ends.of(action) == named
+    assert WindowEnds().of(action) == []
