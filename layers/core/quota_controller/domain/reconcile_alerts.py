@@ -178,3 +178,18 @@ def owner_contact_failed(
         occurredAt=stamp,
         dedupKey=f"{queue}:owner:{contact}:{digest([detail])}",
     )
+
+
+def failed_owner_alerts(
+    queue: str, entries: Sequence[Mapping[str, Any]], stamp: str
+) -> list[Alert]:
+    """The alerts of the owner subscriptions a run left Failed (status `ownerSubscriptions`):
+    one per contact that owns a share, naming its shares and what failed."""
+    alerts: list[Alert] = []
+    for entry in entries:
+        shares = [str(s) for s in entry.get("shares") or []]
+        if entry.get("state") != "Failed" or not shares:
+            continue
+        contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
+        alerts.append(owner_contact_failed(queue, contact, shares, detail, stamp))
+    return alerts

@@ -353,14 +353,9 @@ class ReconcileRun:
     def _alert_failed_owners(self) -> None:
         """A contact the share's alerts cannot reach is said once (while the problem stands):
         to the platform, and to the share's other owners when it owns one share."""
-        for entry in self.owner_sync.entries if self.owner_sync else []:
-            shares = [str(s) for s in entry.get("shares") or []]
-            if entry.get("state") != "Failed" or not shares:
-                continue
-            contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
-            self.memory.publish(
-                alerts.owner_contact_failed(self.queue, contact, shares, detail, self.stamp)
-            )
+        entries = self.owner_sync.entries if self.owner_sync else []
+        for alert in alerts.failed_owner_alerts(self.queue, entries, self.stamp):
+            self.memory.publish(alert)
 
     # -- status ------------------------------------------------------------------------------
 
