@@ -12,16 +12,17 @@ import pytest
 from builders import guide_layout
 
 from quota_controller.domain.config import validate_document
-from quota_controller.domain.impact import change_id
-from quota_controller.domain.impact_records import Decision, GuardedAction
+from quota_controller.domain.impact import change_id, hold_since
+from quota_controller.domain.impact_records import ActiveJob, Decision, GuardedAction, Risk
 from quota_controller.domain.plan_records import Action, Plan, Reduction, Wait
 from quota_controller.domain.run_outcome import (
+    approval_used,
     approving,
     come_back_for_edges,
     conclude,
     superseded,
 )
-from quota_controller.domain.status_records import QueueStatus
+from quota_controller.domain.status_records import HeldChange, QueueStatus
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
 SHARE_ARN = "arn:aws:batch:us-east-1:123456789012:job-queue/ml-training/quota-share/team-a"
@@ -94,6 +95,49 @@ def test_an_approval_applies_the_held_change_it_names_once() -> None:
     held_again = change_id([_lower(0)], last_approved=held_id, since=since)
     assert held_again != held_id
     assert approving(settings, held_again) is None
+
+
+def _risky(action: Action, decision: Decision = "apply-with-warning") -> GuardedAction:
+    job = ActiveJob("job-1", "train", "arn:job-1", "RUNNING", "team-a", {"ml.g5.xlarge": 1})
+    return GuardedAction(action, decision, risks=[Risk(action.reductions[0], 4, 0, (job,))])
+
+
+@pytest.mark.parametrize(
+    ("made", "approving_id", "last_approved", "used"),
+    [
+        pytest.param(_risky(_lower(0)), "c1", None, "c1", id="the approved change is made"),
+        pytest.param(_risky(_lower(0)), "c1", "c0", "c1", id="after an earlier approval"),
+        pytest.param(_risky(_lower(0)), "c1", "c1", None, id="already recorded as used"),
+        pytest.param(_risky(_lower(0)), None, None, None, id="no approval: a warned change"),
+        pytest.param(_guarded(_tag(), "apply"), "c1", None, None, id="a request without risk"),
+    ],
+)
+def test_a_request_made_under_an_approval_uses_it_up(
+    made: GuardedAction, approving_id: str | None, last_approved: str | None, used: str | None
+) -> None:
+    assert approval_used(made, approving_id, last_approved) == used
+
+
+def test_an_approved_change_applies_once_and_a_new_hold_of_it_needs_a_new_approval() -> None:
+    lower = [_lower(0)]
+    first, later = "2026-12-02T14:00:00.000Z", "2026-12-09T14:00:00.000Z"
+    # Held: the id is dated by the hold; the operator approves exactly it.
+    since = hold_since(lower, None, first)
+    held_id = change_id(lower, last_approved=None, since=since)
+    settings = _settings(reductionPolicy="block", approvedChange=held_id)
+    approved = approving(settings, held_id)
+    assert approved == held_id
+    # Applied: the approval is used up by the first request, not again by the run's others.
+    assert approval_used(_risky(lower[0]), approved, None) == held_id
+    assert approval_used(_risky(lower[0]), approved, held_id) is None
+    # The same requests held again later (status had no held change once it applied): a new
+    # change, which the approval still in the document does not name.
+    again = change_id(lower, last_approved=held_id, since=hold_since(lower, None, later))
+    assert again != held_id
+    assert approving(settings, again) is None
+    # Held again without a new approval: its id keeps its date while the hold lasts.
+    still = HeldChange(digest=change_id(lower), since=later)
+    assert change_id(lower, held_id, hold_since(lower, still, "2026-12-10T00:00:00.000Z")) == again
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,18 @@ def approving(settings: QueueSettings | None, held_change: str | None) -> str | 
     return None
 
 
+def approval_used(
+    made: GuardedAction, approving: str | None, last_approved: str | None
+) -> str | None:
+    """The approval a request just made uses up (recorded at once as status
+    lastApprovedChange, so the id is never approved again): the change the run's
+    approvedChange approves, when the request is one the approval covers (it puts jobs at
+    risk) and the approval is not recorded as used yet; None otherwise."""
+    if made.risks and approving and last_approved != approving:
+        return approving
+    return None
+
+
 @dataclass(frozen=True)
 class Conclusion:
     """A run's outcome and how soon to reconcile again (None: only when something changes)."""

@@ -38,6 +38,7 @@ from quota_controller.domain.recent_writes import (
 )
 from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.run_outcome import (
+    approval_used,
     approving,
     come_back_for_edges,
     conclude,
@@ -216,8 +217,9 @@ class ReconcileRun:
         def applied(guarded: GuardedAction) -> None:
             remember_write(self.recent_writes, guarded.action, self.stamp)
             records.append(self._change_record(guarded.action, guarded, observed, next(seq)))
-            if guarded.risks and self.approving and self.last_approved != self.approving:
-                self._remember_approval(self.approving)
+            used = approval_used(guarded, self.approving, self.last_approved)
+            if used is not None:
+                self._remember_approval(used)
 
         done = Execution(applied=self.result.applied, held=self.result.held)
         try:
