@@ -17,6 +17,9 @@ from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.observed import ObservedState
+from quota_controller.domain.plan_records import Desired
+from quota_controller.domain.queue_status import invalid_resources
 from quota_controller.domain.status import LEASE_ITEM, lease_bound
 
 
@@ -193,3 +196,14 @@ def failed_owner_alerts(
         contact, detail = str(entry["contact"]), str(entry.get("detail") or "")
         alerts.append(owner_contact_failed(queue, contact, shares, detail, stamp))
     return alerts
+
+
+def invalid_resource_alerts(
+    queue: str, desired: Desired, observed: ObservedState, stamp: str
+) -> list[Alert]:
+    """One alert per resource of the queue Batch reports INVALID (jobs it holds are not
+    scheduled); the status says it too (Healthy False)."""
+    return [
+        resource_invalid(queue, what, share, reason, stamp)
+        for what, share, reason in invalid_resources(desired, observed)
+    ]

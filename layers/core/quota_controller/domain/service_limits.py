@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from quota_controller.domain.table_keys import PARTITION_KEY, SORT_KEY
+
 SNS_PUBLISH_MAX = 262_144
 DYNAMODB_ITEM_MAX = 400 * 1024
 # What the controller aims for: a little below each limit, for what it does not size itself
@@ -174,6 +176,14 @@ def fit_item(item: Mapping[str, Any], keys: Sequence[str], budget: int = ITEM_BU
     if fitted.cuts:
         fitted.value = {**fitted.value, "truncated": summary(fitted.cuts)}
     return fitted
+
+
+def fitted_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted
+    in it has no size of its own: a 60 KB attribute name in four messages); its keys are kept
+    and `truncated` says what was cut."""
+    value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
+    return value
 
 
 def summary(cuts: list[str], most: int = 20) -> list[str]:

@@ -29,6 +29,7 @@ from quota_controller.domain.owner_contacts import (
 )
 from quota_controller.domain.owner_webhooks import PROTOCOL as WEBHOOK
 from quota_controller.domain.owner_webhooks import webhook_problem
+from quota_controller.domain.plan_records import Desired
 from quota_controller.ports import RetryableError, SubscriptionRefused, Subscriptions
 
 _log = logging.getLogger(__name__)
@@ -44,6 +45,32 @@ class OwnerSync:
     by_share: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Requests SNS refused or that failed (logged; the contact's state says Failed).
     errors: list[str] = field(default_factory=list)
+
+
+def keep_owner_subscriptions(
+    queue: str,
+    desired: Desired,
+    remembered: Any,
+    subscriptions: Subscriptions | None,
+    now: datetime,
+    webhooks: str | None = None,
+) -> OwnerSync | None:
+    """The reconcile's owner step: the alerts topic's subscriptions as the document's shares
+    say (`sync_owner_subscriptions`, from status `ownerSubscriptions` as `remembered`; the
+    owner webhooks' secret prefix as `webhooks`). None
+    when there is no topic, or on any failure: that is the contacts' status, never the Batch
+    reconcile's (status keeps the contacts as they were, and the next run tries again)."""
+    if subscriptions is None:
+        return None
+    owners = {name: spec.owners for name, spec in desired.shares.items()}
+    entries = [r for r in remembered or [] if isinstance(r, Mapping)]
+    try:
+        return sync_owner_subscriptions(
+            queue, owners, desired.frozen_shares, entries, subscriptions, now, webhooks=webhooks
+        )
+    except Exception:
+        _log.exception("owner subscriptions of %s not kept", queue)
+        return None
 
 
 def sync_owner_subscriptions(

@@ -9,27 +9,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
 from quota_controller.domain import reconcile_alerts as alerts
+from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.change_record import change_record
-from quota_controller.domain.config.items import (
-    PARTITION_KEY,
-    QUEUE_ITEM,
-    SORT_KEY,
-    AssembledDocument,
-    share_key,
-    validate_items,
-)
+from quota_controller.domain.config.items import AssembledDocument, share_key, validate_items
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import hold_since, risky_actions
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.plan_records import Action, Desired, Plan, Wait
-from quota_controller.domain.queue_status import invalid_resources
+from quota_controller.domain.plan_records import Action, Desired, Wait
 from quota_controller.domain.recent_writes import (
     drop_repeated_writes,
     remember_write,
@@ -38,35 +31,25 @@ from quota_controller.domain.recent_writes import (
 )
 from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.run_outcome import (
+    Outcome,
     approval_used,
     approving,
     come_back_for_edges,
     conclude,
     superseded,
 )
-from quota_controller.domain.run_status import (
-    RunFacts,
-    rejected_status,
-    status_writes,
-)
-from quota_controller.domain.service_limits import fit_item
-from quota_controller.domain.status import (
-    QUEUE_STATUS,
-    differs,
-    status_items,
-)
+from quota_controller.domain.run_status import RunFacts, rejected_status, status_writes
+from quota_controller.domain.service_limits import fitted_item
+from quota_controller.domain.status import QUEUE_STATUS, differs, status_items
 from quota_controller.domain.status_records import QueueStatus
-from quota_controller.domain.table_keys import config_items
+from quota_controller.domain.table_keys import QUEUE_ITEM, SORT_KEY, config_items
 from quota_controller.domain.window_ends import WindowEnds, window_ends
-from quota_controller.ports import (
-    ActionUnsettled,
-    RetryableError,
-)
+from quota_controller.ports import ActionUnsettled, RetryableError
 from quota_controller.services.alert_memory import AlertMemory
-from quota_controller.services.decision import decide
+from quota_controller.services.decision import Decision, decide
 from quota_controller.services.edge_warnings import edge_warnings
 from quota_controller.services.execute import Execution, execute
-from quota_controller.services.owner_subscriptions import OwnerSync, sync_owner_subscriptions
+from quota_controller.services.owner_subscriptions import OwnerSync, keep_owner_subscriptions
 from quota_controller.services.reconcile_records import Deps, ReconcileResult
 
 _log = logging.getLogger(__name__)
@@ -96,8 +79,6 @@ class ReconcileRun:
         self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.result = ReconcileResult(queue, "converged")
         items = deps.store.load_partition(queue)
-        # Every item the controller did not write is config: a stray sort key (`SHARE-x`) is
-        # reported by the validator instead of hiding a share.
         self.config = {i[SORT_KEY]: i for i in config_items(items)}
         self.status = status_items(items)
         self.queue_status = QueueStatus.parse(self.status.get(QUEUE_STATUS))
@@ -122,16 +103,12 @@ class ReconcileRun:
         self.failed_shares: set[str | None] = set()
         # The request the run stopped at (its share's status says Failed; the rest Pending).
         self.stopped_at: Action | None = None
-        # Quota windows in force at the last run (or ended with their requests still to be
-        # made) that this run's layout no longer has, and what each of them set.
+        # The quota windows this run ends, and what each sets (domain/window_ends.py).
         self.window_ends = WindowEnds()
         # What this run did to the owners' subscriptions (None: not looked at this run).
         self.owner_sync: OwnerSync | None = None
-        # How a validation problem is said (by the item a table user wrote, not by its place
-        # in the assembled document).
+        # How a validation problem is said (by the item a table user wrote).
         self.describe: Callable[[Problem], str] = str
-
-    # -- the steps ---------------------------------------------------------------------------
 
     def run_and_report(self) -> ReconcileResult:
         try:
@@ -147,19 +124,41 @@ class ReconcileRun:
         return result
 
     def run(self) -> ReconcileResult:
+        """The run under the lease, its items loaded: validate, decide, announce, execute,
+        sync the owners, conclude and write status (each step below)."""
         if superseded(self.chain, self.read_share_tags, self.queue_status):
-            self.result.outcome = "superseded"
-            return self.result
+            return self._skip("superseded")
         if not self.config and QUEUE_STATUS not in self.status:
-            self.result.outcome = "absent"
-            return self.result
-        assembled, report = validate_items(self.queue, self.config.values(), self.now)
-        self.describe = assembled.describe
-        # The windows whose end this run's requests carry out (their change records say so).
-        self.window_ends = window_ends(self.queue_status, report)
+            return self._skip("absent")
+        assembled, report = self._validate()
         if report.queue_wide_errors or (self.config and report.settings is None):
             return self._reject(assembled, report)
         self._alert_invalid_shares(assembled, report)
+        decision = self._decide(assembled, report)
+        if decision.plan.conflicts:
+            return self._fail(decision, report)
+        self._hold(decision)
+        unannounced = self._announce(decision, assembled, report)
+        failure = self._execute(decision, unannounced)
+        self._sync_owners(decision.desired)  # after the run's alerts: owners hear of a removal
+        self._conclude(decision, report, decision.decided, failure)
+        return self.result
+
+    def _skip(self, outcome: Outcome) -> ReconcileResult:
+        self.result.outcome = outcome
+        return self.result
+
+    def _validate(self) -> tuple[AssembledDocument, ValidationReport]:
+        """The document the config items make, and the windows whose end this run's requests
+        carry out (their change records name them)."""
+        assembled, report = validate_items(self.queue, self.config.values(), self.now)
+        self.describe = assembled.describe
+        self.window_ends = window_ends(self.queue_status, report)
+        return assembled, report
+
+    def _decide(self, assembled: AssembledDocument, report: ValidationReport) -> Decision:
+        """Desired state, Batch, plan and guard (`services/decision.py`); a plan repeating
+        one of this controller's recent writes is a read that lags (`drop_repeated_writes`)."""
         decision = decide(
             self.queue,
             report if self.config else None,
@@ -170,44 +169,42 @@ class ReconcileRun:
             before_guard=lambda p: drop_repeated_writes(p, self.recent_writes),
             now=self.stamp,
         )
-        desired, observed, the_plan = decision.desired, decision.observed, decision.plan
         self.share_tags = decision.share_tags
         self.result.tags_pending.extend(decision.tags_pending)
         # With the loosening the guard deferred (a run that applies a reduction).
-        self.result.waits = the_plan.wait_texts
-        if the_plan.conflicts:
-            return self._fail(the_plan.conflicts, desired, observed, report, the_plan)
-        decided, self.result.held_change = decision.decided, decision.held_change
-        self.hold_since = hold_since(risky_actions(decided), desired.held_change, self.stamp)
-        self.approving = approving(desired.settings, self.result.held_change)
-        # Warn before a reduction preempts anything: a risky change whose alert cannot be
-        # published now waits for the next attempt instead of being applied unannounced.
-        unannounced = self._alert_risks(decided)
-        for alert in edge_warnings(
-            self.queue,
-            assembled,
-            report,
-            self.status,
-            observed,
-            desired,
-            self.deps.batch,
-            self.now,
-        ):
-            self.memory.publish(alert)
-        failure = self._apply(decided, observed, unannounced, the_plan.waits)
-        self.result.waits = the_plan.wait_texts
-        # After the alerts of this run (a removed share's owners hear of its removal).
-        self._sync_owners(desired)
-        self._finish(desired, observed, report, the_plan, decided, failure)
-        return self.result
+        self.result.waits = decision.plan.wait_texts
+        return decision
 
-    def _apply(
-        self,
-        decided: list[GuardedAction],
-        observed: ObservedState,
-        unannounced: set[str | None],
-        waits: list[Wait],
-    ) -> str | None:
+    def _hold(self, decision: Decision) -> None:
+        """The change the guard holds, since when (its id depends on it), and whether this
+        run's approvedChange approves it."""
+        self.result.held_change = decision.held_change
+        risky = risky_actions(decision.decided)
+        self.hold_since = hold_since(risky, decision.desired.held_change, self.stamp)
+        self.approving = approving(decision.desired.settings, decision.held_change)
+
+    def _announce(
+        self, decision: Decision, assembled: AssembledDocument, report: ValidationReport
+    ) -> set[str | None]:
+        """Warn before a reduction preempts anything (a risky change whose alert cannot be
+        published waits for the next attempt instead of being applied unannounced), and of
+        the window edges ahead; returns the shares whose risk alert was not published."""
+        unannounced = self._alert_risks(decision.decided)
+        self._publish(
+            edge_warnings(
+                self.queue,
+                assembled,
+                report,
+                self.status,
+                decision.observed,
+                decision.desired,
+                self.deps.batch,
+                self.now,
+            )
+        )
+        return unannounced
+
+    def _execute(self, decision: Decision, unannounced: set[str | None]) -> str | None:
         """Make the plan's requests (services/execute.py); each applied request is remembered
         (recent writes, an approval used) at once, and recorded as a change record even when
         a retryable error cuts the run."""
@@ -216,19 +213,20 @@ class ReconcileRun:
 
         def applied(guarded: GuardedAction) -> None:
             remember_write(self.recent_writes, guarded.action, self.stamp)
-            records.append(self._change_record(guarded.action, guarded, observed, next(seq)))
+            records.append(self._change_record(guarded, decision.observed, next(seq)))
             used = approval_used(guarded, self.approving, self.last_approved)
             if used is not None:
                 self._remember_approval(used)
 
         done = Execution(applied=self.result.applied, held=self.result.held)
         try:
-            execute(decided, self.deps.batch, unannounced, self._unsettled, applied, done)
+            execute(decision.decided, self.deps.batch, unannounced, self._unsettled, applied, done)
         finally:
             if records:
-                self.deps.store.record_changes(self.queue, [fitted(r) for r in records])
+                self.deps.store.record_changes(self.queue, [fitted_item(r) for r in records])
         self.result.errors.extend(done.errors)
-        waits.extend(done.waits)
+        decision.plan.waits.extend(done.waits)
+        self.result.waits = decision.plan.wait_texts
         self.stopped_at, self.failed_shares = done.stopped_at, done.failed_shares
         return done.failure
 
@@ -249,11 +247,12 @@ class ReconcileRun:
         item = self.queue_status.but(lastApprovedChange=change).to_item()
         # If this write fails, the status write at the end of the run records it.
         with contextlib.suppress(RetryableError):
-            self.deps.store.write_status(self.queue, [fitted(item)], [])
+            self.deps.store.write_status(self.queue, [fitted_item(item)], [])
 
     def _change_record(
-        self, action: Action, guarded: GuardedAction, observed: ObservedState, seq: int
+        self, guarded: GuardedAction, observed: ObservedState, seq: int
     ) -> dict[str, Any]:
+        action = guarded.action
         source = share_key(action.share) if action.share else QUEUE_ITEM
         by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
         expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
@@ -268,8 +267,6 @@ class ReconcileRun:
             windows_ended=self.window_ends.of(action),
         )
 
-    # -- outcomes ----------------------------------------------------------------------------
-
     def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
         messages = [assembled.describe(p) for p in report.errors]
         self.memory.publish(alerts.config_rejected(self.queue, messages, self.stamp))
@@ -281,97 +278,62 @@ class ReconcileRun:
         self.result.errors = messages
         return self.result
 
-    def _fail(
-        self,
-        conflicts: list[str],
-        desired: Desired,
-        observed: ObservedState,
-        report: ValidationReport,
-        the_plan: Plan,
-    ) -> ReconcileResult:
+    def _fail(self, decision: Decision, report: ValidationReport) -> ReconcileResult:
+        conflicts = decision.plan.conflicts
         self.result.errors = list(conflicts)
-        self._sync_owners(desired)  # the document is valid: its owners are not held back
+        self._sync_owners(decision.desired)  # the document is valid: its owners are not held back
         self.memory.publish(alerts.conflict(self.queue, conflicts, self.stamp))
         # Alerted above, with the advice a conflict needs: not again as a failed request.
-        self._finish(desired, observed, report, the_plan, [], "; ".join(conflicts), announced=True)
-        self.result.outcome = "failed"  # it comes back at a window's edge only (`_finish`)
+        self._conclude(decision, report, [], "; ".join(conflicts), announced=True)
+        self.result.outcome = "failed"  # it comes back at a window's edge only (`_conclude`)
         return self.result
 
-    def _finish(
+    def _conclude(
         self,
-        desired: Desired,
-        observed: ObservedState,
+        decision: Decision,
         report: ValidationReport,
-        the_plan: Plan,
         decided: list[GuardedAction],
         failure: str | None,
         *,
         announced: bool = False,
     ) -> None:
-        result = self.result
-        held = [g for g in decided if not g.applies]
+        """The run's outcome and when it comes back (`conclude`, `come_back_for_edges`: a run
+        that comes back starts its requeue chain), its last alerts, and its status."""
+        result, the_plan = self.result, decision.plan
         if failure and not announced:  # a conflict has its own alert (`_fail`): one, not two
             self.memory.publish(alerts.run_failed(self.queue, failure, self.stamp))
-        self._alert_invalid_resources(desired, observed)
+        # Raised by every run while a resource is INVALID: alerted once, again if it comes back.
+        self._publish(
+            alerts.invalid_resource_alerts(
+                self.queue, decision.desired, decision.observed, self.stamp
+            )
+        )
         conclusion = conclude(
             the_plan, decided, result.applied, failure, self.deps.settings.requeue_seconds
         )
-        result.outcome, result.requeue_after = conclusion.outcome, conclusion.requeue_after
-        self._come_back_for_edges(report)
-        self._write_status(desired, observed, report, the_plan, held, failure)
-
-    def _come_back_for_edges(self, report: ValidationReport) -> None:
-        """Come back at the next window edge or its early warning (`come_back_for_edges`);
-        a run that comes back starts its requeue chain."""
-        result = self.result
-        result.requeue_after = come_back_for_edges(result.requeue_after, report, self.now)
+        result.outcome = conclusion.outcome
+        result.requeue_after = come_back_for_edges(conclusion.requeue_after, report, self.now)
         if result.requeue_after is not None and self.requeues:
             result.chain = f"{self.stamp} {self.deps.owner}"
+        held = [g for g in decided if not g.applies]
+        writes = status_writes(
+            self._facts(), decision.desired, decision.observed, report, the_plan, held, failure
+        )
+        self._write(writes.items, writes.deletes)
 
     def _sync_owners(self, desired: Desired) -> None:
-        """The alerts topic's owner subscriptions as the document says; a failure is the
-        contact's status, never the Batch reconcile's."""
-        if self.deps.subscriptions is None:
-            return
-        owners = {name: spec.owners for name, spec in desired.shares.items()}
-        remembered = self.queue_status.ownerSubscriptions or []
-        try:
-            self.owner_sync = sync_owner_subscriptions(
-                self.queue,
-                owners,
-                desired.frozen_shares,
-                [r for r in remembered if isinstance(r, Mapping)],
-                self.deps.subscriptions,
-                self.now,
-                webhooks=self.deps.settings.owner_webhooks,
-            )
-        except Exception:
-            # Whatever went wrong here, the Batch changes this run made are still recorded:
-            # status keeps the contacts as they were, and the next run tries again.
-            _log.exception("owner subscriptions of %s not kept", self.queue)
-            self.owner_sync = None
-        self._alert_failed_owners()
-
-    def _alert_failed_owners(self) -> None:
-        """A contact the share's alerts cannot reach is said once (while the problem stands):
-        to the platform, and to the share's other owners when it owns one share."""
+        """The alerts topic's owner subscriptions as the document says (never fails the run)."""
+        self.owner_sync = keep_owner_subscriptions(
+            self.queue,
+            desired,
+            self.queue_status.ownerSubscriptions,
+            self.deps.subscriptions,
+            self.now,
+            webhooks=self.deps.settings.owner_webhooks,
+        )
+        # A contact the share's alerts cannot reach is said once (while the problem stands).
         entries = self.owner_sync.entries if self.owner_sync else []
-        for alert in alerts.failed_owner_alerts(self.queue, entries, self.stamp):
-            self.memory.publish(alert)
-
-    # -- status ------------------------------------------------------------------------------
-
-    def _write_status(
-        self,
-        desired: Desired,
-        observed: ObservedState,
-        report: ValidationReport,
-        the_plan: Plan,
-        held: list[GuardedAction],
-        failure: str | None,
-    ) -> None:
-        writes = status_writes(self._facts(), desired, observed, report, the_plan, held, failure)
-        self._write(writes.items, writes.deletes)
+        self._publish(alerts.failed_owner_alerts(self.queue, entries, self.stamp))
 
     def _facts(self) -> RunFacts:
         """What the run found and did, as its status items are written from it."""
@@ -401,12 +363,14 @@ class ReconcileRun:
 
     def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
         # Fitted before the comparison: an item cut to fit compares equal to its stored self.
-        items = [fitted(i) for i in items]
+        items = [fitted_item(i) for i in items]
         changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
         if changed or deletes:
             self.deps.store.write_status(self.queue, changed, deletes)
 
-    # -- alerts ------------------------------------------------------------------------------
+    def _publish(self, each: Iterable[Alert]) -> None:
+        for alert in each:
+            self.memory.publish(alert)
 
     def _remember_alerts(self) -> None:
         """A run cut short by a retryable error still remembers the alerts it published, so
@@ -415,22 +379,13 @@ class ReconcileRun:
         if alerted is None:
             return
         item = self.queue_status.but(alerted=list(alerted), updatedAt=self.stamp).to_item()
-        self.deps.store.write_status(self.queue, [fitted(item)], [])
+        self.deps.store.write_status(self.queue, [fitted_item(item)], [])
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share = alerts.rejected_shares(assembled, report)
         for name, messages in sorted(by_share.items()):
             self.memory.publish(alerts.share_rejected(self.queue, name, messages, self.stamp))
         self.result.errors.extend(m for ms in by_share.values() for m in ms)
-
-    def _alert_invalid_resources(self, desired: Desired, observed: ObservedState) -> None:
-        """One alert per resource Batch reports INVALID (jobs it holds are not scheduled); the
-        status says it too (Healthy False). Raised again by every run while it lasts, so it is
-        alerted once, and again if it comes back after a fix."""
-        for what, share_name, reason in invalid_resources(desired, observed):
-            self.memory.publish(
-                alerts.resource_invalid(self.queue, what, share_name, reason, self.stamp)
-            )
 
     def _alert_risks(self, decided: list[GuardedAction]) -> set[str | None]:
         """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
@@ -440,11 +395,3 @@ class ReconcileRun:
             if not self.memory.publish(alert):
                 unannounced.add(share)
         return unannounced
-
-
-def fitted(item: dict[str, Any]) -> dict[str, Any]:
-    """A status item or change record cut to fit DynamoDB's 400 KB item (user content quoted
-    in it has no size of its own: a 60 KB attribute name in four messages); its keys are kept
-    and `truncated` says what was cut."""
-    value: dict[str, Any] = fit_item(item, (PARTITION_KEY, SORT_KEY)).value
-    return value
