@@ -520,18 +520,12 @@ def scenario_lease_held_elsewhere(h: Harness) -> None:
     h.run("free", locked_since=since)
 
 
-@scenario(
-    notes=(
-        "Pins a gap: team-d never gets appliedTags in its status (its create was refused, the "
-        "next run has nothing to apply), so the resync never compares its tags and drift on "
-        "it is never repaired, although the controller created and tagged it "
-        "(docs/reconciler.md: only adopted shares go unchecked)."
-    )
-)
+@scenario()
 def scenario_refused_create_unsettled_then_settled(h: Harness) -> None:
     """CreateQuotaShare is refused although Batch made the share (its answer lost) and reads
     lag: the run waits instead of failing (waitingFor, status unsettled since when); once reads
-    show the share the next run makes no request and converges, unsettled cleared."""
+    show the share the next run makes no request and converges, unsettled cleared, and the
+    share's status records the tags its create gave it (appliedTags: the resync checks them)."""
     h.apply(reserve_layout(env=5).build())
     h.converge()
     h.batch.lagging = True

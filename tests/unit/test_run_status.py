@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from builders import guide_layout
+import pytest
+from builders import ShareBuilder, g5, guide_layout
 from planner_builders import converged, desired, observed, plan_for, share_arn
 
 from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.validation import ValidationReport
-from quota_controller.domain.plan_records import Action, Plan, Wait
+from quota_controller.domain.plan_records import Action, Plan, Wait, share_resource
 from quota_controller.domain.run_status import (
     ALERT_MEMORY,
     RunFacts,
@@ -245,3 +246,35 @@ def test_owner_subscriptions_the_run_looked_at_replace_what_status_had() -> None
         _facts(status={QUEUE_STATUS: previous}, owner_subscriptions=[]), *args
     ).items[0]
     assert "ownerSubscriptions" not in looked
+
+
+@pytest.mark.parametrize(
+    ("unsettled", "tagged"),
+    [
+        pytest.param({"quota share team-a": EARLIER}, True, id="its refused create was made"),
+        pytest.param({}, False, id="adopted: never tagged by the controller"),
+        pytest.param({"quota share team-b": EARLIER}, False, id="another share's create"),
+    ],
+)
+def test_a_share_made_by_a_create_batch_refused_records_the_tags_it_was_given(
+    unsettled: dict[str, str], tagged: bool
+) -> None:
+    # The create was refused while no read showed the share (status unsettled); this run's
+    # read shows team-a and has nothing to request: the create was made, with its tags, so
+    # the resync compares them (an adopted share, which the controller never tagged, is not).
+    want = desired(guide_layout())
+    facts = _facts(status={QUEUE_STATUS: {"item": QUEUE_STATUS, "unsettled": unsettled}})
+    writes = status_writes(
+        facts, want, converged(guide_layout()).build(), _report(), Plan(), [], None
+    )
+    item = _by_key(writes.items)[share_status_key("team-a")]
+    given = {**want.shares["team-a"].tags, "batch-quota-controller:queue": QUEUE}
+    assert item.get("appliedTags") == (given if tagged else None)
+
+
+def test_the_create_of_a_share_names_the_resource_status_unsettled_keys() -> None:
+    # The key a refused create leaves in status `unsettled` is what the share's status reads.
+    want = desired(guide_layout().add(ShareBuilder("team-d", g5(1))))
+    [create] = [a for a in plan_for(want, converged(guide_layout())).actions if a.share == "team-d"]
+    assert create.operation == "CreateQuotaShare"
+    assert create.resource == share_resource("team-d")

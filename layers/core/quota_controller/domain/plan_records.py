@@ -61,6 +61,12 @@ class Reduction:
         return f"{who}: {self.kind}"
 
 
+def share_resource(name: str) -> str:
+    """The resource a request on quota share `name` names (`Action.resource`; the key of
+    status `unsettled` for its create)."""
+    return f"quota share {name}"
+
+
 def pct(value: int | None) -> str:
     """A borrow limit as a plan line shows it ("unlimited" for -1)."""
     return "unlimited" if value == -1 else f"{value}%"

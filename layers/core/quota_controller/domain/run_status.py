@@ -19,7 +19,7 @@ from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
-from quota_controller.domain.plan_records import Action, Desired, Plan
+from quota_controller.domain.plan_records import Action, Desired, Plan, share_resource
 from quota_controller.domain.queue_status import (
     held_change_record,
     kept_condition,
@@ -266,4 +266,5 @@ def share_facts(facts: RunFacts, name: str) -> ShareFacts:
         describe=facts.describe,
         share_tags=facts.share_tags,
         owner_contacts=contacts or (),
+        created_unseen=share_resource(name) in facts.queue_status.unsettled,
     )

@@ -34,6 +34,9 @@ class ShareFacts:
     describe: Callable[[Problem], str]
     share_tags: Mapping[str, Mapping[str, str]]
     owner_contacts: Sequence[Mapping[str, Any]] = ()
+    # Batch refused the share's create while no read showed the share (queue status
+    # `unsettled`): a read that shows it now shows the create made, with the create's tags.
+    created_unseen: bool = False
 
 
 def share_status(
@@ -127,6 +130,9 @@ def share_status(
         update["appliedTags"] = facts.share_tags[name]
     elif previous.appliedTags is not None:
         update["appliedTags"] = previous.appliedTags
+    elif spec is not None and current is not None and facts.created_unseen:
+        # Made by a create Batch refused (its answer lost): tagged as the create asked.
+        update["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": facts.queue}
     if applied_now:
         update["lastAppliedAt"] = facts.stamp
     elif previous.lastAppliedAt:
