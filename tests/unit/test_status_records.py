@@ -108,6 +108,11 @@ def test_odd_applied_tags_are_read_as_none(tags: Any) -> None:
     assert status.quotaShareArn == "arn"
 
 
+def test_but_refuses_an_attribute_the_record_does_not_have() -> None:
+    with pytest.raises(ValueError, match="lastErorr"):
+        QueueStatus().but(lastErorr="x")
+
+
 def test_but_sets_attributes_that_are_then_written() -> None:
     status = QueueStatus(observedGeneration="g").but(lastError=None, heldChange=None)
     assert status.to_item() == {

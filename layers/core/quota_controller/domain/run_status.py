@@ -211,7 +211,8 @@ def status_writes(
             observed,
         )
     update["resources"] = resources_of(observed)
-    queue_status = queue_status_item(facts, gen, conds).but(**update).to_item()
+    queue_record = queue_status_item(facts, gen, conds).but(**update)
+    queue_status = queue_record.to_item()
     items: list[dict[str, Any]] = [queue_status]
     by_share: dict[str, list[GuardedAction]] = {}
     for guarded in held:
@@ -240,7 +241,7 @@ def status_writes(
         # Torn down: nothing is left to describe (and the resync stops listing the queue),
         # unless an owner's subscription is still to be removed (pending confirmation, or
         # a request failed): the queue status keeps it, and the resync comes back for it.
-        if queue_status.get("ownerSubscriptions"):
+        if queue_record.ownerSubscriptions:
             return StatusWrites([queue_status], [k for k in facts.status if k != QUEUE_STATUS])
         return StatusWrites([], list(facts.status))
     return StatusWrites(items, deletes)

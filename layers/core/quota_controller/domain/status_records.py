@@ -83,7 +83,11 @@ class _Record(BaseModel):
         return name in self.model_fields_set
 
     def but(self, **changes: Any) -> Self:
-        """A copy with `changes` set (each written by `to_item`, None as null)."""
+        """A copy with `changes` set (each written by `to_item`, None as null); only the
+        record's own attributes (a misspelt one would be written as a new attribute)."""
+        unknown = sorted(set(changes) - set(type(self).model_fields))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no attribute {', '.join(unknown)}")
         return self.model_copy(update=changes)
 
 
