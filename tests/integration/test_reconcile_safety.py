@@ -336,6 +336,9 @@ def test_a_requeue_message_due_in_milliseconds_runs_instead_of_coming_back_forev
         pytest.param({"item": "STATUS#QUEUE", "alerted": None}, id="alerted-null"),
         pytest.param({"item": "STATUS#QUEUE", "alerted": [1, None]}, id="alerted-not-text"),
         pytest.param({"item": "STATUS#SHARE#team-a", "appliedTags": "x"}, id="tags-text"),
+        pytest.param({"item": "STATUS#QUEUE", "ownerSubscriptions": True}, id="owners-bool"),
+        pytest.param({"item": "STATUS#QUEUE", "windowsInForce": 3}, id="windows-number"),
+        pytest.param({"item": "STATUS#SHARE#team-a", "ownerContacts": "x"}, id="contacts-text"),
         pytest.param({"item": "LOCK#RECONCILE", "owner": "someone"}, id="lease-no-expiry"),
         pytest.param(
             {"item": "LOCK#RECONCILE", "owner": "someone", "expiresAt": "soon"},

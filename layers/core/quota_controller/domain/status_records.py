@@ -7,8 +7,9 @@ the stored attribute names (`quotactl status`, the resync and older controllers 
 a field is never renamed. Reading is tolerant: an attribute the controller did not write that
 way (a console edit, a NULL) is read as missing (`well_formed`), so one odd status item never
 stops its queue's reconcile. Writing keeps presence as it was said: an attribute stored as null
-stays null, one never set stays absent, and attributes this controller does not know of are
-carried over unchanged (a newer controller's, the partition key).
+stays null, one never set stays absent. A record read and written back (`parse`, `but`,
+`to_item`) carries attributes this controller does not know of (the partition key, a newer
+controller's); the status a run computes afresh (`domain/run_status.py`) has only its own.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "lastError": (str, type(None)),
     "unsettled": dict,
     "recentWrites": list,
+    "windowsInForce": list,
+    "windowsEndedPending": list,
+    "nextWindowEdge": (str, type(None)),
+    "ownerSubscriptions": list,
+    "ownerContacts": list,
 }
 
 
@@ -146,11 +152,11 @@ class QueueStatus(_StatusItem):
     lastError: str | None = None
     unsettled: dict[str, Any] = {}
     recentWrites: list[Any] = []
+    windowsInForce: list[Any] | None = None
+    windowsEndedPending: list[Any] | None = None
+    nextWindowEdge: str | None = None
+    ownerSubscriptions: list[Any] | None = None
     # Not type-checked on reading (as stored, whatever it is).
-    windowsInForce: Any = None
-    windowsEndedPending: Any = None
-    nextWindowEdge: Any = None
-    ownerSubscriptions: Any = None
     updatedAt: Any = None
 
     @classmethod
@@ -168,7 +174,7 @@ class ShareStatus(_StatusItem):
     quotaShareArn: Any = None
     appliedTags: dict[str, str] | None = None
     lastAppliedAt: str | None = None
-    ownerContacts: Any = None
+    ownerContacts: list[Any] | None = None
     updatedAt: Any = None
 
     @classmethod

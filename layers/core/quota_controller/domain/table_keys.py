@@ -69,7 +69,7 @@ def is_controller_key(sort_key: object) -> bool:
 def config_items[T: Mapping[str, Any]](items: Iterable[T]) -> list[T]:
     """The config items among a queue partition's items: every item the controller did not
     write. A stray sort key (`SHARE-x`) is config too, for the validator to report instead of
-    hiding a share; so is an item without a sort key."""
+    hiding a share. (Every item DynamoDB returns has a sort key: it is part of the table's key.)"""
     return [i for i in items if not is_controller_key(i.get(SORT_KEY))]
 
 

@@ -62,9 +62,9 @@ def keep_owner_subscriptions(
     reconcile's (status keeps the contacts as they were, and the next run tries again)."""
     if subscriptions is None:
         return None
-    owners = {name: spec.owners for name, spec in desired.shares.items()}
-    entries = [r for r in remembered or [] if isinstance(r, Mapping)]
     try:
+        owners = {name: spec.owners for name, spec in desired.shares.items()}
+        entries = [r for r in remembered or [] if isinstance(r, Mapping)]
         return sync_owner_subscriptions(
             queue, owners, desired.frozen_shares, entries, subscriptions, now, webhooks=webhooks
         )
