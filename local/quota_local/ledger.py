@@ -107,9 +107,13 @@ class UsageLedger:
         after = before + delta
         account.held = after
         own = account.own
-        state.borrowed += max(0, after - own) - max(0, before - own)
+        # Instances held beyond its own limit, before and after (conditionals: max() costs more,
+        # and this runs twice per job). Its idle own capacity is own - held + that excess.
+        over_before = before - own if before > own else 0
+        over_after = after - own if after > own else 0
+        state.borrowed += over_after - over_before
         if account.lends:
-            state.idle += max(0, own - after) - max(0, own - before)
+            state.idle += over_after - over_before - delta
 
     def close(self, at: float) -> dict[str, ShareTime]:
         """Settle every account up to `at`; the instance-seconds per share."""
