@@ -207,10 +207,8 @@ def _simulate(
     reports = {s.name: ShareReport(s.name) for s in config.shares}
     limits = {s.name: dict(s.limits) for s in config.shares}
     lenders = {s.name for s in config.shares if s.strategy in ("LEND", "LEND_AND_BORROW")}
-    # Per job id: its workload row and its share's report.
-    specs: dict[str, tuple[WorkloadJob, ShareReport]] = {}
-    runnable_since: dict[str, float] = {}
-    dispatched_at: dict[str, float] = {}
+    # Per job id: its workload row, its share's report and its times (one look-up each).
+    specs: dict[str, _Tracked] = {}
     series: list[tuple[float, dict[str, int]]] = []
     ledger = UsageLedger(limits, lenders, config.limits)
     change = ledger.change
@@ -227,24 +225,22 @@ def _simulate(
     def apply(transitions: list[Transition]) -> None:
         nonlocal last, count
         count += len(transitions)
-        for tr in transitions:
-            at = tr.at
+        for job_id, kind, at, previous, status, reason, _ in transitions:
             if at > last:
                 last = at
-            kind = tr.kind
             if kind is phase:
                 continue
-            job_id = tr.job_id
-            job, report = specs[job_id]
+            tracked = specs[job_id]
+            job, report = tracked.job, tracked.report
             if kind is dispatch:
                 delta = job.count
-                report.waits.append(at - runnable_since.pop(job_id, at))
+                report.waits.append(at - tracked.runnable_since)
                 report.wait_weights.append(job.count * job.run_time)
-                dispatched_at[job_id] = at
-            elif kind in releasing and tr.previous in held_before:
+                tracked.dispatched_at = at
+            elif kind in releasing and previous in held_before:
                 delta = -job.count
                 if kind is preempt:
-                    lost = at - dispatched_at.get(job_id, at)
+                    lost = at - tracked.dispatched_at
                     report.preempted_instance_seconds += job.count * lost
             else:
                 delta = 0
@@ -253,10 +249,10 @@ def _simulate(
                 if timeline:
                     totals[report.share] = totals.get(report.share, 0) + delta
             if kind is preempt:
-                cause = CAUSES.get(tr.reason or "", "UNKNOWN")
+                cause = CAUSES.get(reason or "", "UNKNOWN")
                 report.preemptions[cause] = report.preemptions.get(cause, 0) + 1
-                if tr.status == RUNNABLE:
-                    runnable_since[job_id] = at
+                if status == RUNNABLE:
+                    tracked.runnable_since = at
                 else:
                     report.failed += 1
             elif kind is complete:
@@ -307,9 +303,8 @@ def _simulate(
             instant = at
         job_id = f"job-{index}"
         report = reports[share]
-        specs[job_id] = (job, report)
+        specs[job_id] = _Tracked(job, report, at)
         report.jobs += 1
-        runnable_since[job_id] = at
         submit(
             JobSpec(
                 job_id, share, job.instance_type, job.count, job.run_time, job.priority, job.retries
@@ -333,10 +328,11 @@ def _simulate(
     stuck: dict[tuple[str, str], list[str]] = {}
     for job_id in scheduler.runnable_ids():
         if job_id in specs:
-            job, report = specs[job_id]
+            tracked = specs[job_id]
+            job, report = tracked.job, tracked.report
             share = report.share
             report.stuck += 1
-            since = runnable_since.get(job_id, job.submit_time)
+            since = tracked.runnable_since
             report.stuck_waits.append((end - since, job.count * job.run_time))
             state_now = scheduler.job(job_id)
             if job.instance_type in config.limits and state_now and state_now.reason:
@@ -348,6 +344,19 @@ def _simulate(
             limits[name].values()
         ) * max(0.0, end - quota_since)
     return SimulationResult(reports, end, warnings, series, count, passed)
+
+
+class _Tracked:
+    """What the simulator keeps of one job: its workload row, its share's report, since when
+    it is RUNNABLE and when it was last dispatched."""
+
+    __slots__ = ("dispatched_at", "job", "report", "runnable_since")
+
+    def __init__(self, job: WorkloadJob, report: ShareReport, submitted: float) -> None:
+        self.job = job
+        self.report = report
+        self.runnable_since = submitted
+        self.dispatched_at = submitted
 
 
 def _stuck_warnings(stuck: dict[tuple[str, str], list[str]]) -> list[str]:
