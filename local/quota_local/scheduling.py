@@ -1070,26 +1070,27 @@ class QuotaScheduler:
                     slot.parked = True
                     for unit in slot.units:
                         unit.open.discard(slot)
-            # Blocked queues waiting for idle capacity take part when enough of it is idle now.
-            for unit in units:
-                if unit.waiting:
-                    for wanted, waiting in unit.waiting.items():
-                        if self._idle_for(unit, wanted):
-                            keys.update(waiting)
-                            heads.extend(slot.blocked for slot in waiting)  # type: ignore[misc]
-            if not heads:
+            # Blocked queues waiting for idle capacity of the round's units take part when
+            # enough of it is idle as the round reaches them (`_join_waiting`).
+            waiting = bool(units)
+            if not heads and not waiting:
                 continue
             heapq.heapify(heads)
             self._round = round_ = _Round(heads, units, dirty, keys)
             pop, push = heapq.heappop, heapq.heappush
-            while heads:
+            while True:
+                if waiting and (not heads or heads[0][0]):
+                    waiting = False
+                    self._join_waiting(round_)
+                if not heads:
+                    break
                 entry = pop(heads)
                 if entry > round_.high:
                     round_.high = entry
                 borrows, _, _, slot = entry
                 need = slot.waiting
                 if need is not None:
-                    # Refused unless idle capacity is there now (see `_block`): `_idle_for`.
+                    # Refused unless idle capacity is there now (see `_block`, `_join_waiting`).
                     count, lends = need
                     unit = slot.unit
                     if (
@@ -1125,13 +1126,26 @@ class QuotaScheduler:
             self._round = None
 
     @staticmethod
-    def _idle_for(unit: _Unit, need: tuple[int, bool]) -> bool:
-        """Whether `count` instances of `unit` are idle in the environment (and in the lending
-        pool, for a lender)."""
-        count, lends = need
-        if unit.env_used + count > unit.env:
-            return False
-        return not lends or unit.pool >= count
+    def _join_waiting(round_: _Round) -> None:
+        """Queues waiting for idle capacity of the round's units join it, those for which
+        enough is idle now (in the environment, and in the lending pool for a lender).
+
+        Their heads need borrowing, so their entries come after every entry that does not: the
+        round reaches them only once those are done, and they join then. Joining them at the
+        round's start instead would decide nothing differently: those for which capacity is
+        idle then but taken before their turn would only be refused at it, and capacity that
+        comes back in the meantime (a release) rejoins the waiting queues at once (`_wake`).
+        """
+        joined, heap = round_.joined, round_.heap
+        for unit in round_.units:
+            if unit.waiting:
+                for (count, lends), waiting in unit.waiting.items():
+                    if unit.env_used + count <= unit.env and (not lends or unit.pool >= count):
+                        for slot in waiting:
+                            entry = slot.blocked  # never None while waiting
+                            if entry is not None and slot not in joined:
+                                joined.add(slot)
+                                heapq.heappush(heap, entry)
 
     def _block(self, slot: _Slot, job: _Job) -> None:
         """Set aside a queue whose head (of one instance type) was just refused and cannot run
