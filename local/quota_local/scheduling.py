@@ -269,6 +269,7 @@ class _Slot:
         "blocked",
         "cap",
         "enabled",
+        "ever_held",
         "heap",
         "held",
         "in_share",
@@ -318,6 +319,8 @@ class _Slot:
         self.units: list[_Unit] = []
         # Found empty by a dispatch pass: out of the units' open sets until a job is queued.
         self.parked = False
+        # In `QuotaScheduler._held_slots` (it held an instance once).
+        self.ever_held = False
 
     def refresh(self, share: _Share | None) -> None:
         self.share = share
@@ -905,8 +908,13 @@ class QuotaScheduler:
         slot = job.slot
         if slot.blocked is not None:
             head = self._head(slot)
-            if head is None or head is job or _queue_key(job) < _queue_key(head):
-                self._unblock(slot)  # a new head, or the head re-prioritized
+            # A new head, or the head re-prioritized (`_queue_key`, inline).
+            if (
+                head is None
+                or head is job
+                or (-job.priority, job.order) < (-head.priority, head.order)
+            ):
+                self._unblock(slot)
         if slot.parked:
             slot.parked = False
             for unit in slot.units:
@@ -982,7 +990,8 @@ class QuotaScheduler:
         held = slot.held
         held[job.priority] = held.get(job.priority, 0) + amount
         if sign > 0:
-            if slot.key not in self._held_slots:
+            if not slot.ever_held:
+                slot.ever_held = True
                 self._held_slots[slot.key] = slot
                 self._held_units.setdefault(unit.name, unit)
             slot.active[job.job_id] = job
@@ -998,15 +1007,16 @@ class QuotaScheduler:
         job.status = status
         job.reason = None
         job.dispatched_at = now
-        self._hold(job, +1)
-        if status == SCHEDULED:
-            self._timer(job, now + self.phases.scheduled_seconds)
-        elif status == STARTING:
-            self._timer(job, now + self.phases.starting_seconds)
+        if job.multi:
+            self._hold(job, +1)
         else:
-            self._timer(job, now + job.run_seconds)
-
-    def _timer(self, job: _Job, due: float) -> None:
+            self._hold_unit(job, job.slot, job.count, +1)
+        if status == SCHEDULED:
+            due = now + self.phases.scheduled_seconds
+        elif status == STARTING:
+            due = now + self.phases.starting_seconds
+        else:
+            due = now + job.run_seconds
         heapq.heappush(self._timers, (due, next(self._seq), _PHASE, job, job.version))
 
     # ----- timers -----------------------------------------------------------------------------
@@ -1014,7 +1024,10 @@ class QuotaScheduler:
     def _complete(self, job: _Job, now: float) -> None:
         previous = job.status
         job.version += 1
-        self._hold(job, -1)
+        if job.multi:
+            self._hold(job, -1)
+        else:
+            self._hold_unit(job, job.slot, job.count, -1)
         job.status = SUCCEEDED
         self._out.append(
             _transition(
