@@ -84,32 +84,32 @@ class UsageLedger:
             return
         state = account.unit
         # The type's running integral of borrowed / idle, up to `at`.
-        if at > state.since:
-            if state.borrowed and state.idle:
-                state.integral += state.borrowed * (at - state.since) / state.idle
+        since = state.since
+        if at > since:
+            borrowed = state.borrowed
+            if borrowed and state.idle:
+                state.integral += borrowed * (at - since) / state.idle
             state.since = at
+        integral = state.integral
         # The account's time up to `at`: its usage and idle capacity were constant since then.
+        held, own = account.held, account.own
         dt = at - account.since
         if dt > 0:
-            held, own, time = account.held, account.own, account.time
+            time = account.time
             time.used += held * dt
             if held > own:
                 time.borrowed += (held - own) * dt
             account.since = at
-        if account.lends and account.own > account.held:
-            account.time.lent += (account.own - account.held) * (
-                state.integral - account.integral_at
-            )
-        account.integral_at = state.integral
+        if own > held and account.lends:
+            account.time.lent += (own - held) * (integral - account.integral_at)
+        account.integral_at = integral
         if not delta:
             return
-        before = account.held
-        after = before + delta
+        after = held + delta
         account.held = after
-        own = account.own
         # Instances held beyond its own limit, before and after (conditionals: max() costs more,
         # and this runs twice per job). Its idle own capacity is own - held + that excess.
-        over_before = before - own if before > own else 0
+        over_before = held - own if held > own else 0
         over_after = after - own if after > own else 0
         state.borrowed += over_after - over_before
         if account.lends:
