@@ -217,10 +217,9 @@ def _simulate(
     # The latest time seen, and how many transitions there were.
     last = 0.0
     count = 0
-    releasing = (Kind.PREEMPT, Kind.COMPLETE, Kind.TIME_LIMIT)
-    drawn = (Kind.DISPATCH, *releasing)
     held_before = ("SCHEDULED", "STARTING", "RUNNING")
     phase, dispatch, preempt, complete = Kind.PHASE, Kind.DISPATCH, Kind.PREEMPT, Kind.COMPLETE
+    time_limit = Kind.TIME_LIMIT
 
     def apply(transitions: list[Transition]) -> None:
         nonlocal last, count
@@ -232,34 +231,39 @@ def _simulate(
                 continue
             tracked = specs[job_id]
             job, report = tracked.job, tracked.report
-            if kind is dispatch:
+            delta = 0
+            # The common kinds first: a dispatch and a completion per job.
+            if kind is complete:
+                report.succeeded += 1
+                if previous in held_before:
+                    delta = -job.count
+            elif kind is dispatch:
                 delta = job.count
                 report.waits.append(at - tracked.runnable_since)
                 report.wait_weights.append(job.count * job.run_time)
                 tracked.dispatched_at = at
-            elif kind in releasing and previous in held_before:
-                delta = -job.count
-                if kind is preempt:
+            elif kind is preempt:
+                if previous in held_before:
+                    delta = -job.count
                     lost = at - tracked.dispatched_at
                     report.preempted_instance_seconds += job.count * lost
-            else:
-                delta = 0
-            if delta:
-                change(report.share, job.instance_type, delta, at)
-                if timeline:
-                    totals[report.share] = totals.get(report.share, 0) + delta
-            if kind is preempt:
                 cause = CAUSES.get(reason or "", "UNKNOWN")
                 report.preemptions[cause] = report.preemptions.get(cause, 0) + 1
                 if status == RUNNABLE:
                     tracked.runnable_since = at
                 else:
                     report.failed += 1
-            elif kind is complete:
-                report.succeeded += 1
-            elif kind is Kind.TIME_LIMIT:
+            elif kind is time_limit:
                 report.failed += 1
-            if timeline and kind in drawn:
+                if previous in held_before:
+                    delta = -job.count
+            else:
+                continue
+            if delta:
+                change(report.share, job.instance_type, delta, at)
+                if timeline:
+                    totals[report.share] = totals.get(report.share, 0) + delta
+            if timeline:
                 series.append((at, dict(totals)))
 
     # Quota windows: the edges still ahead, and each share's quota-seconds up to the last one.
