@@ -266,6 +266,7 @@ class _Slot:
 
     __slots__ = (
         "active",
+        "alone",
         "blocked",
         "cap",
         "enabled",
@@ -321,6 +322,8 @@ class _Slot:
         self.parked = False
         # In `QuotaScheduler._held_slots` (it held an instance once).
         self.ever_held = False
+        # `_Job.holds` of its jobs of one instance type, per count.
+        self.alone: dict[int, tuple[tuple[_Slot, int], ...]] = {}
 
     def refresh(self, share: _Share | None) -> None:
         self.share = share
@@ -388,7 +391,7 @@ class _Job:
         self.slot = slot
         self.holds = holds
         self.multi = len(holds) > 1
-        self.needs: dict[str, int] = {s.type: n for s, n in holds} if self.multi else {}
+        self.needs: dict[str, int] = {s.type: n for s, n in holds} if self.multi else _NO_NEEDS
         # announce_at_front: at the front of its share with its reason announced (and since when).
         self.front = False
         self.front_since = 0.0
@@ -403,6 +406,8 @@ class _Job:
 
 _PHASE = 0
 _LIMIT = 1
+# The `needs` of every job of one instance type (read-only; `_Job.need` does not even read it).
+_NO_NEEDS: dict[str, int] = {}
 # Builds a Transition from a full tuple of its fields: a named tuple's own `__new__` is a Python
 # function, and the hot paths (four transitions per job) save half the cost by skipping it.
 _transition = tuple.__new__
@@ -527,7 +532,10 @@ class QuotaScheduler:
         if spec.count < 1:
             raise ValueError(f"job {spec.job_id}: count must be >= 1")
         slot = self._slot(spec.share, spec.unit)
-        holds: tuple[tuple[_Slot, int], ...] = ((slot, spec.count),)
+        # Shared by the queue's jobs of one size: a simulation keeps every job.
+        holds = slot.alone.get(spec.count)
+        if holds is None:
+            holds = slot.alone[spec.count] = ((slot, spec.count),)
         if spec.extra_units:
             if any(count < 1 for _, count in spec.extra_units):
                 raise ValueError(f"job {spec.job_id}: count must be >= 1")
@@ -822,7 +830,10 @@ class QuotaScheduler:
         job.runnable_since = now
         job.limit_due = None
         self._runnable[job.job_id] = job
-        reason = self._static_reason(job)
+        # `_static_reason`, with the common case (one type, its reason known) inline.
+        reasons = job.slot.reasons
+        count = job.count
+        reason = reasons[count] if not job.multi and count in reasons else self._static_reason(job)
         self._set_stuck(job, reason)
         return reason
 
@@ -1050,10 +1061,14 @@ class QuotaScheduler:
     # ----- dispatch ---------------------------------------------------------------------------
 
     def _dispatch_pass(self, now: float) -> None:
-        if not self._dirty_units and all(s.blocked is not None for s in self._dirty_queues):
-            # Only blocked queues changed (a job queued behind a blocked head): nothing to do.
-            self._dirty_queues.clear()
-            return
+        if not self._dirty_units:
+            for slot in self._dirty_queues:
+                if slot.blocked is None:
+                    break
+            else:
+                # Only blocked queues changed (a job queued behind a blocked head): nothing to do.
+                self._dirty_queues.clear()
+                return
         rounds = 0
         while self._dirty_queues or self._dirty_units:
             rounds += 1
@@ -1261,6 +1276,8 @@ class QuotaScheduler:
             ):
                 self._dispatch(job, now)
                 return True
+            if used + count > slot.own and not slot.in_share:
+                return False  # it would borrow, so it preempts nothing (as `_plan` finds)
             victims = self._plan(job, slot, count, used, cap)
         if victims is None:
             return False
