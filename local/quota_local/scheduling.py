@@ -397,6 +397,11 @@ class _Job:
         self.front_since = 0.0
         self.announced: str | None = None
 
+    def __lt__(self, other: _Job) -> bool:
+        # Queue entries end with the job; two entries of one id (a job forgotten, then submitted
+        # again with the same order) may tie up to it, and tie as before: neither comes first.
+        return False
+
     def need(self, unit: str) -> int:
         """Instances of `unit` the job holds while active."""
         if not self.multi:

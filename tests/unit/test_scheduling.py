@@ -781,3 +781,20 @@ def test_a_job_of_several_types_is_stuck_for_the_first_documented_reason() -> No
     assert reason == SERVICE_ENVIRONMENT_MAX_RESOURCE
     with pytest.raises(ValueError, match="given twice"):
         sim.core.submit(JobSpec("a-y", "a", G5, 1, extra_units=((G5, 1),)), sim.now)
+
+
+def test_a_job_forgotten_and_submitted_again_keeps_its_place_in_the_queue() -> None:
+    # Its queue moved away and back: the same id and first-come order come again, and the entry
+    # it left in the queue must neither break the queue nor take a second place in it.
+    core = QuotaScheduler(pool(1, share("a")), INSTANT)
+    core.submit(JobSpec("running", "a", G5, 1, run_seconds=100.0, order=0), 0.0)
+    core.submit(JobSpec("moved", "a", G5, 1, run_seconds=100.0, order=1), 0.0)
+    core.submit(JobSpec("later", "a", G5, 1, run_seconds=100.0, order=2), 0.0)
+    core.advance(0.0)
+    core.forget("moved", 10.0)
+    core.submit(JobSpec("moved", "a", G5, 1, run_seconds=100.0, order=1), 20.0)
+
+    dispatched = [t.job_id for t in core.run() if t.kind is Kind.DISPATCH]
+
+    assert dispatched == ["moved", "later"]
+    assert core.runnable_ids() == []
