@@ -37,6 +37,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     metrics.add_metric("OwnerWebhookPostsRejected", MetricUnit.Count, len(done.rejected))
     for secret, why in done.rejected:
         logger.error("an owner webhook rejected the alert", secret=secret, error=why)
+    for secret, why in done.unconfirmed:
+        logger.warning("an owner webhook's claim was not confirmed", secret=secret, error=why)
     for secret in done.refused:
         logger.error("owner webhook secret outside the deployment's prefix", secret=secret)
     logger.info(

@@ -129,3 +129,36 @@ def test_a_failing_owner_webhook_holds_back_no_one_else(
     assert "HTTP 404" in str(rejected[0].__dict__.get("error"))
     every = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
     assert "/services/" not in every, "never the URL"
+
+
+def test_a_secret_its_owner_must_fix_is_refused_without_a_retry(
+    hooks: LocalWebhooks, caplog: pytest.LogCaptureFixture
+) -> None:
+    stack = hooks.stack
+    secrets = stack.client("secretsmanager")
+    gone, a = hooks.secret("owners/team-a-old"), hooks.secret("owners/team-a")
+    secrets.delete_secret(SecretId=gone, ForceDeleteWithoutRecovery=True)
+    junk = secrets.create_secret(Name="owners/team-a-junk", SecretString="not a webhook")["ARN"]
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][0]["owners"] = [
+        {"webhookSecret": gone},
+        {"webhookSecret": junk},
+        {"webhookSecret": a},
+    ]
+    stack.apply(doc)
+    stack.advance(120)
+
+    preempt(stack, "team-a", "borrower-a")
+    assert hooks.sources["OwnerNotify"].failures == [], "no retry: the owner must fix it"
+    assert hooks.dead_letters("OwnerNotify") == []
+    assert len(preemptions(hooks.posts("owners/team-a"))) == 1
+    rejected = {
+        r.__dict__.get("secret"): str(r.__dict__.get("error"))
+        for r in caplog.records
+        if r.getMessage() == "an owner webhook rejected the alert"
+    }
+    assert rejected == {
+        "owners/team-a-old": "the webhook secret cannot be read: ResourceNotFoundException",
+        "owners/team-a-junk": rejected.get("owners/team-a-junk", ""),
+    }
+    assert "not a Slack webhook URL" in rejected["owners/team-a-junk"]

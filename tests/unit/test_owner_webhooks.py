@@ -5,15 +5,26 @@ The local stack runs it end to end (tests/integration/test_owner_webhooks_flow.p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
 import pytest
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
+from botocore.stub import Stubber
 from fakes import FakeClock, FakeSubscriptions
 
+from quota_controller.adapters.slack_webhook import OwnerWebhooks, WebhookSecretUnusable
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.owners import OwnerContact
-from quota_controller.domain.owner_webhooks import allowed_prefix, share_webhooks, webhook_problem
+from quota_controller.domain.owner_webhooks import (
+    allowed_prefix,
+    claim_key,
+    share_webhooks,
+    webhook_problem,
+)
 from quota_controller.ports import DeliveryRefused, RetryableError
 from quota_controller.services.owner_notify import OwnerNotifyDeps, notify_owners
 from quota_controller.services.owner_subscriptions import sync_owner_subscriptions
@@ -157,20 +168,30 @@ class Poster:
 
 @dataclass
 class Claims:
-    """Powertools Idempotency's semantics: a claimed or done key cannot be claimed again."""
+    """Powertools Idempotency's semantics: a claimed or done key cannot be claimed again.
+    `broken` makes DynamoDB fail (call, secret ARN -> error) for that secret's claims."""
 
     held: dict[str, str] = field(default_factory=dict)
+    broken: dict[tuple[str, str], Exception] = field(default_factory=dict)
+
+    def _fail(self, call: str, key: str) -> None:
+        for (what, arn), err in self.broken.items():
+            if what == call and key.endswith(claim_key("", arn).rsplit("#", 1)[1]):
+                raise err
 
     def claim(self, key: str) -> bool:
+        self._fail("claim", key)
         if key in self.held:
             return False
         self.held[key] = "INPROGRESS"
         return True
 
     def confirm(self, key: str) -> None:
+        self._fail("confirm", key)
         self.held[key] = "COMPLETED"
 
     def release(self, key: str) -> None:
+        self._fail("release", key)
         del self.held[key]
 
 
@@ -205,8 +226,8 @@ def test_each_owner_webhook_gets_the_alert_once() -> None:
 
 @pytest.mark.parametrize(
     "failure",
-    [RetryableError("Slack webhook answered HTTP 503"), KeyError("secret gone")],
-    ids=["5xx", "secret-read"],
+    [RetryableError("Slack webhook answered HTTP 503"), KeyError("no adapter names this")],
+    ids=["5xx", "unknown"],
 )
 def test_a_failing_webhook_is_retried_alone(failure: Exception) -> None:
     poster = Poster(answers={A_HOOK: [failure, None]})
@@ -245,3 +266,99 @@ def test_an_alert_about_no_share_or_a_share_without_webhooks_posts_nothing() -> 
     assert notify_owners("m-1", alert(None), deps(poster, Claims(), A_HOOK)).posted == []
     assert notify_owners("m-2", alert("team-b"), deps(poster, Claims(), A_HOOK)).posted == []
     assert poster.received == {}
+
+
+def test_a_secret_its_owner_must_fix_is_refused_for_good_and_holds_no_one_back() -> None:
+    gone = WebhookSecretUnusable("the webhook secret cannot be read: ResourceNotFoundException")
+    poster, claims = Poster(answers={A_HOOK: [gone]}), Claims()
+    first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert first.rejected == [("bqc/owners/team-a", str(gone))]
+    assert first.posted == ["bqc/owners/team-b"]
+    assert not first.failed, "the invocation does not fail: no retry, no DLQ"
+    again = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK))
+    assert again.skipped == ["bqc/owners/team-a"], "its claim is confirmed"
+
+
+def test_a_claim_dynamodb_refuses_holds_back_only_its_webhook() -> None:
+    poster = Poster()
+    claims = Claims(broken={("claim", A_HOOK): RuntimeError("ProvisionedThroughputExceeded")})
+    first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert first.posted == ["bqc/owners/team-b"], "the webhook after it is still posted to"
+    assert first.failed == [("bqc/owners/team-a", "claim not written: RuntimeError")]
+    assert A_HOOK not in poster.received
+    claims.broken.clear()
+    retry = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert (retry.posted, retry.skipped) == (["bqc/owners/team-a"], ["bqc/owners/team-b"])
+
+
+def test_a_claim_not_released_still_fails_its_webhook_and_no_other() -> None:
+    poster = Poster(answers={A_HOOK: [RetryableError("Slack webhook answered HTTP 503")]})
+    claims = Claims(broken={("release", A_HOOK): RuntimeError("InternalServerError")})
+    done = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert done.posted == ["bqc/owners/team-b"]
+    assert done.failed == [
+        ("bqc/owners/team-a", "Slack webhook answered HTTP 503; claim not released: RuntimeError")
+    ]
+
+
+def test_a_post_whose_claim_is_not_confirmed_counts_as_posted_and_is_not_retried() -> None:
+    poster = Poster()
+    claims = Claims(broken={("confirm", A_HOOK): RuntimeError("InternalServerError")})
+    done = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
+    assert done.posted == ["bqc/owners/team-a", "bqc/owners/team-b"]
+    assert done.unconfirmed == [("bqc/owners/team-a", "RuntimeError")]
+    assert not done.failed, "a retry would post to team-a again"
+
+
+# -- the owner-webhook adapter against botocore's stubs of Secrets Manager ----------------------
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
+    """Powertools Parameters' secrets provider on a stubbed client (what `get_secret` reads)."""
+    client = boto3.client("secretsmanager", region_name=REGION)
+    with Stubber(client) as stub:
+        monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", SecretsProvider(boto3_client=client))
+        yield stub
+        stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("ResourceNotFoundException", 400),  # deleted, or never created
+        ("InvalidRequestException", 400),  # scheduled for deletion
+        ("AccessDeniedException", 400),
+        ("DecryptionFailure", 400),  # its KMS key disabled or not ours to use
+    ],
+)
+def test_a_secret_that_cannot_be_read_for_good_is_a_refusal(
+    secrets: Stubber, code: str, status: int
+) -> None:
+    secrets.add_client_error("get_secret_value", code, "x", status)
+    with pytest.raises(WebhookSecretUnusable) as raised:
+        OwnerWebhooks().post(A_HOOK, alert())
+    assert isinstance(raised.value, DeliveryRefused)
+    assert str(raised.value) == f"the webhook secret cannot be read: {code}"
+
+
+@pytest.mark.parametrize(
+    "content", ["https://example.com/services/T/B/x", "not a url", '{"link": "x"}']
+)
+def test_a_secret_that_holds_no_slack_webhook_url_is_a_refusal(
+    secrets: Stubber, content: str
+) -> None:
+    secrets.add_response("get_secret_value", {"ARN": A_HOOK, "Name": "x", "SecretString": content})
+    with pytest.raises(WebhookSecretUnusable) as raised:
+        OwnerWebhooks().post(A_HOOK, alert())
+    assert "example.com" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("ThrottlingException", 400), ("InternalServiceError", 500), ("SomethingNew", 400)],
+)
+def test_a_secret_read_that_may_pass_is_retried(secrets: Stubber, code: str, status: int) -> None:
+    secrets.add_client_error("get_secret_value", code, "x", status)
+    with pytest.raises(RetryableError, match=code):
+        OwnerWebhooks().post(A_HOOK, alert())

@@ -253,5 +253,6 @@ class WebhookPoster(Protocol):
     """Posts an alert to the Slack webhook whose URL a Secrets Manager secret holds."""
 
     def post(self, secret_arn: str, alert: Alert) -> None:
-        """Raises DeliveryRefused (terminal), or anything else for a failure worth a retry."""
+        """Raises DeliveryRefused (terminal: Slack's 4xx, a secret its owner must fix), or
+        anything else for a failure worth a retry."""
         ...

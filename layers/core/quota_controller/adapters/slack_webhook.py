@@ -19,6 +19,10 @@ What a failure means:
   other subscribers (e-mail, SQS, Amazon Q Developer).
 - A secret that is not a Slack webhook URL: `WebhookConfigError`; it fails the invocation like a
   retryable error, so the alert waits in the DLQ until the secret is fixed.
+- An owner's webhook (`OwnerWebhooks`) is one of many: a secret that is gone, may not be read,
+  cannot be decrypted or is not a Slack webhook URL is `WebhookSecretUnusable`, a refusal like
+  Slack's 4xx (retrying would hold back the other shares' alerts for nothing); only a throttled,
+  failed (5xx) or unreachable read of the secret is a `RetryableError`.
 - A 3xx is not followed (it would take the alert to another host) and counts as rejected.
 """
 
@@ -48,6 +52,42 @@ _ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 class WebhookConfigError(Exception):
     """The secret does not hold a usable Slack webhook URL (the message never contains it)."""
+
+
+class WebhookSecretUnusable(DeliveryRefused):
+    """An owner's webhook secret cannot be used until its owner fixes it (gone, not ours to read,
+    not decryptable, not a Slack webhook URL): the text says why, never the URL."""
+
+
+# GetSecretValue's error codes that a retry will not change: the secret is gone (or scheduled
+# for deletion: InvalidRequestException), the role may not read it, its KMS key will not
+# decrypt it. Any other code (throttling, InternalServiceError) is worth a retry.
+SECRET_UNUSABLE_CODES = frozenset(
+    {
+        "ResourceNotFoundException",
+        "AccessDeniedException",
+        "DecryptionFailure",
+        "InvalidRequestException",
+        "InvalidParameterException",
+    }
+)
+
+
+def secret_read_failure(err: BaseException) -> DeliveryRefused | RetryableError:
+    """What a failed read of an owner's webhook secret means, by Secrets Manager's error code
+    (Powertools' GetParameterError keeps botocore's error only as its context)."""
+    from botocore.exceptions import ClientError
+
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, ClientError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:  # a timeout or a broken connection (botocore retried it already)
+        inner = err.__cause__ or err.__context__ or err
+        return RetryableError(f"the webhook secret could not be read: {type(inner).__name__}")
+    code = str(cause.response.get("Error", {}).get("Code", ""))
+    if code in SECRET_UNUSABLE_CODES:
+        return WebhookSecretUnusable(f"the webhook secret cannot be read: {code}")
+    return RetryableError(f"the webhook secret could not be read: {code or 'no error code'}")
 
 
 class SlackRejected(DeliveryRefused):
@@ -196,14 +236,21 @@ class OwnerWebhooks:
         self._hooks: dict[str, SlackWebhook] = {}
 
     def post(self, secret_arn: str, alert: Alert) -> None:
-        """Post the alert's Block Kit message; raises SlackRejected, RetryableError or
-        WebhookConfigError (none of them with the URL)."""
+        """Post the alert's Block Kit message; raises SlackRejected or WebhookSecretUnusable
+        (refused for good) or RetryableError (none of them with the URL)."""
+        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
         hook = self._hooks.get(secret_arn)
         if hook is None:
             hook = self._hooks[secret_arn] = SlackWebhook(
                 secret_arn, allowed_origins=self._allowed_origins
             )
-        hook.post(slack_message(alert))
+        try:
+            hook.post(slack_message(alert))
+        except WebhookConfigError as err:
+            raise WebhookSecretUnusable(str(err)) from None
+        except GetParameterError as err:
+            raise secret_read_failure(err) from None
 
 
 _webhook_override: SlackWebhook | None = None

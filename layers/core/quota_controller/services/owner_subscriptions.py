@@ -173,8 +173,8 @@ def _add_webhooks(
 POSTING = (
     "the OwnerNotify function posts each alert about the share to the webhook in this secret; "
     "the secret and the webhook are first used by the next alert (a missing secret or a "
-    "webhook Slack refuses shows in OwnerNotify's log, its OwnerWebhookPostsRejected metric "
-    "and OwnerNotifyDLQ)"
+    "webhook Slack refuses shows in OwnerNotify's log and its OwnerWebhookPostsRejected "
+    "metric)"
 )
 
 
