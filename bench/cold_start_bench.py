@@ -93,6 +93,12 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
         "assert all(observation(BatchEvent.model_validate_json(r['body'])) "
         "for r in event['Records'])\n",
     ),
+    "owner_notify": (
+        "OwnerNotify",
+        "",  # no sample folder: the SNS event around an alert about a share, as SlackNotify's
+        "from quota_controller.domain.alerts.model import Alert\n"
+        "assert Alert.model_validate_json(event['Records'][0]['Sns']['Message']).quotaShareName\n",
+    ),
 }
 
 # What each handler's first invocation imports through composition (besides the handler module).
@@ -140,6 +146,17 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "aws_lambda_powertools.utilities.parameters",
         "quota_controller.services.log_safety",
         "quota_controller.adapters.settings",
+        "quota_controller.adapters.slack_webhook",
+    ),
+    # The share's owners read, each webhook claimed (Idempotency), its secret read (Parameters).
+    "owner_notify": (
+        "botocore.config",
+        "aws_lambda_powertools.utilities.idempotency",
+        "aws_lambda_powertools.utilities.parameters",
+        "quota_controller.services.log_safety",
+        "quota_controller.adapters.settings",
+        "quota_controller.adapters.idempotency_claims",
+        "quota_controller.adapters.share_owners",
         "quota_controller.adapters.slack_webhook",
     ),
 }

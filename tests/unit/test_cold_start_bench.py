@@ -98,7 +98,7 @@ def test_the_own_code_target_is_checked_for_every_handler(monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize(
-    "handler", ["reconcile", "resync", "alert", "slack_notify", "record_history"]
+    "handler", ["reconcile", "resync", "alert", "slack_notify", "record_history", "owner_notify"]
 )
 def test_each_handlers_process_runs_on_the_sources(bench: types.ModuleType, handler: str) -> None:
     """What the bench runs for a handler (import it, parse its sample event into its model,
@@ -112,12 +112,27 @@ def test_each_handlers_process_runs_on_the_sources(bench: types.ModuleType, hand
     assert not [m for m in modules if m.split(".")[0] == "quota_controller"]
 
 
-def test_record_history_has_an_own_code_figure(bench: types.ModuleType) -> None:
+def test_the_bench_measures_every_function_the_template_defines(
+    bench: types.ModuleType,
+) -> None:
+    from quota_local.template import load_template
+
+    functions = {
+        name: resource["Properties"]["CodeUri"]
+        for name, resource in load_template(ROOT / "template.yaml")["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+    measured = {folder: f"functions/{h}/" for h, (folder, _, _) in bench.HANDLERS.items()}
+    assert measured == functions, "each function by its build folder (logical ID) and code"
+
+
+@pytest.mark.parametrize("handler", ["record_history", "owner_notify"])
+def test_a_later_handler_has_an_own_code_figure(bench: types.ModuleType, handler: str) -> None:
     site = Path(sysconfig.get_paths()["purelib"])
-    paths = [ROOT / "functions" / "record_history", ROOT / "layers" / "core", site]
-    body = bench.handler_body("record_history")
+    paths = [ROOT / "functions" / handler, ROOT / "layers" / "core", site]
+    body = bench.handler_body(handler)
     modules = bench.library_modules(bench._code(paths, body), [site])
     split = bench.own_code(bench.own_code_program(paths, modules, body), repeats=1)
-    # Its own code (the history and event models, parsing the sample) costs something, and
+    # Its own code (its models, parsing the sample, its adapters) costs something, and
     # less than the floor of libraries it stands on.
     assert 0 < split["own"] < split["floor"]
