@@ -50,6 +50,10 @@ class DemoResult:
     shares: list[dict[str, Any]] = field(default_factory=list)
     ok: bool = True
 
+    def as_json(self) -> dict[str, Any]:
+        """The document `quotactl demo --json` prints."""
+        return {"ok": self.ok, "steps": self.steps, "alerts": self.alerts, "shares": self.shares}
+
 
 class _Narrator:
     def __init__(self, out: TextIO | None):
@@ -351,15 +355,6 @@ def main(json_output: bool, out: TextIO) -> int:
     with contextlib.redirect_stdout(io.StringIO()):
         result = run_demo(out=None if json_output else out)
     if json_output:
-        json.dump(
-            {
-                "ok": result.ok,
-                "steps": result.steps,
-                "alerts": result.alerts,
-                "shares": result.shares,
-            },
-            out,
-            indent=2,
-        )
+        json.dump(result.as_json(), out, indent=2)
         out.write("\n")
     return 0 if result.ok else 1
