@@ -103,6 +103,7 @@ class LocalStack:
         self._user_calls: Counter[str] = Counter()
         self._next_resync = 0.0
         self._batch_client: Any = None
+        self._tables: dict[str, Any] = {}  # boto3 Table resources by name, made once per start
         self._chat: CaptureServer | None = None
         self.stream: StreamSource | None = None
         self.requeue: SqsSource | None = None
@@ -315,9 +316,15 @@ class LocalStack:
     @property
     def table(self) -> Any:
         """The config table (boto3 resource)."""
-        import boto3
+        return self._table(self.table_name)
 
-        return boto3.resource("dynamodb", region_name=self.region).Table(self.table_name)
+    def _table(self, name: str) -> Any:
+        # One per start: a resource costs ~11 ms to make, and tests read the table often.
+        if name not in self._tables:
+            import boto3
+
+            self._tables[name] = boto3.resource("dynamodb", region_name=self.region).Table(name)
+        return self._tables[name]
 
     def apply(self, document: Any, *, by: str = "local-user", prune: bool = False) -> Any:
         """Write a config document as `quotactl apply` does; returns the ConfigWrite."""
@@ -367,9 +374,7 @@ class LocalStack:
     @property
     def history_table(self) -> Any:
         """The job-history table (boto3 resource)."""
-        import boto3
-
-        return boto3.resource("dynamodb", region_name=self.region).Table(self.history_table_name)
+        return self._table(self.history_table_name)
 
     def history(self, queue: str) -> list[Any]:
         """The queue's job records (`quota_controller.domain.history.JobRecord`), by job ID."""

@@ -100,6 +100,7 @@ def stop(stack: Any) -> None:
         emulator.uninstall()
         stack._installed_emulator = False
     stack._batch_client = None
+    stack._tables.clear()
     if stack._chat is not None:
         stack._chat.close()
         stack._chat = None
