@@ -38,6 +38,23 @@ def cache_jsonpath_parsing() -> None:
         setattr(jsonpath_ng.ext, "parse", functools.lru_cache(maxsize=512)(parse))  # noqa: B010
 
 
+def share_botocore_loaders() -> None:
+    """botocore caches the service models it reads (JSON files of megabytes) per session, and a
+    local run makes sessions by the hundred: each start replaces boto3's default session and the
+    handlers' composition makes its own, so every client of a new session read and decoded its
+    models again (a fifth of an alert test's time). The files are the same for every session
+    with the same data path, and botocore already hands one loaded model to all the clients of
+    a session without copying it, so sessions share one loader per data path, once per
+    process."""
+    import functools
+
+    import botocore.loaders
+    import botocore.session
+
+    if not hasattr(botocore.session.create_loader, "cache_info"):
+        botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+
+
 # The members of DynamoDB's AttributeValue whose wire form is the value itself (B and BS are
 # base64 on the wire, so a value holding them takes moto's own path).
 _TEXT_MEMBERS = frozenset({"S", "N"})

@@ -15,6 +15,7 @@ from quota_local.loopback import free_port, port_taken
 from quota_local.process_patches import (
     cache_jsonpath_parsing,
     serialize_attribute_values_as_they_are,
+    share_botocore_loaders,
 )
 from quota_local.stack_resources import ACCOUNT, create_resources, function_env, wire
 
@@ -36,6 +37,7 @@ def start(stack: Any) -> None:
     set_env(stack, _FAKE_CREDENTIALS | {"AWS_DEFAULT_REGION": stack.region})
     cache_jsonpath_parsing()
     serialize_attribute_values_as_they_are()
+    share_botocore_loaders()
     # The emulator's routes must be in place before a server serves its first request.
     if not emulator.is_installed():
         emulator.install()
