@@ -177,33 +177,41 @@ def reset() -> None:
 
 def alert_deps(context: Any) -> Any:
     """Everything the alert service needs, bound to AWS."""
+    from quota_controller.adapters.batch_reader import BotoAlertReader
+    from quota_controller.adapters.sns_notifier import SnsNotifier
+    from quota_controller.services.alert_events import AlertDeps
+
+    s = settings()
+    return AlertDeps(
+        reader=BotoAlertReader(batch_client()),
+        store=config_store(),
+        notifier=SnsNotifier(service_client("sns"), s.ALERTS_TOPIC_ARN),
+        claims=_claims(context, "alert", s.ALERT_DEDUP_SECONDS),
+    )
+
+
+def _claims(context: Any, function: str, seconds: int, key_prefix: str | None = None) -> Any:
+    """Claims in the idempotency table (Powertools' DynamoDB persistence layer), each kept
+    `seconds`; `key_prefix` instead of the function's name when given."""
     from aws_lambda_powertools.utilities.idempotency import (
         DynamoDBPersistenceLayer,
         IdempotencyConfig,
     )
 
-    from quota_controller.adapters.batch_reader import BotoAlertReader
     from quota_controller.adapters.idempotency_claims import IdempotencyClaims
-    from quota_controller.adapters.sns_notifier import SnsNotifier
-    from quota_controller.services.alert_events import AlertDeps
 
-    s = settings()
     # A client of its own per invocation: Powertools registers a request handler on the client
     # it is given each time a persistence layer is built, so a shared client would gather one
     # more per warm invocation.
     persistence = DynamoDBPersistenceLayer(
-        table_name=s.IDEMPOTENCY_TABLE, boto3_client=client("dynamodb")
+        table_name=settings().IDEMPOTENCY_TABLE, boto3_client=client("dynamodb")
     )
     persistence.configure(
-        IdempotencyConfig(expires_after_seconds=s.ALERT_DEDUP_SECONDS),
-        function_name=getattr(context, "function_name", "alert"),
+        IdempotencyConfig(expires_after_seconds=seconds),
+        function_name=getattr(context, "function_name", function),
+        key_prefix=key_prefix,
     )
-    return AlertDeps(
-        reader=BotoAlertReader(batch_client()),
-        store=config_store(),
-        notifier=SnsNotifier(service_client("sns"), s.ALERTS_TOPIC_ARN),
-        claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
-    )
+    return IdempotencyClaims(persistence, context.get_remaining_time_in_millis)
 
 
 def owner_webhook_prefix() -> str | None:
@@ -224,30 +232,15 @@ OWNER_POST_KEY_PREFIX = "owner-webhook"
 
 def owner_notify_deps(context: Any) -> Any:
     """Everything the OwnerNotify function needs, bound to AWS."""
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-    )
-
-    from quota_controller.adapters.idempotency_claims import IdempotencyClaims
     from quota_controller.adapters.share_owners import DynamoShareOwners
     from quota_controller.adapters.slack_webhook import owner_webhooks
     from quota_controller.services.owner_notify import OwnerNotifyDeps
 
-    s = settings()
-    # A client of its own per invocation, as alert_deps says.
-    persistence = DynamoDBPersistenceLayer(
-        table_name=s.IDEMPOTENCY_TABLE, boto3_client=client("dynamodb")
-    )
-    persistence.configure(
-        IdempotencyConfig(expires_after_seconds=OWNER_POST_MEMORY_SECONDS),
-        # Its records' keys start so: the role may touch no other record of the table.
-        key_prefix=OWNER_POST_KEY_PREFIX,
-    )
     return OwnerNotifyDeps(
         owners=DynamoShareOwners(config_table()),
         poster=owner_webhooks(),
-        claims=IdempotencyClaims(persistence, context.get_remaining_time_in_millis),
+        # Its records' keys start so: the role may touch no other record of the table.
+        claims=_claims(context, "owner-notify", OWNER_POST_MEMORY_SECONDS, OWNER_POST_KEY_PREFIX),
         allowed=owner_webhook_prefix(),
     )
 
