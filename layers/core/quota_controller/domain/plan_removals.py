@@ -10,33 +10,33 @@ from quota_controller.domain.observed import (
     ObservedShare,
     ObservedState,
 )
-from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction
+from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, share_resource
 
 
 def remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
     """A removed share: disable it, then delete it once disabled (waiting while it changes)."""
     name = current.quotaShareName
     if current.transitional:
-        out.wait_for(f"quota share {name}", f"is {current.status} (being removed)", share=name)
+        out.wait_for(share_resource(name), f"is {current.status} (being removed)", share=name)
         return
     if current.state != "DISABLED":
         out.actions.append(
             Action(
                 "UpdateQuotaShare",
                 {"quotaShareArn": current.quotaShareArn, "state": "DISABLED"},
-                f"quota share {name}",
+                share_resource(name),
                 f"disable quota share {name} before deleting it (no new jobs)",
                 share=name,
                 reductions=(Reduction("disabled", name, None, None, None),),
             )
         )
-        out.wait_for(f"quota share {name}", "to be disabled before it is deleted", share=name)
+        out.wait_for(share_resource(name), "to be disabled before it is deleted", share=name)
         return
     out.actions.append(
         Action(
             "DeleteQuotaShare",
             {"quotaShareArn": current.quotaShareArn},
-            f"quota share {name}",
+            share_resource(name),
             f"delete quota share {name}" + (" (forced: its jobs are terminated)" if force else ""),
             share=name,
             reductions=(Reduction("deleted", name, None, None, None),),

@@ -15,7 +15,15 @@ from quota_controller.domain.plan_limits import (
     tightening_first,
 )
 from quota_controller.domain.plan_ownership import owned_tags, retag
-from quota_controller.domain.plan_records import Action, Desired, Plan, Reduction, Scope, pct
+from quota_controller.domain.plan_records import (
+    Action,
+    Desired,
+    Plan,
+    Reduction,
+    Scope,
+    pct,
+    share_resource,
+)
 from quota_controller.domain.plan_removals import remove_share
 
 _LENDING = ("LEND", "LEND_AND_BORROW")
@@ -45,11 +53,11 @@ def share_step(
         if current is None:
             if not queue_ready:
                 out.wait_for(
-                    f"quota share {name}", f"waits for job queue {desired.queue}", share=name
+                    share_resource(name), f"waits for job queue {desired.queue}", share=name
                 )
             elif free <= 0:
                 out.wait_for(
-                    f"quota share {name}",
+                    share_resource(name),
                     "waits for a removed share to be deleted (a job queue holds at most "
                     f"{MAX_QUOTA_SHARES} quota shares)",
                     share=name,
@@ -57,10 +65,10 @@ def share_step(
             else:
                 free -= 1
                 out.actions.append(_create_share(spec, desired.queue, queue_arn))
-                out.wait_for(f"quota share {name}", "to be created", share=name)
+                out.wait_for(share_resource(name), "to be created", share=name)
             continue
         if current.transitional:
-            out.wait_for(f"quota share {name}", f"is {current.status}", share=name)
+            out.wait_for(share_resource(name), f"is {current.status}", share=name)
             continue
         update = _update_share(spec, current, out)
         if update is not None:
@@ -68,7 +76,7 @@ def share_step(
         desired_tags = owned_tags(spec.tags, desired.queue)
         applied = desired.applied_share_tags.get(name)
         if applied is not None and dict(applied) != desired_tags:
-            retag(current.quotaShareArn, applied, desired_tags, f"quota share {name}", out, name)
+            retag(current.quotaShareArn, applied, desired_tags, share_resource(name), out, name)
 
 
 def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:
@@ -84,7 +92,7 @@ def _create_share(spec: QuotaShareSpec, queue: str, queue_arn: str) -> Action:
     return Action(
         "CreateQuotaShare",
         params,
-        f"quota share {spec.quotaShareName}",
+        share_resource(spec.quotaShareName),
         f"create quota share {spec.quotaShareName} "
         f"({limits_text(limit_map(spec.capacityLimits))}, "
         f"{spec.resourceSharingConfiguration.strategy})",
@@ -101,7 +109,7 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
     if want != have:
         lowered = limit_reductions(name, have, want)
         params["capacityLimits"] = tightening_first(
-            have, want, lowered, f"quota share {name}", out, share=name
+            have, want, lowered, share_resource(name), out, share=name
         )
         changes.append(f"limits {limits_text(have)} -> {limits_text(want)}")
         reductions.extend(lowered)
@@ -134,7 +142,7 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
     return Action(
         "UpdateQuotaShare",
         {"quotaShareArn": current.quotaShareArn, **params},
-        f"quota share {name}",
+        share_resource(name),
         f"update quota share {name}: " + ", ".join(changes),
         share=name,
         reductions=tuple(reductions),
