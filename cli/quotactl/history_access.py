@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -25,41 +24,27 @@ from quota_controller.domain.config.timeline import moments
 from quota_controller.domain.history import JobRecord
 from quota_controller.domain.table_keys import config_items
 from quotactl import aws
+from quotactl.operating import run
 from quotactl.values import DURATION_UNITS
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK = 0
 HISTORY_ENV = "QUOTACTL_HISTORY_TABLE"
 HISTORY_OUTPUT = "HistoryTableName"
 
 
-class HistoryError(Exception):
+class HistoryError(aws.AwsError):
     """Bad input or a history that cannot answer; the message says what (exit 1)."""
 
 
 def run_history(
     command: Callable[[argparse.Namespace, TextIO], int], args: argparse.Namespace, out: TextIO
 ) -> int:
-    """Run one job-history command (`report`, `workload export`, `history backfill`); returns
-    the exit code (never raises for AWS failures)."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    """Run one job-history command (`report`, `workload export`, `history backfill`) as the
+    operator commands run (`operating.run`); returns the exit code."""
     name = {"history-backfill": "history backfill", "workload": "workload export"}.get(
         args.command, args.command
     )
-    try:
-        return command(args, out)
-    except HistoryError as exc:
-        print(f"quotactl {name}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except aws.UsageError as exc:
-        print(f"quotactl {name}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except aws.AwsError as exc:
-        print(f"quotactl {name}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except (ClientError, BotoCoreError) as exc:
-        print(f"quotactl {name}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
-        return EXIT_FAILED
+    return run(command, args, out, name=name)
 
 
 def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:

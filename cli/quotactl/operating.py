@@ -28,24 +28,29 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def run(
-    command: Callable[[argparse.Namespace, TextIO], int], args: argparse.Namespace, out: TextIO
+    command: Callable[[argparse.Namespace, TextIO], int],
+    args: argparse.Namespace,
+    out: TextIO,
+    name: str | None = None,
 ) -> int:
-    """Run one operator command; returns the exit code (never raises for AWS failures)."""
+    """Run one command that talks to AWS; returns the exit code (never raises for AWS
+    failures). Its errors are said as `quotactl NAME: ...` (default: the parsed command)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from quota_controller.ports import ActionFailed, RetryableError
 
+    name = name or args.command
     try:
         return command(args, out)
     except aws.UsageError as exc:
-        print(f"quotactl {args.command}: {exc}", file=sys.stderr)
+        print(f"quotactl {name}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except aws.AwsError as exc:
-        print(f"quotactl {args.command}: {exc}", file=sys.stderr)
+        print(f"quotactl {name}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except (ClientError, BotoCoreError, RetryableError, ActionFailed) as exc:
         # A request outside a named step: still one line, no traceback.
-        print(f"quotactl {args.command}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
+        print(f"quotactl {name}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
         return EXIT_FAILED
 
 
