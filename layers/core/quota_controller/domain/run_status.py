@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
+from functools import cached_property
 from typing import Any
 
 from quota_controller.domain.config.problems import Problem
@@ -98,9 +99,10 @@ class RunFacts:
     # How a validation problem is said (by the item a table user wrote).
     describe: Callable[[Problem], str] = str
 
-    @property
+    @cached_property
     def queue_status(self) -> QueueStatus:
-        """The queue status as the run read it (nothing set when there was none)."""
+        """The queue status as the run read it (nothing set when there was none); parsed once
+        (every share's status item reads it)."""
         return QueueStatus.parse(self.status.get(QUEUE_STATUS))
 
 
