@@ -148,7 +148,8 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.adapters.settings",
         "quota_controller.adapters.slack_webhook",
     ),
-    # The share's owners read, each webhook claimed (Idempotency), its secret read (Parameters).
+    # The share's owners read, each webhook or chat topic claimed (Idempotency), a webhook's
+    # secret read (Parameters), a topic published to.
     "owner_notify": (
         "botocore.config",
         "aws_lambda_powertools.utilities.idempotency",
@@ -158,6 +159,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.adapters.idempotency_claims",
         "quota_controller.adapters.share_owners",
         "quota_controller.adapters.slack_webhook",
+        "quota_controller.adapters.sns_chat_topics",
     ),
 }
 

@@ -14,7 +14,7 @@ from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, hint, print_list
 
 # Owner contacts whose detail the table leaves out (it says nothing to act on; JSON has it).
-QUIET = ("Subscribed", "Posting")
+QUIET = ("Subscribed", "Posting", "Publishing")
 
 
 def cmd_status(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,5 +1,6 @@
 """Owner notify function: alerts about a share (protocol lambda, filter on `quotaShare`) ->
-a Block Kit message on each Slack webhook the share's owners name."""
+a Block Kit message on each Slack webhook and an Amazon Q Developer notification on each chat
+topic the share's owners name."""
 
 from typing import Any
 
@@ -9,6 +10,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from quota_controller import composition
 from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.owner_topics import PROTOCOL as TOPIC
+from quota_controller.domain.owner_webhooks import PROTOCOL as WEBHOOK
 from quota_controller.services.owner_notify import notify_owners
 
 logger = Logger()
@@ -16,8 +19,8 @@ metrics = Metrics()
 
 
 class OwnerWebhooksFailed(Exception):
-    """Some owner webhooks are worth a retry: Lambda retries the invocation, which posts only
-    to those (the others are claimed done)."""
+    """Some owner webhooks or chat topics are worth a retry: Lambda retries the invocation,
+    which delivers only to those (the others are claimed done)."""
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -33,20 +36,31 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         dedupKey=alert.dedupKey,
     )
     done = notify_owners(record["MessageId"], alert, composition.owner_notify_deps(context))
-    metrics.add_metric("OwnerWebhookPosts", MetricUnit.Count, len(done.posted))
-    metrics.add_metric("OwnerWebhookPostsRejected", MetricUnit.Count, len(done.rejected))
-    for secret, why in done.rejected:
-        logger.error("an owner webhook rejected the alert", secret=secret, error=why)
-    for secret, why in done.unconfirmed:
-        logger.warning("an owner webhook's claim was not confirmed", secret=secret, error=why)
-    for secret in done.refused:
-        logger.error("owner webhook secret outside the deployment's prefix", secret=secret)
+    hooks, topics = done.of(WEBHOOK), done.of(TOPIC)
+    metrics.add_metric("OwnerWebhookPosts", MetricUnit.Count, len(hooks.delivered))
+    metrics.add_metric("OwnerWebhookPostsRejected", MetricUnit.Count, len(hooks.rejected))
+    metrics.add_metric("OwnerChatTopicPublishes", MetricUnit.Count, len(topics.delivered))
+    metrics.add_metric("OwnerChatTopicPublishesRejected", MetricUnit.Count, len(topics.rejected))
+    for contact, why in hooks.rejected:
+        logger.error("an owner webhook rejected the alert", secret=contact.label, error=why)
+    for contact, why in topics.rejected:
+        logger.error("an owner chat topic rejected the alert", topic=contact.label, error=why)
+    for contact, why in done.unconfirmed:
+        logger.warning(
+            "an owner contact's claim was not confirmed", contact=contact.label, error=why
+        )
+    for contact in done.refused:
+        logger.error(
+            "owner contact outside the deployment's prefix",
+            protocol=contact.protocol,
+            contact=contact.label,
+        )
     logger.info(
-        "owner webhooks",
-        posted=done.posted,
-        skipped=done.skipped,
-        failed=[{"secret": s, "error": e} for s, e in done.failed],
+        "owner contacts",
+        delivered=[c.label for c in done.delivered],
+        skipped=[c.label for c in done.skipped],
+        failed=[{"contact": c.label, "error": e} for c, e in done.failed],
     )
     if done.failed:
-        raise OwnerWebhooksFailed(", ".join(f"{s}: {e}" for s, e in done.failed))
-    return {"posted": len(done.posted), "rejected": len(done.rejected)}
+        raise OwnerWebhooksFailed(", ".join(f"{c.label}: {e}" for c, e in done.failed))
+    return {"delivered": len(done.delivered), "rejected": len(done.rejected)}

@@ -1,5 +1,6 @@
 """The alerts topic's Lambda subscribers on the local stack: SlackNotify (the platform's webhook)
-and OwnerNotify (the shares' owners' webhooks), subscribed as template.yaml subscribes them.
+and OwnerNotify (the shares' owners' webhooks and chat topics), subscribed as template.yaml
+subscribes them.
 
 moto's SNS cannot invoke a function, so each subscription is an SQS queue subscribed with the
 template's filter policy (SNS's own filtering, as deployed), drained by `AsyncSnsSource`, which
@@ -7,12 +8,15 @@ invokes the real handler the way Lambda runs an asynchronous event: one SNS reco
 invocation retried `MaximumRetryAttempts` times (at once: the virtual clock does not wait the
 minute Lambda waits), then the event and its error sent to the function's DLQ. A
 `WebhookServer` on 127.0.0.1 stands for Slack: it keeps each webhook's posts and can answer a
-webhook with an error.
+webhook with an error. A team's chat topic is a moto SNS topic with a queue subscribed (raw
+delivery), standing for the Amazon Q Developer channel mapped to it.
 
     with LocalStack() as stack, local_webhooks(stack, owner_prefix="owners/") as hooks:
         secret = hooks.secret("owners/team-a")   # a secret holding the webhook's local URL
+        topic = hooks.chat_topic("team-chat-a")  # a topic under the chat topic prefix
         ...
         hooks.posts("owners/team-a")
+        hooks.chat_messages("team-chat-a")       # the custom notifications it was published
 """
 
 from __future__ import annotations
@@ -140,6 +144,35 @@ class LocalWebhooks:
     stack: Any
     server: WebhookServer
     sources: dict[str, AsyncSnsSource] = field(default_factory=dict)
+    # Chat topic name -> (the queue standing for its channel, what it delivered so far).
+    channels: dict[str, tuple[str, list[dict[str, Any]]]] = field(default_factory=dict)
+
+    def chat_topic(self, name: str) -> str:
+        """A standard SNS topic named `name`, as a team's Amazon Q Developer channel is mapped
+        to, with a queue subscribed that keeps what the channel would show; its ARN."""
+        sns, sqs = self.stack.client("sns"), self.stack.sqs
+        arn = str(sns.create_topic(Name=name)["TopicArn"])
+        url = sqs.create_queue(QueueName=f"{name}-channel")["QueueUrl"]
+        sns.subscribe(
+            TopicArn=arn,
+            Protocol="sqs",
+            Endpoint=queue_arn(self.stack, url),
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        self.channels[name] = (url, [])
+        return arn
+
+    def chat_messages(self, name: str) -> list[dict[str, Any]]:
+        """The custom notifications topic `name` delivered to its channel, in order."""
+        url, seen = self.channels[name]
+        while True:
+            page = self.stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+            messages = page.get("Messages") or []
+            if not messages:
+                return list(seen)
+            for message in messages:
+                seen.append(json.loads(message["Body"]))
+                self.stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def secret(self, name: str) -> str:
         """A secret named `name` holding the URL of webhook `name`; its full ARN."""
@@ -202,9 +235,12 @@ def _subscribe(
 
 
 @contextmanager
-def local_webhooks(stack: Any, *, owner_prefix: str = "owners/") -> Iterator[LocalWebhooks]:
+def local_webhooks(
+    stack: Any, *, owner_prefix: str = "owners/", topic_prefix: str = "team-chat-"
+) -> Iterator[LocalWebhooks]:
     """SlackNotify (the platform's webhook, its secret `platform`) and OwnerNotify (secrets
-    under `owner_prefix`) on a started stack, until the block ends."""
+    under `owner_prefix`, chat topics under `topic_prefix`) on a started stack, until the block
+    ends."""
     from aws_lambda_powertools.utilities import parameters
 
     from quota_controller import composition
@@ -219,7 +255,12 @@ def local_webhooks(stack: Any, *, owner_prefix: str = "owners/") -> Iterator[Loc
     hooks = LocalWebhooks(stack, WebhookServer())
     platform = hooks.secret(PLATFORM)
     set_env(
-        stack, {"SLACK_WEBHOOK_SECRET_ARN": platform, "OWNER_WEBHOOK_SECRET_PREFIX": owner_prefix}
+        stack,
+        {
+            "SLACK_WEBHOOK_SECRET_ARN": platform,
+            "OWNER_WEBHOOK_SECRET_PREFIX": owner_prefix,
+            "OWNER_CHAT_TOPIC_PREFIX": topic_prefix,
+        },
     )
     composition.reset()
     composition.use_clock(stack.clock)

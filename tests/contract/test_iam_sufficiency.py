@@ -52,6 +52,7 @@ FUNCTIONS = {  # app module name -> template function
     "record_history": "RecordHistory",
 }
 OWNER_PREFIX = "bqc/owners/"  # OwnerWebhookSecretPrefix
+TOPIC_PREFIX = "bqc-team-chat-"  # OwnerChatTopicPrefix
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -585,13 +586,18 @@ def _slack(stack: LocalStack, secret_arn: str, port: int) -> None:
 
 def _owner_webhooks(stack: LocalStack) -> None:
     """OwnerNotify: a share's owners read, two webhooks posted to (claims put and confirmed),
-    one failing (its claim deleted)."""
+    one failing (its claim deleted), a chat topic published to."""
     from quota_local.notify_functions import local_webhooks
 
-    with local_webhooks(stack, owner_prefix=OWNER_PREFIX) as hooks:
+    with local_webhooks(stack, owner_prefix=OWNER_PREFIX, topic_prefix=TOPIC_PREFIX) as hooks:
         a, b = hooks.secret(OWNER_PREFIX + "team-a"), hooks.secret(OWNER_PREFIX + "team-b")
+        chat = hooks.chat_topic(TOPIC_PREFIX + "team-a")
         doc = guide_layout().build()
-        doc["quotaShares"][0]["owners"] = [{"webhookSecret": a}, {"webhookSecret": b}]
+        doc["quotaShares"][0]["owners"] = [
+            {"webhookSecret": a},
+            {"chatTopic": chat},
+            {"webhookSecret": b},
+        ]
         stack.apply(doc)
         stack.advance(120)
         hooks.fail(OWNER_PREFIX + "team-b", 503)
@@ -600,6 +606,7 @@ def _owner_webhooks(stack: LocalStack) -> None:
         with pytest.raises(Exception, match="team-b"):
             stack.handler("owner_notify")(event, FakeContext(f"{PREFIX}-owner-notify"))
         assert hooks.posts(OWNER_PREFIX + "team-a")
+        assert hooks.chat_messages(TOPIC_PREFIX + "team-a")
 
 
 def _sample_alert() -> Any:
@@ -673,6 +680,7 @@ def deployment(variant: str, stream_arn: str, secret_arn: str) -> Deployment:
         "NamePrefix": PREFIX,
         "SlackWebhookSecretArn": secret_arn,
         "OwnerWebhookSecretPrefix": OWNER_PREFIX,
+        "OwnerChatTopicPrefix": TOPIC_PREFIX,
     } | VARIANTS[variant]
     return Deployment(params, evaluate_conditions(template, params), template, stream_arn)
 
@@ -733,6 +741,7 @@ def test_every_function_made_its_calls(recorded: tuple[list[Call], str, str]) ->
         "dynamodb:UpdateItem",
         "dynamodb:DeleteItem",
         "secretsmanager:GetSecretValue",
+        "sns:Publish",
     }
     assert {
         "dynamodb:GetItem",

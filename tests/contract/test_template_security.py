@@ -160,6 +160,8 @@ def referenced(resource: Any) -> tuple[str, str] | None:
     text = sub_text(resource)
     if text == SECRETS_UNDER_PREFIX:
         return "OwnerWebhookSecretPrefix", "Prefix"
+    if text == TOPICS_UNDER_PREFIX:
+        return "OwnerChatTopicPrefix", "Prefix"
     match = re.fullmatch(r"\$\{(\w+)\.(\w+)\}(/.*)?", text or "")
     return (match.group(1), match.group(2)) if match else None
 
@@ -168,6 +170,10 @@ def referenced(resource: Any) -> tuple[str, str] | None:
 SECRETS_UNDER_PREFIX = (
     "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
     "${OwnerWebhookSecretPrefix}*"
+)
+# The owners' chat topics: the stack's own account and Region, names under the prefix.
+TOPICS_UNDER_PREFIX = (
+    "arn:${AWS::Partition}:sns:${AWS::Region}:${AWS::AccountId}:${OwnerChatTopicPrefix}*"
 )
 
 
@@ -270,7 +276,7 @@ SCOPES: dict[str, tuple[set[str], set[str]]] = {
         },
         {"Arn"},
     ),
-    "sns": ({"AlertsTopic"}, {"Ref"}),
+    "sns": ({"AlertsTopic", "OwnerChatTopicPrefix"}, {"Ref", "Prefix"}),
     "logs": (
         {
             "ReconcileLogs",
@@ -314,10 +320,16 @@ def test_stream_reads_are_scoped_to_the_config_tables_stream() -> None:
     assert granted == [([{"Fn::GetAtt": ["ConfigTable", "StreamArn"]}], stream_actions)]
 
 
-def test_publish_only_to_the_alerts_topic() -> None:
+def test_publish_only_to_the_alerts_topic_and_the_owners_chat_topics() -> None:
+    publishers = {}
     for where, statement in identity_statements():
         if "sns:Publish" in listed(statement["Action"]):
-            assert listed(statement["Resource"]) == [{"Ref": "AlertsTopic"}], where
+            publishers[where] = listed(statement["Resource"])
+    assert publishers == {
+        "ReconcileRole/reconcile/Alerts": [{"Ref": "AlertsTopic"}],
+        "AlertRole/alert/Alerts": [{"Ref": "AlertsTopic"}],
+        "OwnerNotifyRole/owner-notify/OwnerChatTopics": [{"Fn::Sub": TOPICS_UNDER_PREFIX}],
+    }
 
 
 def test_resource_policies_admit_only_services_on_behalf_of_this_stack() -> None:

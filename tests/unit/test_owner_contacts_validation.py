@@ -16,6 +16,7 @@ from quota_controller.domain.config.owners import OwnerContact
 
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:team-a-alerts"
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:bqc/owners/team-a-AbCdEf"
+TOPIC_ARN = "arn:aws:sns:eu-west-1:123456789012:team-chat-a"
 OWN = "quotaShares[0].owners"
 
 
@@ -35,9 +36,57 @@ FAILING = [
     pytest.param(
         owners({"email": "a@example.com", "sqs": QUEUE_ARN}),
         f"{OWN}[0]",
-        "give exactly one of email (an address), sqs (a queue ARN) or webhookSecret (a secret "
-        "ARN), not more",
+        "give exactly one of email (an address), sqs (a queue ARN), webhookSecret (a secret "
+        "ARN) or chatTopic (a topic ARN), not more",
         id="both",
+    ),
+    pytest.param(
+        owners({"webhookSecret": SECRET_ARN, "chatTopic": TOPIC_ARN}),
+        f"{OWN}[0]",
+        "give exactly one of email",
+        id="webhook-and-topic",
+    ),
+    pytest.param(
+        owners({"chatTopic": "team-chat-a"}),
+        f"{OWN}[0].chatTopic",
+        "must be an SNS topic ARN, arn:<partition>:sns:<region>:<12-digit account>:<topic name>",
+        id="topic-name-not-arn",
+    ),
+    pytest.param(
+        owners({"chatTopic": TOPIC_ARN.replace(":sns:", ":sqs:")}),
+        f"{OWN}[0].chatTopic",
+        "must be an SNS topic ARN",
+        id="topic-other-service",
+    ),
+    pytest.param(
+        owners({"chatTopic": TOPIC_ARN.replace("123456789012", "1234")}),
+        f"{OWN}[0].chatTopic",
+        "must be an SNS topic ARN",
+        id="topic-short-account",
+    ),
+    pytest.param(
+        owners({"chatTopic": "arn:aws:sns:eu-west-1:123456789012:" + "t" * 257}),
+        f"{OWN}[0].chatTopic",
+        "must be an SNS topic ARN",
+        id="topic-name-257",
+    ),
+    pytest.param(
+        owners({"chatTopic": TOPIC_ARN + ":4f1c6a8e-8d4b-4c3e-9a57-2b1f0c9d7e6a"}),
+        f"{OWN}[0].chatTopic",
+        "must be an SNS topic ARN",
+        id="topic-subscription-arn",
+    ),
+    pytest.param(
+        owners({"chatTopic": TOPIC_ARN + ".fifo"}),
+        f"{OWN}[0].chatTopic",
+        "names a FIFO topic; name the standard topic",
+        id="topic-fifo",
+    ),
+    pytest.param(
+        owners({"chatTopic": TOPIC_ARN}, {"chatTopic": TOPIC_ARN}),
+        f"{OWN}[1]",
+        f"is the same contact as owners[0] (chatTopic:{TOPIC_ARN})",
+        id="duplicate-topic",
     ),
     pytest.param(
         owners({"sqs": QUEUE_ARN, "webhookSecret": SECRET_ARN}),
@@ -218,6 +267,20 @@ PASSING = [
     ),
     pytest.param(owners({"email": "a@example.com"}, {"sqs": QUEUE_ARN}), id="one-of-each"),
     pytest.param(owners({"webhookSecret": SECRET_ARN}), id="webhook"),
+    pytest.param(owners({"chatTopic": TOPIC_ARN}), id="chat-topic"),
+    pytest.param(
+        owners({"chatTopic": "arn:aws-us-gov:sns:us-gov-west-1:123456789012:T_" + "t" * 254}),
+        id="chat-topic-govcloud-name-256",
+    ),
+    pytest.param(
+        owners(
+            {"email": "a@example.com"},
+            {"sqs": QUEUE_ARN},
+            {"webhookSecret": SECRET_ARN},
+            {"chatTopic": TOPIC_ARN},
+        ),
+        id="one-of-every-kind",
+    ),
     pytest.param(
         owners(
             {"webhookSecret": "arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:a-b1C2d3"}
@@ -261,4 +324,10 @@ def test_a_contact_names_its_protocol_and_endpoint() -> None:
         "webhookSecret",
         SECRET_ARN,
         f"webhookSecret:{SECRET_ARN}",
+    )
+    by_topic = OwnerContact(chatTopic=TOPIC_ARN)
+    assert (by_topic.protocol, by_topic.endpoint, by_topic.label) == (
+        "chatTopic",
+        TOPIC_ARN,
+        f"chatTopic:{TOPIC_ARN}",
     )

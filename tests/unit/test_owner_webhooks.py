@@ -19,12 +19,13 @@ from fakes import FakeClock, FakeSubscriptions
 from quota_controller.adapters.slack_webhook import OwnerWebhooks, WebhookSecretUnusable
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.owners import OwnerContact
-from quota_controller.domain.owner_webhooks import (
-    allowed_prefix,
+from quota_controller.domain.owner_deliveries import (
+    Direct,
+    Prefixes,
     claim_key,
-    share_webhooks,
-    webhook_problem,
+    share_deliveries,
 )
+from quota_controller.domain.owner_webhooks import allowed_prefix, webhook_problem
 from quota_controller.ports import DeliveryRefused, RetryableError
 from quota_controller.services.owner_notify import OwnerNotifyDeps, notify_owners
 from quota_controller.services.owner_subscriptions import sync_owner_subscriptions
@@ -75,9 +76,13 @@ def test_the_function_takes_from_an_item_only_webhooks_it_may_read_each_once() -
         "junk",
         {"webhookSecret": B_HOOK},
     ]
-    assert share_webhooks(raw, ALLOWED) == ([A_HOOK, B_HOOK], [outside])
-    assert share_webhooks(None, ALLOWED) == ([], [])
-    assert share_webhooks({"webhookSecret": A_HOOK}, ALLOWED) == ([], [])
+    hooks = Prefixes(webhooks=ALLOWED)
+    assert share_deliveries(raw, hooks) == (
+        [Direct("webhookSecret", A_HOOK), Direct("webhookSecret", B_HOOK)],
+        [Direct("webhookSecret", outside)],
+    )
+    assert share_deliveries(None, hooks) == ([], [])
+    assert share_deliveries({"webhookSecret": A_HOOK}, hooks) == ([], [])
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -91,7 +96,7 @@ def sync(owners: dict[str, list[OwnerContact]], allowed: str | None = ALLOWED, *
         kw.get("remembered", []),
         FakeSubscriptions(),
         FakeClock().now(),
-        webhooks=allowed,
+        direct=Prefixes(webhooks=allowed),
     )
 
 
@@ -107,7 +112,7 @@ def test_a_webhook_contact_is_no_subscription_and_status_says_who_posts() -> Non
         [],
         sns,
         FakeClock().now(),
-        webhooks=ALLOWED,
+        direct=Prefixes(webhooks=ALLOWED),
     )
     assert [r for r in sns.requests if r[0] == "Subscribe"] == [("Subscribe", "a@example.com")]
     hook = next(e for e in result.entries if e["protocol"] == "webhookSecret")
@@ -208,19 +213,29 @@ def alert(share: str | None = "team-a") -> Alert:
     )
 
 
+def names(contacts: list[Direct]) -> list[str]:
+    return [c.label for c in contacts]
+
+
+def named(pairs: list[tuple[Direct, str]]) -> list[tuple[str, str]]:
+    return [(c.label, why) for c, why in pairs]
+
+
 def deps(poster: Poster, claims: Claims, *hooks: str) -> OwnerNotifyDeps:
     owners = Owners({(QUEUE, "team-a"): [{"webhookSecret": h} for h in hooks]})
-    return OwnerNotifyDeps(owners=owners, poster=poster, claims=claims, allowed=ALLOWED)
+    return OwnerNotifyDeps(
+        owners=owners, poster=poster, claims=claims, prefixes=Prefixes(webhooks=ALLOWED)
+    )
 
 
 def test_each_owner_webhook_gets_the_alert_once() -> None:
     poster, claims = Poster(), Claims()
     done = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert done.posted == ["bqc/owners/team-a", "bqc/owners/team-b"]
+    assert names(done.delivered) == ["bqc/owners/team-a", "bqc/owners/team-b"]
     assert poster.received == {A_HOOK: [f"{QUEUE}/team-a/k"], B_HOOK: [f"{QUEUE}/team-a/k"]}
     again = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert again.skipped == ["bqc/owners/team-a", "bqc/owners/team-b"]
-    assert not again.posted
+    assert names(again.skipped) == ["bqc/owners/team-a", "bqc/owners/team-b"]
+    assert not again.delivered
     assert len(poster.received[A_HOOK]) == 1, "SNS redelivering a message posts nothing twice"
 
 
@@ -233,11 +248,11 @@ def test_a_failing_webhook_is_retried_alone(failure: Exception) -> None:
     poster = Poster(answers={A_HOOK: [failure, None]})
     claims = Claims()
     first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert first.posted == ["bqc/owners/team-b"], "the other webhook is not held back"
-    assert [name for name, _ in first.failed] == ["bqc/owners/team-a"]
+    assert names(first.delivered) == ["bqc/owners/team-b"], "the other webhook is not held back"
+    assert [c.label for c, _ in first.failed] == ["bqc/owners/team-a"]
     retry = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert retry.posted == ["bqc/owners/team-a"]
-    assert retry.skipped == ["bqc/owners/team-b"]
+    assert names(retry.delivered) == ["bqc/owners/team-a"]
+    assert names(retry.skipped) == ["bqc/owners/team-b"]
     assert poster.received == {B_HOOK: [f"{QUEUE}/team-a/k"], A_HOOK: [f"{QUEUE}/team-a/k"]}
 
 
@@ -245,11 +260,11 @@ def test_a_refused_post_is_not_retried_and_holds_no_one_back() -> None:
     poster = Poster(answers={A_HOOK: [DeliveryRefused("HTTP 404 (no_service)")]})
     claims = Claims()
     first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert first.rejected == [("bqc/owners/team-a", "HTTP 404 (no_service)")]
-    assert first.posted == ["bqc/owners/team-b"]
+    assert named(first.rejected) == [("bqc/owners/team-a", "HTTP 404 (no_service)")]
+    assert names(first.delivered) == ["bqc/owners/team-b"]
     assert not first.failed
     retry = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK))
-    assert retry.skipped == ["bqc/owners/team-a"]
+    assert names(retry.skipped) == ["bqc/owners/team-a"]
     assert A_HOOK not in poster.received
 
 
@@ -257,14 +272,14 @@ def test_a_secret_outside_the_prefix_is_never_read() -> None:
     outside = BASE + "prod/database-AbCdEf"
     poster = Poster()
     done = notify_owners("m-1", alert(), deps(poster, Claims(), outside, A_HOOK))
-    assert done.refused == ["prod/database"]
+    assert names(done.refused) == ["prod/database"]
     assert list(poster.received) == [A_HOOK]
 
 
 def test_an_alert_about_no_share_or_a_share_without_webhooks_posts_nothing() -> None:
     poster = Poster()
-    assert notify_owners("m-1", alert(None), deps(poster, Claims(), A_HOOK)).posted == []
-    assert notify_owners("m-2", alert("team-b"), deps(poster, Claims(), A_HOOK)).posted == []
+    assert notify_owners("m-1", alert(None), deps(poster, Claims(), A_HOOK)).delivered == []
+    assert notify_owners("m-2", alert("team-b"), deps(poster, Claims(), A_HOOK)).delivered == []
     assert poster.received == {}
 
 
@@ -272,31 +287,36 @@ def test_a_secret_its_owner_must_fix_is_refused_for_good_and_holds_no_one_back()
     gone = WebhookSecretUnusable("the webhook secret cannot be read: ResourceNotFoundException")
     poster, claims = Poster(answers={A_HOOK: [gone]}), Claims()
     first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert first.rejected == [("bqc/owners/team-a", str(gone))]
-    assert first.posted == ["bqc/owners/team-b"]
+    assert named(first.rejected) == [("bqc/owners/team-a", str(gone))]
+    assert names(first.delivered) == ["bqc/owners/team-b"]
     assert not first.failed, "the invocation does not fail: no retry, no DLQ"
     again = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK))
-    assert again.skipped == ["bqc/owners/team-a"], "its claim is confirmed"
+    assert names(again.skipped) == ["bqc/owners/team-a"], "its claim is confirmed"
 
 
 def test_a_claim_dynamodb_refuses_holds_back_only_its_webhook() -> None:
     poster = Poster()
     claims = Claims(broken={("claim", A_HOOK): RuntimeError("ProvisionedThroughputExceeded")})
     first = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert first.posted == ["bqc/owners/team-b"], "the webhook after it is still posted to"
-    assert first.failed == [("bqc/owners/team-a", "claim not written: RuntimeError")]
+    assert names(first.delivered) == ["bqc/owners/team-b"], (
+        "the webhook after it is still posted to"
+    )
+    assert named(first.failed) == [("bqc/owners/team-a", "claim not written: RuntimeError")]
     assert A_HOOK not in poster.received
     claims.broken.clear()
     retry = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert (retry.posted, retry.skipped) == (["bqc/owners/team-a"], ["bqc/owners/team-b"])
+    assert (names(retry.delivered), names(retry.skipped)) == (
+        ["bqc/owners/team-a"],
+        ["bqc/owners/team-b"],
+    )
 
 
 def test_a_claim_not_released_still_fails_its_webhook_and_no_other() -> None:
     poster = Poster(answers={A_HOOK: [RetryableError("Slack webhook answered HTTP 503")]})
     claims = Claims(broken={("release", A_HOOK): RuntimeError("InternalServerError")})
     done = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert done.posted == ["bqc/owners/team-b"]
-    assert done.failed == [
+    assert names(done.delivered) == ["bqc/owners/team-b"]
+    assert named(done.failed) == [
         ("bqc/owners/team-a", "Slack webhook answered HTTP 503; claim not released: RuntimeError")
     ]
 
@@ -305,8 +325,8 @@ def test_a_post_whose_claim_is_not_confirmed_counts_as_posted_and_is_not_retried
     poster = Poster()
     claims = Claims(broken={("confirm", A_HOOK): RuntimeError("InternalServerError")})
     done = notify_owners("m-1", alert(), deps(poster, claims, A_HOOK, B_HOOK))
-    assert done.posted == ["bqc/owners/team-a", "bqc/owners/team-b"]
-    assert done.unconfirmed == [("bqc/owners/team-a", "RuntimeError")]
+    assert names(done.delivered) == ["bqc/owners/team-a", "bqc/owners/team-b"]
+    assert named(done.unconfirmed) == [("bqc/owners/team-a", "RuntimeError")]
     assert not done.failed, "a retry would post to team-a again"
 
 

@@ -128,7 +128,7 @@ def reconcile_deps(owner: str | None = None) -> Deps:
             requeue_seconds=s.REQUEUE_SECONDS,
             lease_seconds=s.LEASE_SECONDS,
             change_ttl_days=s.CHANGE_TTL_DAYS,
-            owner_webhooks=owner_webhook_prefix(),
+            owner_direct=owner_prefixes(),
         ),
     )
 
@@ -214,18 +214,24 @@ def _claims(context: Any, function: str, seconds: int, key_prefix: str | None = 
     return IdempotencyClaims(persistence, context.get_remaining_time_in_millis)
 
 
-def owner_webhook_prefix() -> str | None:
-    """The ARN prefix of the owners' webhook secrets this deployment may read (None: none)."""
-    from quota_controller.domain.owner_webhooks import allowed_prefix
+def owner_prefixes() -> Any:
+    """The ARN prefixes of the owners' webhook secrets this deployment may read and of the
+    chat topics it may publish to (`domain.owner_deliveries.Prefixes`)."""
+    from quota_controller.domain import owner_topics, owner_webhooks
+    from quota_controller.domain.owner_deliveries import Prefixes
 
     s = settings()
-    return allowed_prefix(
-        s.AWS_PARTITION, s.AWS_REGION, s.ACCOUNT_ID, s.OWNER_WEBHOOK_SECRET_PREFIX
+    where = (s.AWS_PARTITION, s.AWS_REGION, s.ACCOUNT_ID)
+    return Prefixes(
+        webhooks=owner_webhooks.allowed_prefix(*where, s.OWNER_WEBHOOK_SECRET_PREFIX),
+        topics=owner_topics.allowed_prefix(*where, s.OWNER_CHAT_TOPIC_PREFIX),
+        alerts_topic=s.ALERTS_TOPIC_ARN,
     )
 
 
-# An owner webhook's post is remembered this long: longer than OwnerNotifyDLQ keeps a failed
-# invocation (14 days), so a redrive from it posts only to the webhooks not yet posted to.
+# An owner webhook's post (or chat topic's publish) is remembered this long: longer than
+# OwnerNotifyDLQ keeps a failed invocation (14 days), so a redrive from it delivers only to the
+# contacts not yet delivered to.
 OWNER_POST_MEMORY_SECONDS = 15 * 86400
 OWNER_POST_KEY_PREFIX = "owner-webhook"
 
@@ -234,6 +240,7 @@ def owner_notify_deps(context: Any) -> Any:
     """Everything the OwnerNotify function needs, bound to AWS."""
     from quota_controller.adapters.share_owners import DynamoShareOwners
     from quota_controller.adapters.slack_webhook import owner_webhooks
+    from quota_controller.adapters.sns_chat_topics import OwnerChatTopics
     from quota_controller.services.owner_notify import OwnerNotifyDeps
 
     return OwnerNotifyDeps(
@@ -241,7 +248,8 @@ def owner_notify_deps(context: Any) -> Any:
         poster=owner_webhooks(),
         # Its records' keys start so: the role may touch no other record of the table.
         claims=_claims(context, "owner-notify", OWNER_POST_MEMORY_SECONDS, OWNER_POST_KEY_PREFIX),
-        allowed=owner_webhook_prefix(),
+        prefixes=owner_prefixes(),
+        publisher=OwnerChatTopics(service_client("sns")),
     )
 
 

@@ -237,8 +237,9 @@ class UsageReader(Protocol):
 
 
 class DeliveryRefused(Exception):
-    """The receiver refused a message for good (a webhook's 4xx other than 429): retrying the
-    same request gets the same answer. Its text never carries the webhook URL."""
+    """The receiver refused a message for good (a webhook's 4xx other than 429, a chat topic
+    that is gone or may not be published to): retrying the same request gets the same answer.
+    Its text never carries the webhook URL."""
 
 
 class ShareOwners(Protocol):
@@ -255,4 +256,13 @@ class WebhookPoster(Protocol):
     def post(self, secret_arn: str, alert: Alert) -> None:
         """Raises DeliveryRefused (terminal: Slack's 4xx, a secret its owner must fix), or
         anything else for a failure worth a retry."""
+        ...
+
+
+class TopicPublisher(Protocol):
+    """Publishes an alert to a share owner's own SNS topic (its Amazon Q Developer channel's)."""
+
+    def publish(self, topic_arn: str, alert: Alert) -> None:
+        """Raises DeliveryRefused (terminal: the topic is gone, may not be published to, its
+        KMS key unusable), or anything else for a failure worth a retry."""
         ...

@@ -23,6 +23,8 @@ class Settings(BaseModel):
     SLACK_WEBHOOK_SECRET_ARN: str = ""
     # The name prefix of the owners' webhook secrets (empty: no owner webhooks).
     OWNER_WEBHOOK_SECRET_PREFIX: str = ""
+    # The name prefix of the owners' chat topics (empty: no owner chat topics).
+    OWNER_CHAT_TOPIC_PREFIX: str = ""
     # How long one preemption's alert key is remembered (dedup across retries and events).
     ALERT_DEDUP_SECONDS: int = Field(default=6 * 3600, ge=60, le=7 * 86400)
     ACCOUNT_ID: str

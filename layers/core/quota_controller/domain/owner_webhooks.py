@@ -14,13 +14,12 @@ the function check the rest with `webhook_problem`.
 
 from __future__ import annotations
 
-import hashlib
 import re
-from typing import Any
+from typing import Final
 
 from pydantic_core import PydanticCustomError
 
-PROTOCOL = "webhookSecret"
+PROTOCOL: Final = "webhookSecret"
 
 # arn:<partition>:secretsmanager:<region>:<account>:secret:<name>-<6 characters>. Secret names:
 # 1 to 512 of letters, digits and /_+=.@- (Secrets Manager's CreateSecret); the full ARN ends
@@ -71,27 +70,6 @@ def webhook_problem(arn: str, allowed: str | None) -> str | None:
             "OwnerWebhookSecretPrefix"
         )
     return None
-
-
-def share_webhooks(owners: Any, allowed: str | None) -> tuple[list[str], list[str]]:
-    """From a share item's raw `owners` attribute: the secrets to post to (each once, in the
-    document's order) and the ones refused (not a full ARN, outside the prefix). Anything
-    else in the list (e-mail and SQS contacts, malformed entries) is not the function's."""
-    found: list[str] = []
-    refused: list[str] = []
-    for entry in owners if isinstance(owners, list) else []:
-        arn = entry.get(PROTOCOL) if isinstance(entry, dict) else None
-        if not isinstance(arn, str) or arn in found or arn in refused:
-            continue
-        (refused if webhook_problem(arn, allowed) else found).append(arn)
-    return found, refused
-
-
-def claim_key(message_id: str, secret_arn: str) -> str:
-    """The exactly-once key of one post: this SNS message to this webhook (a Lambda retry of
-    the message skips the webhooks already posted to)."""
-    digest = hashlib.sha256(secret_arn.encode()).hexdigest()[:32]
-    return f"owner-webhook#{message_id}#{digest}"
 
 
 def secret_label(arn: str) -> str:

@@ -27,8 +27,8 @@ from quota_controller.domain.owner_contacts import (
     plan_owner_subscriptions,
     wanted_contacts,
 )
-from quota_controller.domain.owner_webhooks import PROTOCOL as WEBHOOK
-from quota_controller.domain.owner_webhooks import webhook_problem
+from quota_controller.domain.owner_deliveries import DIRECT, Prefixes, direct_problem
+from quota_controller.domain.owner_topics import PROTOCOL as TOPIC
 from quota_controller.domain.plan_records import Desired
 from quota_controller.ports import RetryableError, SubscriptionRefused, Subscriptions
 
@@ -53,11 +53,11 @@ def keep_owner_subscriptions(
     remembered: Any,
     subscriptions: Subscriptions | None,
     now: datetime,
-    webhooks: str | None = None,
+    direct: Prefixes | None = None,
 ) -> OwnerSync | None:
     """The reconcile's owner step: the alerts topic's subscriptions as the document's shares
-    say (`sync_owner_subscriptions`, from status `ownerSubscriptions` as `remembered`; the
-    owner webhooks' secret prefix as `webhooks`). None
+    say (`sync_owner_subscriptions`, from status `ownerSubscriptions` as `remembered`; what
+    OwnerNotify may deliver to as `direct`). None
     when there is no topic, or on any failure: that is the contacts' status, never the Batch
     reconcile's (status keeps the contacts as they were, and the next run tries again)."""
     if subscriptions is None:
@@ -66,7 +66,7 @@ def keep_owner_subscriptions(
         owners = {name: spec.owners for name, spec in desired.shares.items()}
         entries = [r for r in remembered or [] if isinstance(r, Mapping)]
         return sync_owner_subscriptions(
-            queue, owners, desired.frozen_shares, entries, subscriptions, now, webhooks=webhooks
+            queue, owners, desired.frozen_shares, entries, subscriptions, now, direct=direct
         )
     except Exception:
         _log.exception("owner subscriptions of %s not kept", queue)
@@ -80,13 +80,13 @@ def sync_owner_subscriptions(
     remembered_items: Sequence[Mapping[str, Any]],
     subscriptions: Subscriptions,
     now: datetime,
-    webhooks: str | None = None,
+    direct: Prefixes | None = None,
 ) -> OwnerSync | None:
     """Make the topic deliver each share's alerts to its `owners` (share name -> contacts of
     the valid shares); a share in `frozen` (invalid in the document) keeps the contacts it had.
-    `webhooks` is the ARN prefix of the secrets the OwnerNotify function may read (None: the
-    deployment has no owner webhooks). None when the subscriptions cannot be read (status
-    keeps what it had)."""
+    `direct` says which secrets the OwnerNotify function may read and which topics it may
+    publish to (None: the deployment has no owner webhooks or chat topics). None when the
+    subscriptions cannot be read (status keeps what it had)."""
     remembered_all = [r for r in map(Remembered.from_item, remembered_items) if r is not None]
     remembered = [r for r in remembered_all if r.protocol in SUBSCRIBED]
     wanted = _with_frozen(wanted_contacts(owners), remembered, frozen)
@@ -130,33 +130,37 @@ def sync_owner_subscriptions(
             if done.detail:
                 shown["detail"] = done.detail
             sync.by_share.setdefault(share, []).append(shown)
-    _add_webhooks(sync, owners, frozen, remembered_all, webhooks)
+    _add_direct(sync, owners, frozen, remembered_all, direct or Prefixes())
     return sync
 
 
-def _add_webhooks(
+def _add_direct(
     sync: OwnerSync,
     owners: Mapping[str, Sequence[Any]],
     frozen: Collection[str],
     remembered: Sequence[Remembered],
-    allowed: str | None,
+    prefixes: Prefixes,
 ) -> None:
-    """The shares' webhook contacts as status shows them: nothing to subscribe (the OwnerNotify
-    function reads the share's item when an alert comes), but whether it may post to them."""
-    shares_of: dict[str, set[str]] = {}
+    """The shares' webhook and chat-topic contacts as status shows them: nothing to subscribe
+    (the OwnerNotify function reads the share's item when an alert comes), but whether it may
+    deliver to them."""
+    shares_of: dict[tuple[str, str], set[str]] = {}
     for share, contacts in sorted(owners.items()):
         for contact in contacts:
-            if contact.protocol == WEBHOOK:
-                shares_of.setdefault(contact.endpoint, set()).add(share)
+            if contact.protocol in DIRECT:
+                shares_of.setdefault((contact.protocol, contact.endpoint), set()).add(share)
     for past in remembered:  # an invalid share keeps the contacts it had
-        if past.protocol == WEBHOOK and past.shares & frozenset(frozen):
-            shares_of.setdefault(past.endpoint, set()).update(past.shares & frozenset(frozen))
-    for arn, shares in shares_of.items():
-        problem = webhook_problem(arn, allowed)
-        state, detail = ("Failed", problem) if problem else ("Posting", POSTING)
+        if past.protocol in DIRECT and past.shares & frozenset(frozen):
+            shares_of.setdefault((past.protocol, past.endpoint), set()).update(
+                past.shares & frozenset(frozen)
+            )
+    for (protocol, arn), shares in shares_of.items():
+        problem = direct_problem(protocol, arn, prefixes)
+        working = ("Publishing", PUBLISHING) if protocol == TOPIC else ("Posting", POSTING)
+        state, detail = ("Failed", problem) if problem else working
         entry: dict[str, Any] = {
-            "contact": contact_label(WEBHOOK, arn),
-            "protocol": WEBHOOK,
+            "contact": contact_label(protocol, arn),
+            "protocol": protocol,
             "endpoint": arn,
             "shares": sorted(shares),
             "state": state,
@@ -175,6 +179,13 @@ POSTING = (
     "the secret and the webhook are first used by the next alert (a missing secret or a "
     "webhook Slack refuses shows in OwnerNotify's log and its OwnerWebhookPostsRejected "
     "metric)"
+)
+# The same for a chat topic: the reconcile may not publish to it, so it does not claim it works.
+PUBLISHING = (
+    "the OwnerNotify function publishes each alert about the share to this topic as an Amazon Q "
+    "Developer notification; the topic is first used by the next alert (a topic that is gone "
+    "or refuses the function shows in OwnerNotify's log and its "
+    "OwnerChatTopicPublishesRejected metric)"
 )
 
 

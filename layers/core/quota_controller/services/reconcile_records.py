@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.impact_records import GuardedAction
+from quota_controller.domain.owner_deliveries import Prefixes
 from quota_controller.domain.plan_records import Action
 from quota_controller.domain.run_outcome import Outcome
 from quota_controller.ports import (
@@ -25,9 +26,10 @@ class ReconcileSettings:
     requeue_seconds: int = 30
     lease_seconds: int = 120
     change_ttl_days: int = 90
-    # The ARN prefix of the owners' webhook secrets the OwnerNotify function may read (None:
-    # no owner webhooks in this deployment; `domain/owner_webhooks.py`, `allowed_prefix`).
-    owner_webhooks: str | None = None
+    # The ARN prefixes of the owners' webhook secrets the OwnerNotify function may read and of
+    # the chat topics it may publish to (None: none in this deployment;
+    # `domain/owner_deliveries.py`).
+    owner_direct: Prefixes = field(default_factory=Prefixes)
 
 
 @dataclass

@@ -329,7 +329,7 @@ class ReconcileRun:
             self.queue_status.ownerSubscriptions,
             self.deps.subscriptions,
             self.now,
-            webhooks=self.deps.settings.owner_webhooks,
+            direct=self.deps.settings.owner_direct,
         )
         # A contact the share's alerts cannot reach is said once (while the problem stands).
         entries = self.owner_sync.entries if self.owner_sync else []

@@ -1,9 +1,9 @@
 """A share's owner contacts (`owners`): who gets the alerts about a share besides the platform.
 
-Each contact is an e-mail address, an SQS queue or a Slack webhook's secret, checked for its
-shape here; the reconcile makes one subscription of the alerts topic for each address and
-queue (`domain/owner_contacts.py`), and OwnerNotify posts to each webhook
-(`domain/owner_webhooks.py`).
+Each contact is an e-mail address, an SQS queue, a Slack webhook's secret or a chat topic,
+checked for its shape here; the reconcile makes one subscription of the alerts topic for each
+address and queue (`domain/owner_contacts.py`), and OwnerNotify posts to each webhook
+(`domain/owner_webhooks.py`) and publishes to each chat topic (`domain/owner_topics.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, StrictStr, model_validator
 from pydantic_core import PydanticCustomError
 
 from quota_controller.domain.config.fields import StrictModel
+from quota_controller.domain.owner_topics import check_topic_arn
 from quota_controller.domain.owner_webhooks import check_secret_arn
 
 # A share's owner contacts (`owners`): SNS subscriptions on the alerts topic, one each.
@@ -69,35 +70,45 @@ def _quoted(value: str) -> str:
 
 
 class OwnerContact(StrictModel):
-    """One contact of a share's owners: an e-mail address, an SQS queue or a Slack webhook's
-    secret (exactly one; the webhook's rules: `domain/owner_webhooks.py`)."""
+    """One contact of a share's owners: an e-mail address, an SQS queue, a Slack webhook's
+    secret or an SNS topic an Amazon Q Developer channel is mapped to (exactly one; the
+    webhook's rules: `domain/owner_webhooks.py`, the topic's: `domain/owner_topics.py`)."""
 
     email: Annotated[StrictStr, AfterValidator(_check_email)] | None = None
     sqs: Annotated[StrictStr, AfterValidator(_check_sqs_arn)] | None = None
     webhookSecret: Annotated[StrictStr, AfterValidator(check_secret_arn)] | None = None
+    chatTopic: Annotated[StrictStr, AfterValidator(check_topic_arn)] | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> OwnerContact:
-        given = sum(v is not None for v in (self.email, self.sqs, self.webhookSecret))
+        given = sum(
+            v is not None for v in (self.email, self.sqs, self.webhookSecret, self.chatTopic)
+        )
         if given != 1:
             raise PydanticCustomError(
                 "quota_rule",
-                "give exactly one of email (an address), sqs (a queue ARN) or webhookSecret "
-                "(a secret ARN)" + (", not more" if given else ""),
+                "give exactly one of email (an address), sqs (a queue ARN), webhookSecret "
+                "(a secret ARN) or chatTopic (a topic ARN)" + (", not more" if given else ""),
             )
         return self
 
     @property
-    def protocol(self) -> Literal["email", "sqs", "webhookSecret"]:
-        """The SNS subscription protocol (`webhookSecret`: no subscription of its own)."""
+    def protocol(self) -> Literal["email", "sqs", "webhookSecret", "chatTopic"]:
+        """The SNS subscription protocol (`webhookSecret`, `chatTopic`: no subscription of
+        their own)."""
         if self.webhookSecret is not None:
             return "webhookSecret"
+        if self.chatTopic is not None:
+            return "chatTopic"
         return "email" if self.email is not None else "sqs"
 
     @property
     def endpoint(self) -> str:
-        """The SNS subscription endpoint (the address or the queue ARN; a secret's ARN)."""
-        return self.email if self.email is not None else str(self.sqs or self.webhookSecret)
+        """The SNS subscription endpoint (the address or the queue ARN; a secret's or a
+        topic's ARN)."""
+        if self.email is not None:
+            return self.email
+        return str(self.sqs or self.webhookSecret or self.chatTopic)
 
     @property
     def label(self) -> str:
