@@ -18,7 +18,7 @@ logger = Logger()
 metrics = Metrics()
 
 
-class OwnerWebhooksFailed(Exception):
+class OwnerContactsFailed(Exception):
     """Some owner webhooks or chat topics are worth a retry: Lambda retries the invocation,
     which delivers only to those (the others are claimed done)."""
 
@@ -49,11 +49,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.warning(
             "an owner contact's claim was not confirmed", contact=contact.label, error=why
         )
-    for contact in done.refused:
+    for contact, why in done.refused:
         logger.error(
-            "owner contact outside the deployment's prefix",
-            protocol=contact.protocol,
-            contact=contact.label,
+            "owner contact refused", protocol=contact.protocol, contact=contact.label, reason=why
         )
     logger.info(
         "owner contacts",
@@ -62,5 +60,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         failed=[{"contact": c.label, "error": e} for c, e in done.failed],
     )
     if done.failed:
-        raise OwnerWebhooksFailed(", ".join(f"{c.label}: {e}" for c, e in done.failed))
+        raise OwnerContactsFailed(", ".join(f"{c.label}: {e}" for c, e in done.failed))
     return {"delivered": len(done.delivered), "rejected": len(done.rejected)}

@@ -321,8 +321,20 @@ def _as_list(v: Any) -> list[Any]:
     return v if isinstance(v, list) else [v]
 
 
+def _denied(need: Need, statements: list[dict[str, Any]]) -> bool:
+    """An identity Deny (no conditions in this stack's) that covers the call."""
+    return any(
+        st.get("Effect") == "Deny"
+        and any(_iam_match(a, need.action, case=False) for a in _as_list(st["Action"]))
+        and any(_iam_match(r, need.resource) for r in _as_list(st["Resource"]))
+        for st in statements
+    )
+
+
 def allowed(need: Need, statements: list[dict[str, Any]]) -> bool:
     context = dict(need.context)
+    if _denied(need, statements):
+        return False
     for st in statements:
         if st.get("Effect") != "Allow":
             continue
@@ -901,7 +913,9 @@ def test_the_alerts_topic_takes_publishes_and_subscriptions_only_from_this_stack
         for role, spec in template["Resources"].items()
         if spec["Type"] == "AWS::IAM::Role"
         and any(
-            "sns:Publish" in _as_list(st["Action"]) and topic in _as_list(st["Resource"])
+            st["Effect"] == "Allow"
+            and "sns:Publish" in _as_list(st["Action"])
+            and topic in _as_list(st["Resource"])
             for st in dep.role_statements(role)
         )
     }
@@ -926,3 +940,36 @@ def test_the_alerts_topic_takes_publishes_and_subscriptions_only_from_this_stack
     if params.get("SlackWebhookSecretArn"):
         slack = dep.get_att("SlackNotify", "Arn")
         assert not _alerts_topic_denies(dep, "sns:Subscribe", someone, slack)
+
+
+@pytest.mark.parametrize("webhooks", [OWNER_PREFIX, ""], ids=["with-webhooks", "topics-only"])
+def test_owner_notify_publishes_to_the_owners_topics_and_never_the_stacks(webhooks: str) -> None:
+    """A prefix that also matches the stack's own topics' names (`<NamePrefix>-alerts`,
+    `-alarms`) still gives the function no way into them; a deployment with chat topics and no
+    webhooks has the function and its role, without the secrets grant."""
+    base = deployment("any-queue", "stream", f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:x")
+    params = {**base.params, "OwnerWebhookSecretPrefix": webhooks, "OwnerChatTopicPrefix": PREFIX}
+    dep = Deployment(params, evaluate_conditions(base.template, params), base.template, "stream")
+    assert dep.conditions["HasOwnerNotify"]
+    statements = dep.role_statements("OwnerNotifyRole")
+
+    def publishes(topic: str) -> bool:
+        return allowed(Need("OwnerNotify", "sns:Publish", topic, "chat topic"), statements)
+
+    sns = f"arn:{PARTITION}:sns:{REGION}:{ACCOUNT}"
+    assert publishes(f"{sns}:{PREFIX}-team-a-chat")
+    assert not publishes(dep.ref("AlertsTopic"))
+    assert not publishes(dep.ref("AlarmsTopic"))
+    assert dep.ref("AlarmsTopic").startswith(f"{sns}:{PREFIX}"), "the prefix matches its name"
+    assert not publishes(f"{sns}:billing-alarms")
+    assert not publishes(f"arn:{PARTITION}:sns:{REGION}:210987654321:{PREFIX}-team-a-chat")
+    reads = allowed(
+        Need(
+            "OwnerNotify",
+            "secretsmanager:GetSecretValue",
+            f"arn:{PARTITION}:secretsmanager:{REGION}:{ACCOUNT}:secret:{OWNER_PREFIX}team-a-AbCdEf",
+            "webhook",
+        ),
+        statements,
+    )
+    assert reads == bool(webhooks)

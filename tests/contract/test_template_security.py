@@ -204,11 +204,22 @@ def test_no_role_gets_a_managed_policy() -> None:
     assert all(referenced(f["Properties"]["Role"]) for f in functions.values())
 
 
-def test_no_statement_allows_a_wildcard_action_or_denies() -> None:
+def test_no_statement_allows_a_wildcard_action_and_the_one_deny_guards_the_stacks_topics() -> None:
+    denies = {}
     for where, statement in identity_statements():
+        if statement["Effect"] == "Deny":
+            denies[where] = (listed(statement["Action"]), listed(statement["Resource"]))
+            continue
         assert statement["Effect"] == "Allow", where
         for action in listed(statement["Action"]):
             assert "*" not in action, f"{where}: wildcard action {action}"
+    # OwnerNotify may publish to the owners' topics under a prefix, never to the stack's own.
+    assert denies == {
+        "OwnerNotifyRole/owner-notify/NotTheStacksTopics": (
+            ["sns:Publish"],
+            [{"Ref": "AlertsTopic"}, {"Ref": "AlarmsTopic"}],
+        )
+    }
 
 
 def test_star_resources_only_for_actions_without_a_resource_type() -> None:
@@ -299,6 +310,8 @@ SCOPES: dict[str, tuple[set[str], set[str]]] = {
 
 def test_other_services_only_on_this_stacks_resources() -> None:
     for where, statement in identity_statements():
+        if statement["Effect"] == "Deny":
+            continue  # narrows what the Allows grant
         services = {a.split(":")[0] for a in listed(statement["Action"])}
         for service in services - {"batch", "iam", "xray"}:
             names, attributes = SCOPES[service]
@@ -323,7 +336,7 @@ def test_stream_reads_are_scoped_to_the_config_tables_stream() -> None:
 def test_publish_only_to_the_alerts_topic_and_the_owners_chat_topics() -> None:
     publishers = {}
     for where, statement in identity_statements():
-        if "sns:Publish" in listed(statement["Action"]):
+        if statement["Effect"] == "Allow" and "sns:Publish" in listed(statement["Action"]):
             publishers[where] = listed(statement["Resource"])
     assert publishers == {
         "ReconcileRole/reconcile/Alerts": [{"Ref": "AlertsTopic"}],

@@ -7,6 +7,7 @@ retry and holds back no one."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -101,3 +102,40 @@ def test_a_topic_that_is_gone_is_refused_without_a_retry(
         if r.getMessage() == "an owner chat topic rejected the alert"
     ]
     assert rejected == [("team-chat-a-old", "SNS refused the publish to team-chat-a-old: NotFound")]
+
+
+def test_owner_notify_counts_each_kind_of_contact_apart(
+    hooks: LocalWebhooks, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack = hooks.stack
+    gone, a = hooks.chat_topic("team-chat-a-old"), hooks.chat_topic("team-chat-a")
+    hook = hooks.secret("owners/team-a")
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][0]["owners"] = [
+        {"chatTopic": gone},
+        {"webhookSecret": hook},
+        {"chatTopic": a},
+    ]
+    stack.apply(doc)
+    stack.advance(120)
+    stack.client("sns").delete_topic(TopicArn=gone)
+    capsys.readouterr()
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    preempt(stack, "team-a", "borrower-a")
+    blobs = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+    (owner,) = [b for b in blobs if "OwnerChatTopicPublishes" in b]
+    counted = {
+        name: owner[name]
+        for name in (
+            "OwnerWebhookPosts",
+            "OwnerWebhookPostsRejected",
+            "OwnerChatTopicPublishes",
+            "OwnerChatTopicPublishesRejected",
+        )
+    }
+    assert counted == {
+        "OwnerWebhookPosts": [1.0],
+        "OwnerWebhookPostsRejected": [0.0],
+        "OwnerChatTopicPublishes": [1.0],
+        "OwnerChatTopicPublishesRejected": [1.0],
+    }

@@ -29,9 +29,10 @@ TOPICS = allowed_prefix("aws", REGION, ACCOUNT, "team-chat-")
 BASE = f"arn:aws:sns:{REGION}:{ACCOUNT}:"
 A_TOPIC = BASE + "team-chat-a"
 B_TOPIC = BASE + "team-chat-b"
-ALERTS = BASE + "team-chat-alerts"  # a prefix can match the alerts topic's name too
+# A prefix can match the stack's own topics' names too.
+ALERTS, ALARMS = BASE + "team-chat-alerts", BASE + "team-chat-alarms"
 QUEUE = "ml-training"
-BOTH = Prefixes(webhooks=ALLOWED, topics=TOPICS, alerts_topic=ALERTS)
+BOTH = Prefixes(webhooks=ALLOWED, topics=TOPICS, stack_topics=frozenset({ALERTS, ALARMS}))
 
 
 @pytest.mark.parametrize(
@@ -47,13 +48,15 @@ BOTH = Prefixes(webhooks=ALLOWED, topics=TOPICS, alerts_topic=ALERTS)
         (A_TOPIC + ".fifo", TOPICS, "not the ARN of a standard SNS topic"),
         ("team-chat-a", TOPICS, "not the ARN of a standard SNS topic"),
         (A_TOPIC, None, "publishes to no owner chat topic"),
-        (ALERTS, TOPICS, "the controller's alerts topic itself"),
+        (ALERTS, TOPICS, "one of the controller's own topics"),
+        (ALARMS, TOPICS, "one of the controller's own topics"),
+        ("arn:aws-eusc:sns:eusc-de-east-1:123456789012:team-chat-a", TOPICS, "outside the topics"),
     ],
 )
 def test_a_chat_topic_must_be_one_the_deployment_may_publish_to(
     arn: str, allowed: str | None, problem: str | None
 ) -> None:
-    found = topic_problem(arn, allowed, alerts_topic=ALERTS)
+    found = topic_problem(arn, allowed, frozenset({ALERTS, ALARMS}))
     assert (found is None) if problem is None else (problem in str(found))
 
 
@@ -73,10 +76,12 @@ def test_the_function_takes_webhooks_and_topics_in_the_documents_order_each_once
         {"chatTopic": ALERTS},
         {"chatTopic": ["not", "text"]},
     ]
-    assert share_deliveries(raw, BOTH) == (
-        [Direct("chatTopic", A_TOPIC), Direct("webhookSecret", A_HOOK)],
-        [Direct("chatTopic", outside), Direct("chatTopic", ALERTS)],
-    )
+    found, refused = share_deliveries(raw, BOTH)
+    assert found == [Direct("chatTopic", A_TOPIC), Direct("webhookSecret", A_HOOK)]
+    (outside_contact, outside_why), (alerts_contact, alerts_why) = refused
+    assert (outside_contact.label, alerts_contact.label) == ("billing-alarms", "team-chat-alerts")
+    assert "outside the topics this deployment may publish to" in outside_why
+    assert "one of the controller's own topics" in alerts_why
     only_hooks = share_deliveries(raw, Prefixes(webhooks=ALLOWED))
     assert only_hooks[0] == [Direct("webhookSecret", A_HOOK)], "no topic without its prefix"
 
@@ -122,7 +127,9 @@ def test_a_topic_the_deployment_may_not_publish_to_is_failed_with_the_reason() -
     assert shown["state"] == "Failed"
     assert "team-chat-*" in shown["detail"]
     (alerts,) = sync({"team-a": [OwnerContact(chatTopic=ALERTS)]}).by_share["team-a"]
-    assert "alerts topic itself" in alerts["detail"]
+    assert "one of the controller's own topics" in alerts["detail"]
+    (alarms,) = sync({"team-a": [OwnerContact(chatTopic=ALARMS)]}).by_share["team-a"]
+    assert alarms["state"] == "Failed"
     off = sync({"team-a": [OwnerContact(chatTopic=A_TOPIC)]}, direct=Prefixes(webhooks=ALLOWED))
     assert off.by_share["team-a"][0]["state"] == "Failed"
     assert "OwnerChatTopicPrefix" in off.by_share["team-a"][0]["detail"]
@@ -202,11 +209,20 @@ def test_a_topic_its_owner_must_fix_is_refused_for_good() -> None:
     assert names(again.skipped) == ["team-chat-a", "team-chat-b"], "its claim is confirmed"
 
 
-def test_a_topic_outside_the_prefix_or_the_alerts_topic_is_never_published_to() -> None:
+def test_a_topic_outside_the_prefix_or_of_the_stack_is_never_published_to() -> None:
     topics = Topics()
-    contacts = ({"chatTopic": BASE + "billing"}, {"chatTopic": ALERTS}, {"chatTopic": A_TOPIC})
+    contacts = (
+        {"chatTopic": BASE + "billing"},
+        {"chatTopic": ALERTS},
+        {"chatTopic": ALARMS},
+        {"chatTopic": A_TOPIC},
+    )
     done = notify_owners("m-1", alert(), deps(Poster(), topics, Claims(), *contacts))
-    assert names(done.refused) == ["billing", "team-chat-alerts"]
+    assert names([c for c, _ in done.refused]) == [
+        "billing",
+        "team-chat-alerts",
+        "team-chat-alarms",
+    ]
     assert list(topics.received) == [A_TOPIC]
 
 
@@ -225,7 +241,7 @@ def test_the_topic_gets_the_amazon_q_custom_notification(sns: Any) -> None:
     client, stub = sns
     expected = {"TopicArn": A_TOPIC, "Message": json.dumps(chat_notification(alert()))}
     stub.add_response("publish", {"MessageId": "1"}, expected)
-    OwnerChatTopics(client).publish(A_TOPIC, alert())
+    OwnerChatTopics(lambda: client).publish(A_TOPIC, alert())
     body = json.loads(expected["Message"])
     assert (body["version"], body["source"]) == ("1.0", "custom")
     assert body["metadata"]["threadId"] == f"{QUEUE}/team-a"
@@ -242,13 +258,15 @@ def test_the_topic_gets_the_amazon_q_custom_notification(sns: Any) -> None:
         ("KMSInvalidState", 400),
         ("KMSOptInRequired", 403),
         ("InvalidParameter", 400),
+        ("ParameterValueInvalid", 400),
+        ("ValidationException", 400),
     ],
 )
 def test_a_publish_the_owner_must_fix_is_a_refusal(sns: Any, code: str, status: int) -> None:
     client, stub = sns
     stub.add_client_error("publish", code, "x", status)
     with pytest.raises(ChatTopicRefused) as raised:
-        OwnerChatTopics(client).publish(A_TOPIC, alert())
+        OwnerChatTopics(lambda: client).publish(A_TOPIC, alert())
     assert isinstance(raised.value, DeliveryRefused)
     assert str(raised.value) == f"SNS refused the publish to team-chat-a: {code}"
 
@@ -261,4 +279,15 @@ def test_a_publish_that_may_pass_is_retried(sns: Any, code: str, status: int) ->
     client, stub = sns
     stub.add_client_error("publish", code, "x", status)
     with pytest.raises(RetryableError, match=code):
-        OwnerChatTopics(client).publish(A_TOPIC, alert())
+        OwnerChatTopics(lambda: client).publish(A_TOPIC, alert())
+
+
+def test_no_sns_client_is_made_before_the_first_topic() -> None:
+    made: list[int] = []
+
+    def client() -> Any:
+        made.append(1)
+        raise AssertionError("no client before a publish")
+
+    OwnerChatTopics(client)
+    assert made == []

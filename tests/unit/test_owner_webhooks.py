@@ -77,10 +77,11 @@ def test_the_function_takes_from_an_item_only_webhooks_it_may_read_each_once() -
         {"webhookSecret": B_HOOK},
     ]
     hooks = Prefixes(webhooks=ALLOWED)
-    assert share_deliveries(raw, hooks) == (
-        [Direct("webhookSecret", A_HOOK), Direct("webhookSecret", B_HOOK)],
-        [Direct("webhookSecret", outside)],
-    )
+    found, refused = share_deliveries(raw, hooks)
+    assert found == [Direct("webhookSecret", A_HOOK), Direct("webhookSecret", B_HOOK)]
+    assert [(c, "outside the secrets" in why) for c, why in refused] == [
+        (Direct("webhookSecret", outside), True)
+    ]
     assert share_deliveries(None, hooks) == ([], [])
     assert share_deliveries({"webhookSecret": A_HOOK}, hooks) == ([], [])
 
@@ -213,6 +214,13 @@ def alert(share: str | None = "team-a") -> Alert:
     )
 
 
+class NoTopics:
+    """A deployment whose shares name no chat topic: publishing is a test failure."""
+
+    def publish(self, topic_arn: str, alert: Alert) -> None:
+        raise AssertionError(f"published to {topic_arn}")
+
+
 def names(contacts: list[Direct]) -> list[str]:
     return [c.label for c in contacts]
 
@@ -224,7 +232,11 @@ def named(pairs: list[tuple[Direct, str]]) -> list[tuple[str, str]]:
 def deps(poster: Poster, claims: Claims, *hooks: str) -> OwnerNotifyDeps:
     owners = Owners({(QUEUE, "team-a"): [{"webhookSecret": h} for h in hooks]})
     return OwnerNotifyDeps(
-        owners=owners, poster=poster, claims=claims, prefixes=Prefixes(webhooks=ALLOWED)
+        owners=owners,
+        poster=poster,
+        claims=claims,
+        prefixes=Prefixes(webhooks=ALLOWED),
+        publisher=NoTopics(),
     )
 
 
@@ -272,7 +284,9 @@ def test_a_secret_outside_the_prefix_is_never_read() -> None:
     outside = BASE + "prod/database-AbCdEf"
     poster = Poster()
     done = notify_owners("m-1", alert(), deps(poster, Claims(), outside, A_HOOK))
-    assert names(done.refused) == ["prod/database"]
+    assert [(c.label, "outside the secrets" in why) for c, why in done.refused] == [
+        ("prod/database", True)
+    ]
     assert list(poster.received) == [A_HOOK]
 
 

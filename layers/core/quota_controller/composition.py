@@ -69,14 +69,21 @@ def _session() -> Any:
     return boto3.session.Session()
 
 
-def client(service: str, mode: str = "standard", max_attempts: int = 5) -> Any:
-    """A boto3 client with the retry mode set."""
+def client(
+    service: str,
+    mode: str = "standard",
+    max_attempts: int = 5,
+    *,
+    connect_timeout: float = 5,
+    read_timeout: float = 20,
+) -> Any:
+    """A boto3 client with the retry mode and timeouts set."""
     from botocore.config import Config
 
     config = Config(
         retries={"mode": mode, "max_attempts": max_attempts},
-        connect_timeout=5,
-        read_timeout=20,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
     )
     return _session().client(service, config=config)
 
@@ -225,7 +232,7 @@ def owner_prefixes() -> Any:
     return Prefixes(
         webhooks=owner_webhooks.allowed_prefix(*where, s.OWNER_WEBHOOK_SECRET_PREFIX),
         topics=owner_topics.allowed_prefix(*where, s.OWNER_CHAT_TOPIC_PREFIX),
-        alerts_topic=s.ALERTS_TOPIC_ARN,
+        stack_topics=frozenset(t for t in (s.ALERTS_TOPIC_ARN, s.ALARMS_TOPIC_ARN) if t),
     )
 
 
@@ -249,7 +256,12 @@ def owner_notify_deps(context: Any) -> Any:
         # Its records' keys start so: the role may touch no other record of the table.
         claims=_claims(context, "owner-notify", OWNER_POST_MEMORY_SECONDS, OWNER_POST_KEY_PREFIX),
         prefixes=owner_prefixes(),
-        publisher=OwnerChatTopics(service_client("sns")),
+        # Made at the first chat topic: a webhook-only deployment builds no SNS client. Short
+        # timeouts and two attempts, as each webhook's 5 s: a topic that does not answer must
+        # not use up the invocation the share's other contacts need (60 s, 10 contacts).
+        publisher=OwnerChatTopics(
+            lambda: client("sns", max_attempts=2, connect_timeout=2, read_timeout=5)
+        ),
     )
 
 

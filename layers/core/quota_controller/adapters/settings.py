@@ -15,6 +15,8 @@ class Settings(BaseModel):
 
     CONFIG_TABLE: str
     ALERTS_TOPIC_ARN: str
+    # The alarms topic (Reconcile and OwnerNotify: never an owner's chat topic).
+    ALARMS_TOPIC_ARN: str = ""
     REQUEUE_QUEUE_URL: str = ""
     IDEMPOTENCY_TABLE: str = ""
     # The job history (RecordHistory): its table and how long a job is kept after last seen.

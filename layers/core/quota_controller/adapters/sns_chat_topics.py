@@ -17,6 +17,7 @@ What a failure means, by SNS's error code (botocore's Publish model):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -48,14 +49,18 @@ class ChatTopicRefused(DeliveryRefused):
 
 
 class OwnerChatTopics:
-    """Publishes alerts to the owners' topics with one boto3 SNS client."""
+    """Publishes alerts to the owners' topics with one boto3 SNS client, made by `client` at
+    the first publish."""
 
-    def __init__(self, client: Any):
-        self._client = client
+    def __init__(self, client: Callable[[], Any]):
+        self._make = client
+        self._client: Any = None
 
     def publish(self, topic_arn: str, alert: Alert) -> None:
         """Publish the alert's custom notification; raises ChatTopicRefused or RetryableError."""
         name = topic_label(topic_arn)
+        if self._client is None:
+            self._client = self._make()
         try:
             self._client.publish(TopicArn=topic_arn, Message=json.dumps(chat_notification(alert)))
         except ClientError as err:

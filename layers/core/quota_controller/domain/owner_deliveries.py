@@ -26,8 +26,8 @@ class Prefixes:
 
     webhooks: str | None = None
     topics: str | None = None
-    # The controller's alerts topic, never an owner's chat topic.
-    alerts_topic: str | None = None
+    # The controller's own topics (alerts, alarms), never an owner's chat topic.
+    stack_topics: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,18 @@ def direct_problem(protocol: str, arn: str, prefixes: Prefixes) -> str | None:
     """Why the deployment cannot deliver to this contact, or None when it can."""
     if protocol == owner_webhooks.PROTOCOL:
         return owner_webhooks.webhook_problem(arn, prefixes.webhooks)
-    return owner_topics.topic_problem(arn, prefixes.topics, prefixes.alerts_topic)
+    return owner_topics.topic_problem(arn, prefixes.topics, prefixes.stack_topics)
 
 
-def share_deliveries(owners: Any, prefixes: Prefixes) -> tuple[list[Direct], list[Direct]]:
+def share_deliveries(
+    owners: Any, prefixes: Prefixes
+) -> tuple[list[Direct], list[tuple[Direct, str]]]:
     """From a share item's raw `owners` attribute: the contacts to deliver to (each once, in the
-    document's order) and the ones refused (malformed, outside the deployment's prefixes).
-    Anything else in the list (e-mail and SQS contacts, malformed entries) is not the
-    function's."""
+    document's order) and the ones refused with why (malformed, outside the deployment's
+    prefixes, one of the stack's own topics). Anything else in the list (e-mail and SQS
+    contacts, malformed entries) is not the function's."""
     found: list[Direct] = []
-    refused: list[Direct] = []
+    refused: list[tuple[Direct, str]] = []
     for entry in owners if isinstance(owners, list) else []:
         if not isinstance(entry, dict):
             continue
@@ -67,9 +69,13 @@ def share_deliveries(owners: Any, prefixes: Prefixes) -> tuple[list[Direct], lis
             if not isinstance(arn, str):
                 continue
             contact = Direct(protocol, arn)
-            if contact in found or contact in refused:
+            if contact in found or any(contact == c for c, _ in refused):
                 continue
-            (refused if direct_problem(protocol, arn, prefixes) else found).append(contact)
+            problem = direct_problem(protocol, arn, prefixes)
+            if problem:
+                refused.append((contact, problem))
+            else:
+                found.append(contact)
     return found, refused
 
 

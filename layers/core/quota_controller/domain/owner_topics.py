@@ -14,6 +14,7 @@ stack's partition, Region and account: the document checks the ARN's shape, the 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Final
 
 from pydantic_core import PydanticCustomError
@@ -23,7 +24,7 @@ PROTOCOL: Final = "chatTopic"
 # arn:<partition>:sns:<region>:<account>:<topic name>. Topic names: 1 to 256 letters, digits,
 # hyphens and underscores; a FIFO topic's ends with `.fifo` (SNS CreateTopic).
 _TOPIC_ARN_RE = re.compile(
-    r"arn:(?P<partition>aws(?:-[a-z]+)*):sns:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]+)"
+    r"arn:(?P<partition>aws(?:-[a-z]+)*):sns:(?P<region>[a-z]{2,}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):(?P<name>[A-Za-z0-9_-]{1,256}(?P<fifo>\.fifo)?)"
 )
 
@@ -59,9 +60,12 @@ def allowed_prefix(partition: str, region: str, account: str, name_prefix: str) 
     return f"arn:{partition}:sns:{region}:{account}:{name_prefix}"
 
 
-def topic_problem(arn: str, allowed: str | None, alerts_topic: str | None = None) -> str | None:
-    """Why the deployment cannot publish to this topic, or None when it can. The alerts topic
-    itself never is (its subscribers take only the controller's alerts; the role denies it)."""
+def topic_problem(
+    arn: str, allowed: str | None, stack_topics: Collection[str] = frozenset()
+) -> str | None:
+    """Why the deployment cannot publish to this topic, or None when it can. The stack's own
+    topics (alerts, alarms) never are, whatever the prefix matches: their subscribers take only
+    the controller's alerts and CloudWatch's alarms (the role is denied them too)."""
     if allowed is None:
         return (
             "this deployment publishes to no owner chat topic (its OwnerChatTopicPrefix "
@@ -71,8 +75,8 @@ def topic_problem(arn: str, allowed: str | None, alerts_topic: str | None = None
     match = _TOPIC_ARN_RE.fullmatch(arn)
     if match is None or match["fifo"]:
         return "not the ARN of a standard SNS topic"
-    if alerts_topic is not None and arn == alerts_topic:
-        return "the controller's alerts topic itself: name the team's own topic"
+    if arn in stack_topics:
+        return "one of the controller's own topics (alerts, alarms): name the team's own topic"
     if not arn.startswith(allowed):
         return (
             f"outside the topics this deployment may publish to ({allowed}*): the topic must "

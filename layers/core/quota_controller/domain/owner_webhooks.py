@@ -27,7 +27,7 @@ PROTOCOL: Final = "webhookSecret"
 # name alone) lacks: IAM's `secret:<prefix>*` matches either, GetSecretValue needs the full one
 # to be unambiguous.
 _SECRET_ARN_RE = re.compile(
-    r"arn:(?P<partition>aws(?:-[a-z]+)*):secretsmanager:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]+)"
+    r"arn:(?P<partition>aws(?:-[a-z]+)*):secretsmanager:(?P<region>[a-z]{2,}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):secret:(?P<name>[A-Za-z0-9/_+=.@-]{1,512})-[A-Za-z0-9]{6}"
 )
 

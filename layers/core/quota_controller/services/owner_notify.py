@@ -51,7 +51,7 @@ class OwnerNotifyDeps:
     poster: WebhookPoster
     claims: Claims
     prefixes: Prefixes
-    publisher: TopicPublisher | None = None
+    publisher: TopicPublisher
 
 
 @dataclass
@@ -65,8 +65,9 @@ class OwnerDelivery:
     failed: list[tuple[Direct, str]] = field(default_factory=list)
     # Delivered by an earlier attempt of this message (or being delivered by another).
     skipped: list[Direct] = field(default_factory=list)
-    # Outside what the deployment may use: not touched, not retried.
-    refused: list[Direct] = field(default_factory=list)
+    # Not what the deployment may use (outside its prefixes, one of the stack's own topics):
+    # (contact, why). Not touched, not retried.
+    refused: list[tuple[Direct, str]] = field(default_factory=list)
     # Delivered (or refused) but its claim not confirmed: (contact, why). Not retried (that
     # would deliver again); SNS delivering the message again after the claim expires would.
     unconfirmed: list[tuple[Direct, str]] = field(default_factory=list)
@@ -85,7 +86,7 @@ class OwnerDelivery:
             rejected=mine_why(self.rejected),
             failed=mine_why(self.failed),
             skipped=mine(self.skipped),
-            refused=mine(self.refused),
+            refused=mine_why(self.refused),
             unconfirmed=mine_why(self.unconfirmed),
         )
 
@@ -106,8 +107,6 @@ def notify_owners(message_id: str, alert: Alert, deps: OwnerNotifyDeps) -> Owner
 def _send(contact: Direct, alert: Alert, deps: OwnerNotifyDeps) -> None:
     if contact.protocol == WEBHOOK:
         deps.poster.post(contact.arn, alert)
-    elif deps.publisher is None:
-        raise RetryableError("no topic publisher")
     else:
         deps.publisher.publish(contact.arn, alert)
 

@@ -32,7 +32,7 @@ _EMAIL_RE = re.compile(
 # reconcile checks that (`domain/owner_contacts.py`; the document does not know where it is
 # deployed).
 _SQS_ARN_RE = re.compile(
-    r"arn:(?P<partition>aws(?:-[a-z]+)*):sqs:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]+)"
+    r"arn:(?P<partition>aws(?:-[a-z]+)*):sqs:(?P<region>[a-z]{2,}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):(?P<name>[A-Za-z0-9_-]{1,80}(?P<fifo>\.fifo)?)"
 )
 
