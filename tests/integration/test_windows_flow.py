@@ -89,6 +89,7 @@ def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> N
                 "name": "loan-to-team-b",
                 "from": stamp(start + timedelta(minutes=1)),
                 "until": stamp(until),
+                "lentBy": "alice",
                 "quotaShares": [
                     {
                         "quotaShareName": "team-b",
@@ -101,6 +102,13 @@ def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> N
         stack.advance(180)
         stack.postpone_resync(24 * 3600)  # the requeue alone must bring each step
         assert limit(stack, "team-b") == 3
+        # Someone else writes team-b's item later: the loan's end is still alice's change.
+        stack.table.update_item(
+            Key={"queue": QUEUE, "item": "SHARE#team-b"},
+            UpdateExpression="SET updatedBy = :b",
+            ExpressionAttributeValues={":b": "bob"},
+        )
+        stack.advance(60)
         jobs = []
         for n in range(3):
             job = stack.submit_job(QUEUE, "team-b", G5, 1, name=f"sweep-{n}", priority=n)
@@ -129,7 +137,9 @@ def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> N
         assert limit(stack, "team-b") == 1
         at_edge = risks()[1:]
         assert len(at_edge) == 1
+        assert at_edge[0]["summary"].startswith("Quota window loan-to-team-b ended: reducing")
         assert "change applied" in at_edge[0]["summary"]
+        assert "quotactl lend" in at_edge[0]["nextSteps"][1]
         assert warning["protection"].startswith(f"A checkpoint before {stamp(until)[:16]}")
 
         # Batch preempts one of them: the alert names the window whose end took the quota back.
@@ -139,6 +149,8 @@ def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> N
         [preempted] = [a for a in stack.alerts() if a["kind"] == "PREEMPTION"]
         assert preempted["cause"] == "QUOTA_REDUCTION"
         assert preempted["change"]["windowsEnded"] == ["loan-to-team-b"]
+        assert preempted["change"]["by"] == "alice", "the lender's change, not bob's"
+        assert "quota window loan-to-team-b ended" in preempted["summary"]
         assert "quota window loan-to-team-b ended" in preempted["protection"]
         assert queue_status(stack)["windowsInForce"] == []
 

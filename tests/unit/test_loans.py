@@ -68,6 +68,7 @@ def test_a_loan_moves_the_units_while_it_lasts_and_gives_them_back() -> None:
             {"quotaShareName": "team-a", "capacityLimits": limits(2)},
         ],
         "description": "1 x ml.g5.xlarge from team-c to team-a, lent by alice",
+        "lentBy": "alice",
     }
     doc["windows"] = [made.window]
     assert validate_document(doc, NOW).ok

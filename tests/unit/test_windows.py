@@ -212,7 +212,7 @@ def test_valid_windows_pass() -> None:
         (
             nights(untill="2027-01-01T00:00Z"),
             "windows[0].untill: unknown field (did you mean 'until'? allowed: name, from, until, "
-            "every, priority, quotaShares, serviceEnvironment, description)",
+            "every, priority, quotaShares, serviceEnvironment, description, lentBy)",
         ),
         (
             # Wednesdays only, bounded to a Monday and a Tuesday.

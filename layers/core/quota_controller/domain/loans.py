@@ -107,6 +107,7 @@ def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -
             {"quotaShareName": loan.borrower, "capacityLimits": _limit_list(borrower)},
         ],
         "description": description[:DESCRIPTION_MAX],
+        "lentBy": by[:DESCRIPTION_MAX] or "unknown",
     }
     return LoanWindow(window, [])
 

@@ -16,13 +16,21 @@ from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.impact_records import QUEUED_STATUSES, GuardedAction
 from quota_controller.domain.scheduled_warning import alert_job
+from quota_controller.domain.window_ends import WindowEnds
 
 
 def risk_alerts(
-    queue: str, decided: Sequence[GuardedAction], held_change: str | None, stamp: str
+    queue: str,
+    decided: Sequence[GuardedAction],
+    held_change: str | None,
+    stamp: str,
+    edges: WindowEnds | None = None,
 ) -> list[tuple[str | None, Alert]]:
     """Each share's (None: the environment's) alert, in share order; `held_change` is the id
-    of the change held (approvedChange quotes it), `stamp` the run's time."""
+    of the change held (approvedChange quotes it), `stamp` the run's time, `edges` the quota
+    windows whose start or end this run carries out (the alert names them: the change is
+    theirs, not an edit of the config)."""
+    edges = edges or WindowEnds()
     out: list[tuple[str | None, Alert]] = []
     risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
     by_share: dict[str | None, list[GuardedAction]] = {}
@@ -53,6 +61,24 @@ def risk_alerts(
         }.get(decision, decision)
         # A removed lender's borrowers are preempted (their capacity is reclaimed), not
         # terminated with the share's own jobs.
+        ended = list(dict.fromkeys(w for g in group for w in edges.of(g.action)))
+        began = [
+            w
+            for w in dict.fromkeys(w for g in group for w in edges.at_edge(g.action))
+            if w not in ended
+        ]
+        edge = (
+            f"Quota window {', '.join(ended)} ended: "
+            if ended
+            else f"Quota window {', '.join(began)} began: "
+            if began
+            else ""
+        )
+        undo = (
+            "Lend the capacity again (quotactl lend) or change the window to keep them running"
+            if edge
+            else "Revert the change in the config to keep them running"
+        )
         hurt = [a.job for g in group for a in g.at_risk] + list(jobs.values())
         borrowers = sorted({j.share for j in hurt} - {share}) if share else []
         own = not borrowers or any(j.share == share for j in hurt)
@@ -86,7 +112,7 @@ def risk_alerts(
             else [
                 "Expect these jobs to be preempted and requeued (or failed once "
                 "preemptionRetriesBeforeTermination is used up)",
-                "Revert the change in the config to keep them running",
+                undo,
             ],
             "blocked": [
                 f"Approve exactly this change: set approvedChange: {held_change} "
@@ -97,7 +123,7 @@ def risk_alerts(
                     if any(g.action.deletes_share or g.action.deletes_queue for g in group)
                     else []
                 ),
-                "Or revert the change in the config",
+                "Or revert the change in the config" if not edge else f"Or: {undo}",
             ],
             "draining": [
                 "Nothing to do: the change applies once the jobs above finish",
@@ -113,8 +139,8 @@ def risk_alerts(
                     jobQueue=queue,
                     quotaShareName=share,
                     jobs=[alert_job(j) for j in jobs.values()],
-                    summary=f"Reducing {where} of {queue} puts {len(jobs)} job(s) at risk: "
-                    f"change {verb}",
+                    summary=f"{edge}{'r' if edge else 'R'}educing {where} of {queue} puts "
+                    f"{len(jobs)} job(s) at risk: change {verb}",
                     detail=detail_lines(changes)
                     + "\nJobs at risk are predicted (not yet preempted, preemption order is "
                     "Batch's): not-yet-running first, then lower priority, then newest.",
@@ -128,7 +154,11 @@ def risk_alerts(
                     ),
                     occurredAt=stamp,
                     dedupKey=(f"{queue}:{share or '-'}:risk:{held_change}:{decision}"),
-                    change=ChangeRef(id=held_change or "", at=stamp) if held_change else None,
+                    change=(
+                        ChangeRef(id=held_change, at=stamp, windowsEnded=ended)
+                        if held_change
+                        else None
+                    ),
                 ),
             )
         )

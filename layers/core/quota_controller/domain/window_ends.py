@@ -25,11 +25,27 @@ class WindowEnds:
 
     ended: tuple[str, ...] = ()
     targets: Mapping[str, frozenset[str | None]] = field(default_factory=dict)
+    # The lender of each window that is a loan (`lentBy`).
+    lenders: Mapping[str, str] = field(default_factory=dict)
+    # The windows in force now that were not at the last run: their start's requests.
+    started: tuple[str, ...] = ()
 
     def of(self, action: Action) -> list[str]:
         """The ended windows that set what `action` changes (its share, or the environment
         for a request on no share)."""
         return [w for w in self.ended if action.share in self.targets.get(w, ())]
+
+    def at_edge(self, action: Action) -> list[str]:
+        """The windows whose edge (start or end) this run carries out that set what `action`
+        changes."""
+        edges = (*self.ended, *self.started)
+        return [w for w in edges if action.share in self.targets.get(w, ())]
+
+    def author(self, windows: list[str], document_author: Any) -> Any:
+        """Who made the changes at these windows' edges: the lender of a loan among them, else
+        whoever last wrote the document's windows (the queue item's `updatedBy`), never the
+        writer of the share's item, who did not ask for this change."""
+        return next((self.lenders[w] for w in windows if w in self.lenders), document_author)
 
 
 def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
@@ -45,7 +61,10 @@ def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
     }
     before = [*_names(previous.windowsInForce), *_names(previous.windowsEndedPending)]
     ended = [w for w in before if w not in report.in_force and w in targets]
-    return WindowEnds(tuple(dict.fromkeys(ended)), targets)
+    lenders = {w.name: w.lentBy for w in report.windows if w.lentBy}
+    was = set(_names(previous.windowsInForce))
+    started = tuple(w for w in report.in_force if w not in was and w in targets)
+    return WindowEnds(tuple(dict.fromkeys(ended)), targets, lenders, started)
 
 
 def _names(stored: Any) -> list[str]:

@@ -255,6 +255,11 @@ class ReconcileRun:
         action = guarded.action
         source = share_key(action.share) if action.share else QUEUE_ITEM
         by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
+        ended = self.window_ends.of(action)
+        edges = self.window_ends.at_edge(action)
+        if edges:  # the windows' change, not the share item's writer's
+            queue_author = (self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
+            by = self.window_ends.author(edges, queue_author)
         expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
         return change_record(
             action,
@@ -264,7 +269,7 @@ class ReconcileRun:
             stamp=self.stamp,
             seq=seq,
             expires_at=int(expires.timestamp()),
-            windows_ended=self.window_ends.of(action),
+            windows_ended=ended,
         )
 
     def _reject(self, assembled: AssembledDocument, report: ValidationReport) -> ReconcileResult:
@@ -391,7 +396,10 @@ class ReconcileRun:
         """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
         the environment) whose alert could not be published."""
         unannounced: set[str | None] = set()
-        for share, alert in risk_alerts(self.queue, decided, self.result.held_change, self.stamp):
+        found = risk_alerts(
+            self.queue, decided, self.result.held_change, self.stamp, self.window_ends
+        )
+        for share, alert in found:
             if not self.memory.publish(alert):
                 unannounced.add(share)
         return unannounced

@@ -87,6 +87,26 @@ def build_alert(g: Group, ctx: Context) -> Alert:
                 f"Restore {lender}'s limit or strategy if these jobs must run now",
                 f"quotactl history {queue} shows the change",
             ]
+        elif change.windowsEnded:
+            ended = one_line(", ".join(change.windowsEnded))
+            written = (
+                f"; the window was written by {one_line(display_name(change.by))}"
+                if change.by
+                else ""
+            )
+            summary = f"{n} {noun} of {share} preempted: quota window {ended} ended"
+            detail = (
+                f"Quota share {share} of {queue} went back to its layout without quota window "
+                f"{ended} at {one_line(change.at)} (change {one_line(change.id)}{written}); "
+                "usage above the limit in force after it was "
+                f"preempted: {names}{more}."
+            )
+            steps = [
+                "Lend the capacity again (quotactl lend) or change the window if these jobs "
+                "must run now",
+                f"quotactl windows {queue} shows the windows in force and the next edges",
+                f"quotactl history {queue} shows the change",
+            ]
         else:
             summary = f"{n} {noun} of {share} preempted: quota lowered{who}"
             detail = (

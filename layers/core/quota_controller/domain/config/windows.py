@@ -235,6 +235,10 @@ class Window(_Strict):
     serviceEnvironment: EnvironmentOverride | None = None
     # Who wrote it and why (`quotactl lend` fills it): shown by `quotactl windows`.
     description: Annotated[StrictStr, Field(max_length=512)] | None = None
+    # Who lent: set by `quotactl lend`, it makes the window a loan. `quotactl apply` keeps a
+    # loan the file does not name until it ends (`--prune` ends it), and the changes at its
+    # edges are attributed to the lender.
+    lentBy: Annotated[StrictStr, Field(min_length=1, max_length=512)] | None = None
 
     @model_validator(mode="after")
     def _shape(self) -> Window:
