@@ -61,7 +61,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
             for i in config_items(existing)
             if str(i[SORT_KEY]) != QUEUE_ITEM and not str(i[SORT_KEY]).startswith(SHARE_PREFIX)
         )
-        left = [*write.kept, *stray]
+        left = [*write.kept, *(f"loan {n} on item QUEUE" for n in write.loans_kept), *stray]
         print(
             f"quotactl apply: {args.file} is valid, but job queue {queue} would not be with the "
             f"items the table keeps ({', '.join(left) or 'none'}); nothing written:",
@@ -69,8 +69,11 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
         )
         for problem in merged.queue_wide_errors:
             print(f"  {render.shown(assembled.describe(problem))}", file=sys.stderr)
-        if write.kept:
-            print("  run with --prune to delete the share items not in the file", file=sys.stderr)
+        if write.kept or write.loans_kept:
+            print(
+                "  run with --prune to delete the share items and end the loans not in the file",
+                file=sys.stderr,
+            )
         if stray:
             print(
                 f"  --prune deletes share items only; delete the other items with "
@@ -100,6 +103,8 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
                 "deleted": list(write.deletes),
                 "unchanged": list(write.unchanged),
                 "kept": list(write.kept),
+                "loansKept": list(write.loans_kept),
+                "loansEnded": list(write.loans_ended),
                 "notes": list(write.notes),
                 "warnings": valid.warnings,
                 "conflicts": conflicts,
@@ -129,6 +134,7 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
             f"run with --prune to delete {'it' if one else 'them'}",
             file=out,
         )
+    _say_loans(write, args, out)
     _warn_conflicts(queue, conflicts, args)
     if not write.puts and not write.deletes:
         print("Nothing to write: the table already holds this document.", file=out)
@@ -168,3 +174,22 @@ def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespa
     )
     for conflict in conflicts:
         print(f"  - {conflict}", file=sys.stderr)
+
+
+def _say_loans(write: Any, args: argparse.Namespace, out: TextIO) -> None:
+    """Loans the file does not name: kept until they end, or ended by --prune."""
+    if write.loans_kept:
+        one = len(write.loans_kept) == 1
+        print(
+            f"note: {plural(len(write.loans_kept), 'loan')} in the table but not in the file "
+            f"kept until {'it ends' if one else 'they end'} ({', '.join(write.loans_kept)}); "
+            f"run with --prune to end {'it' if one else 'them'} now",
+            file=out,
+        )
+    if write.loans_ended:
+        verb = "would be ended" if args.dry_run else "ended"
+        print(
+            f"note: {plural(len(write.loans_ended), 'loan')} not in the file {verb} by --prune "
+            f"({', '.join(write.loans_ended)}): the shares go back to the file's layout",
+            file=out,
+        )

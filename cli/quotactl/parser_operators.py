@@ -48,7 +48,9 @@ def add_operator_commands(sub: Any) -> None:
     p = command("apply", "validate a file and write it to the config table")
     document_options(p)
     p.add_argument(
-        "--prune", action="store_true", help="delete share items that are not in the file"
+        "--prune",
+        action="store_true",
+        help="delete share items and end loans (quotactl lend) that are not in the file",
     )
     p.add_argument("--dry-run", action="store_true", help="show what would be written")
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")

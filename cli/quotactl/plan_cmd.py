@@ -163,6 +163,8 @@ def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
         "approveCommand": approve_command(args, p.queue, p.held_change) if blocked else None,
         "keptItems": list(p.write.kept),
         "prunedItems": list(p.write.deletes),
+        "loansKept": list(p.write.loans_kept),
+        "loansEnded": list(p.write.loans_ended),
         "problems": p.problems,
         "warnings": p.warnings,
     }
@@ -242,6 +244,12 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
         out,
     )
     print_list("Share items apply --prune would delete:", p.write.deletes, out)
+    print_list(
+        "Loans in the table but not in the file (kept until they end; apply --prune ends them):",
+        p.write.loans_kept,
+        out,
+    )
+    print_list("Loans apply --prune would end:", p.write.loans_ended, out)
     print_list(
         "Config problems the reconciler would report (these shares stay as they are):",
         p.problems,

@@ -2,7 +2,10 @@
 
 A document with any error is refused whole: nothing is written. Unchanged items are not
 rewritten (no stream record, no reconcile). Share items in the table but not in the document
-are kept unless `prune` is set; they are reported so nobody is surprised.
+are kept unless `prune` is set; they are reported so nobody is surprised. So are loans
+(`quotactl lend`'s windows, marked `lentBy`) the document does not name: a team's file knows
+nothing of a loan made from the command line, and applying it must not end the loan early
+without saying so. A loan that has ended is dropped; `prune` ends the others too.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from quota_controller.domain.config.items import (
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
 from quota_controller.domain.status import generation
-from quota_controller.domain.table_keys import config_items
+from quota_controller.domain.table_keys import config_items, plain
 
 
 @dataclass
@@ -35,6 +38,10 @@ class ConfigWrite:
     deletes: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    # Loans in the table the document does not name, kept on the queue item until they end
+    # (without `prune`), and those `prune` ended.
+    loans_kept: list[str] = field(default_factory=list)
+    loans_ended: list[str] = field(default_factory=list)
     # What the write leaves out of the table's items and why (said to the user).
     notes: list[str] = field(default_factory=list)
     # Each item written or deleted as it was read (None: it did not exist), so the write can
@@ -95,6 +102,7 @@ def plan_config_write(
     for item in wanted:
         if item.get("approvedChange", "") is None:
             del item["approvedChange"]
+    _carry_loans(raw, current.get(QUEUE_ITEM), wanted[0], now, prune, out)
     for item in wanted:
         key = item[SORT_KEY]
         if key in current and generation(current[key]) == generation(item):
@@ -109,3 +117,41 @@ def plan_config_write(
             if prune:
                 out.expected[key] = current[key]
     return out
+
+
+def _carry_loans(
+    raw: Mapping[str, Any],
+    current: Mapping[str, Any] | None,
+    queue_item: dict[str, Any],
+    now: datetime | None,
+    prune: bool,
+    out: ConfigWrite,
+) -> None:
+    """Keep on `queue_item` the loans of the table's queue item that the document does not
+    name and that have not ended, unless `prune` (which ends them: said in `out`)."""
+    named = {w.get("name") for w in raw.get("windows") or [] if isinstance(w, Mapping)}
+    for window in (current or {}).get("windows") or []:
+        if not isinstance(window, Mapping) or not isinstance(window.get("lentBy"), str):
+            continue
+        name = window.get("name")
+        if name in named or not isinstance(name, str):
+            continue
+        until = _moment(window.get("until"))
+        if until is None or now is None or until <= now:
+            continue  # ended (or unreadable): nothing to give back any more
+        if prune:
+            out.loans_ended.append(name)
+            continue
+        # A new list: the item's is the document's own.
+        queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(window))]
+        out.loans_kept.append(name)
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
