@@ -3,7 +3,8 @@ long-running process behaves as many short Lambda invocations would, and quickly
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, NamedTuple
 
 
 def drop_unpublished_metrics() -> None:
@@ -116,3 +117,62 @@ def serialize_attribute_values_as_they_are() -> None:
     _serialize._attribute_values_as_they_are = True  # type: ignore[attr-defined]
     _serialize.model_driven = model_driven  # type: ignore[attr-defined]
     serializer._serialize = _serialize  # type: ignore[method-assign]
+
+
+class SnsDeliveryFailure(NamedTuple):
+    """A delivery of an SNS message to one subscription that failed (SNS would retry it per
+    the subscription's delivery policy, then drop it or redrive it to the subscription's DLQ)."""
+
+    subscription_arn: str
+    endpoint: str
+    error: str
+
+
+def sns_delivery_failures(account_id: str, region: str) -> list[SnsDeliveryFailure]:
+    """The failed deliveries of SNS messages in that account and Region, oldest first (since
+    moto's last reset: they are kept on moto's SNS backend)."""
+    from moto.sns.models import sns_backends
+
+    return list(vars(sns_backends[account_id][region]).get("delivery_failures", []))
+
+
+def _error_code(exc: Exception) -> str:
+    """The AWS error code of one of moto's errors (its newer ServiceException carries it as
+    `code`, its older RESTError as `error_type`), else the exception's class name."""
+    from moto.core.exceptions import ServiceException
+
+    if isinstance(exc, ServiceException):
+        return str(exc.code)
+    return str(getattr(exc, "error_type", "") or type(exc).__name__)
+
+
+def deliver_to_each_subscription_apart() -> None:
+    """moto's SNS delivers a Publish to every subscription in turn, inside the Publish call, and
+    lets the first failed delivery (an SQS subscription whose queue was deleted, an https
+    endpoint that does not answer) fail the whole Publish, after the subscriptions before it
+    have got the message. On AWS the topic accepts the message and delivers to each
+    subscription asynchronously and independently: one subscription's failure neither fails
+    the Publish nor touches the other subscriptions. So a failed delivery is kept on moto's
+    SNS backend (`sns_delivery_failures`) and logged, and the Publish goes on. A message
+    structure moto refuses (no `default` key) is still the Publish's error, as on AWS."""
+    from moto.sns.models import Subscription
+
+    if getattr(Subscription.publish, "_each_subscription_apart", False):
+        return
+    deliver = Subscription.publish
+
+    def publish(self: Any, message: str, message_id: str, **kwargs: Any) -> None:
+        if kwargs.get("message_structure") == "json":
+            # A malformed structure is the request's error, not a delivery's: raised as moto does.
+            self._parse_message_structure(message, self.protocol)
+        try:
+            deliver(self, message, message_id, **kwargs)
+        except Exception as exc:  # any delivery failure is that subscription's alone
+            failure = SnsDeliveryFailure(self.arn, self.endpoint, _error_code(exc))
+            vars(self.topic.sns_backend).setdefault("delivery_failures", []).append(failure)
+            logging.getLogger(__name__).warning(
+                "SNS delivery of %s to %s failed: %s", message_id, self.arn, exc
+            )
+
+    publish._each_subscription_apart = True  # type: ignore[attr-defined]
+    Subscription.publish = publish  # type: ignore[method-assign,assignment]

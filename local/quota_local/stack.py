@@ -28,6 +28,7 @@ from quota_local.clock import VirtualClock
 from quota_local.event_sources import SqsSource, StreamSource
 from quota_local.function_loader import load_handler
 from quota_local.loopback import CaptureServer
+from quota_local.process_patches import SnsDeliveryFailure, sns_delivery_failures
 from quota_local.service_jobs import service_job_request
 from quota_local.stack_resources import ACCOUNT
 from quota_local.template import StackShape, load_template, stack_shape
@@ -370,6 +371,13 @@ class LocalStack:
         """The https bodies published so far: Amazon Q Developer custom notifications."""
         assert self._chat is not None
         return stack_reads.chat_notifications(self._chat.bodies)
+
+    def sns_delivery_failures(self) -> list[SnsDeliveryFailure]:
+        """SNS deliveries that failed, oldest first: (subscription ARN, endpoint, error code).
+
+        A failed delivery fails neither the Publish nor the topic's other subscriptions, as on
+        AWS (docs/local.md)."""
+        return sns_delivery_failures(ACCOUNT, self.region)
 
     @property
     def history_table(self) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from quota_local.loopback import free_port, port_taken
 from quota_local.process_patches import (
     cache_jsonpath_parsing,
+    deliver_to_each_subscription_apart,
     serialize_attribute_values_as_they_are,
     share_botocore_loaders,
 )
@@ -38,6 +39,7 @@ def start(stack: Any) -> None:
     cache_jsonpath_parsing()
     serialize_attribute_values_as_they_are()
     share_botocore_loaders()
+    deliver_to_each_subscription_apart()
     # The emulator's routes must be in place before a server serves its first request.
     if not emulator.is_installed():
         emulator.install()

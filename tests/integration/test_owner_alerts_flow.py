@@ -154,3 +154,67 @@ def test_one_contact_of_two_shares_gets_one_subscription_for_both(stack: LocalSt
         "quotaShare": [f"{QUEUE}/team-a"]
     }
     assert received(stack, url) == []
+
+
+def preempt(stack: LocalStack, share: str, name: str) -> None:
+    """A running job of the share is preempted (Batch's three events); alerts are delivered."""
+    job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", 2, name=name)
+    stack.emulator.set_job_status(job, "RUNNING")
+    described = stack.batch.describe_service_job(jobId=job)
+    stack.put_events(*preemption_events(described, stack.clock.now(), CROSS))
+    stack.run_until_idle()
+
+
+def preemptions(alerts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(a["quotaShareName"], a["dedupKey"]) for a in alerts if a["kind"] == "PREEMPTION"]
+
+
+def test_an_owner_queue_that_is_gone_holds_back_no_other_subscriber(stack: LocalStack) -> None:
+    gone_url, gone_arn = inbox(stack, "team-a-old-alerts")
+    a_url, a_arn = inbox(stack, "team-a-alerts")
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    # The queue that goes is subscribed first: moto delivers in subscription order.
+    doc["quotaShares"][0]["owners"] = [{"sqs": gone_arn}, {"sqs": a_arn}]
+    stack.apply(doc)
+    stack.advance(120)
+    stack.sqs.delete_queue(QueueUrl=gone_url)
+
+    preempt(stack, "team-a", "borrower")
+
+    to_platform = preemptions(stack.alerts())
+    assert len(to_platform) == 1, "the platform's inbox gets the alert once"
+    assert preemptions(received(stack, a_url)) == to_platform, "so does the other owner"
+    assert stack.alert_source is not None
+    assert stack.alert_source.retrying() == 0, "the publish succeeded: nothing to retry"
+    gone_sub = subscriptions(stack)[gone_arn]["SubscriptionArn"]
+    assert [(f.subscription_arn, f.endpoint, f.error) for f in stack.sns_delivery_failures()] == [
+        (gone_sub, gone_arn, "AWS.SimpleQueueService.NonExistentQueue")
+    ]
+    # Later the alert comes again to no one: no retry was waiting, nothing went to the DLQ.
+    stack.advance(6 * 360)
+    assert preemptions(stack.alerts()) == to_platform
+    assert received(stack, a_url) == []
+    assert stack.dead_letters()["alert"] == []
+    assert len(stack.sns_delivery_failures()) == 1
+
+
+def test_a_healthy_fan_out_reaches_every_subscriber_once(stack: LocalStack) -> None:
+    a_url, a_arn = inbox(stack, "team-a-alerts")
+    a2_url, a2_arn = inbox(stack, "team-a-leads")
+    b_url, b_arn = inbox(stack, "team-b-alerts")
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][0]["owners"] = [{"sqs": a_arn}, {"sqs": a2_arn}]
+    doc["quotaShares"][1]["owners"] = [{"sqs": b_arn}]
+    stack.apply(doc)
+    stack.advance(120)
+
+    preempt(stack, "team-a", "borrower")
+
+    to_platform = preemptions(stack.alerts())
+    assert [share for share, _ in to_platform] == ["team-a"]
+    assert preemptions(received(stack, a_url)) == to_platform
+    assert preemptions(received(stack, a2_url)) == to_platform
+    assert received(stack, b_url) == []
+    chat = [c for c in stack.chat_notifications() if c["metadata"]["eventType"] == "PREEMPTION"]
+    assert len(chat) == 1, "the https subscriber too"
+    assert stack.sns_delivery_failures() == []

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Any
 
+import boto3
 import pytest
 from boto3.dynamodb.types import Binary, TypeSerializer
+from botocore.exceptions import ClientError
+from moto import mock_aws
 from moto.core.serialize import JSONSerializer, XFormedAttributePicker
 from moto.core.utils import get_service_model
 
-from quota_local.process_patches import _wire_form, serialize_attribute_values_as_they_are
+from quota_local.process_patches import (
+    SnsDeliveryFailure,
+    _wire_form,
+    deliver_to_each_subscription_apart,
+    serialize_attribute_values_as_they_are,
+    sns_delivery_failures,
+)
 
 serialize_attribute_values_as_they_are()
+deliver_to_each_subscription_apart()
 
 
 class _ModelDriven(JSONSerializer):
@@ -120,3 +131,51 @@ def test_a_map_with_an_empty_attribute_name_takes_moto_s_own_path() -> None:
     assert _serialize(JSONSerializer, "GetItem", result) == _serialize(
         _ModelDriven, "GetItem", result
     )
+
+
+def _topic_with_queues(*names: str) -> tuple[Any, str, Any, dict[str, tuple[str, str]]]:
+    """A topic with one SQS queue subscribed per name: (sns, topic ARN, sqs, name -> (queue
+    URL, subscription ARN))."""
+    sns = boto3.client("sns", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    topic = sns.create_topic(Name="alerts")["TopicArn"]
+    queues = {}
+    for name in names:
+        url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sub = sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)["SubscriptionArn"]
+        queues[name] = (url, sub)
+    return sns, topic, sqs, queues
+
+
+@mock_aws
+def test_a_subscription_whose_queue_is_gone_fails_neither_the_publish_nor_the_others() -> None:
+    sns, topic, sqs, queues = _topic_with_queues("first", "gone", "last")
+    sqs.delete_queue(QueueUrl=queues["gone"][0])
+
+    message_id = sns.publish(TopicArn=topic, Message="hello")["MessageId"]
+
+    for name in ("first", "last"):
+        (got,) = sqs.receive_message(QueueUrl=queues[name][0])["Messages"]
+        assert json.loads(got["Body"])["MessageId"] == message_id
+    assert sns_delivery_failures("123456789012", "us-east-1") == [
+        SnsDeliveryFailure(
+            queues["gone"][1],
+            "arn:aws:sqs:us-east-1:123456789012:gone",
+            "AWS.SimpleQueueService.NonExistentQueue",
+        )
+    ]
+
+
+@mock_aws
+def test_a_message_structure_without_default_still_fails_the_publish() -> None:
+    sns, topic, sqs, queues = _topic_with_queues("only")
+
+    with pytest.raises(ClientError) as raised:
+        sns.publish(TopicArn=topic, MessageStructure="json", Message=json.dumps({"email": "x"}))
+
+    assert raised.value.response["Error"]["Code"] == "InvalidParameter"
+    assert "Messages" not in sqs.receive_message(QueueUrl=queues["only"][0])
+    assert sns_delivery_failures("123456789012", "us-east-1") == []
