@@ -120,8 +120,9 @@ def serialize_attribute_values_as_they_are() -> None:
 
 
 class SnsDeliveryFailure(NamedTuple):
-    """A delivery of an SNS message to one subscription that failed (SNS would retry it per
-    the subscription's delivery policy, then drop it or redrive it to the subscription's DLQ)."""
+    """A delivery of an SNS message to one subscription that failed (on AWS a client-side error
+    such as a deleted queue is not retried: the message is dropped, or sent to the
+    subscription's dead-letter queue; server-side errors are retried first)."""
 
     subscription_arn: str
     endpoint: str
