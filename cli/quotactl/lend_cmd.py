@@ -90,6 +90,7 @@ def cmd_lend(args: argparse.Namespace, out: TextIO) -> int:
         "updatedBy": by,
         "updatedAt": at,
         "window": made.window,
+        "notes": made.notes,
         "warnings": [str(w) for w in report.warnings],
     }
     if args.output != "table":
@@ -161,6 +162,8 @@ def _print_loan(data: dict[str, Any], loan: Loan, args: argparse.Namespace, out:
             f"{c['capacityUnit']}={c['maxCapacity']}" for c in share["capacityLimits"]
         )
         print(f"  {share['quotaShareName']} capacityLimits: {limits or 'none'}", file=out)
+    for note in data["notes"]:
+        print(f"note: {note}", file=out)
     for warning in data["warnings"]:
         print(f"warning: {warning}", file=out)
     if not data["dryRun"]:

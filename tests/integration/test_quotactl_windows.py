@@ -22,6 +22,8 @@ from quotactl.main import main
 
 QUEUE = "ml-training"
 G5 = "ml.g5.xlarge"
+G5X2 = "ml.g5.2xlarge"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 
 
 def layout() -> DocBuilder:
@@ -154,7 +156,27 @@ def test_a_loan_from_a_later_time_and_the_windows_command(
     assert "    share team-b capacityLimits: ml.g5.xlarge=2 -> ml.g5.xlarge=1" in text
 
 
-def test_a_loan_of_everything_a_share_has_is_refused_by_the_validator(
+def test_a_loan_of_a_shares_only_limit_is_refused_saying_why_and_what_instead(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.apply(EXAMPLE)  # team-c has 1 x ml.g5.xlarge, its only limit
+    until = z(stack.clock.now() + timedelta(hours=1))
+    before = queue_item(stack)
+    lend = ["lend", "--from", "team-c", "--to", "team-a", f"{G5}=1", "--until", until]
+    assert quotactl(*lend) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"quotactl lend: cannot lend 1 x {G5} from team-c to team-a"), err
+    assert (
+        f"--from team-c: lending 1 x {G5} would leave team-c with no capacity limit while the "
+        f"loan lasts (it has {G5}=1, in force at " in err
+    ), err
+    assert "a quota share must have 1-5 capacity limits, each of at least 1" in err
+    assert "instead, lend from a share with more (team-b)" in err
+    assert "windows[0]" not in err
+    assert queue_item(stack) == before
+
+
+def test_a_loan_of_all_of_a_shares_only_unit_names_what_it_can_lend(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     until = z(stack.clock.now() + timedelta(hours=1))
@@ -162,9 +184,42 @@ def test_a_loan_of_everything_a_share_has_is_refused_by_the_validator(
     lend = ["lend", "--from", "team-c", "--to", "team-b", f"{G5}=2", "--until", until]
     assert quotactl(*lend) == 1
     err = capsys.readouterr().err
-    assert "would make job queue ml-training's config invalid (nothing written)" in err
-    assert "item QUEUE: windows[0]" in err
+    assert "would leave team-c with no capacity limit while the loan lasts" in err
+    assert f"instead, lend at most 1 x {G5}; or lend from a share with more, or give team-c" in err
     assert queue_item(stack) == before
+
+
+def test_a_loan_of_all_of_one_unit_leaves_that_limit_out_and_says_so(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    two = {G5: 2, G5X2: 1}
+    stack.apply(
+        DocBuilder(QUEUE)
+        .env(**{G5: 4, G5X2: 2})
+        .share("team-a", "LEND_AND_BORROW", 100, **g5(1))
+        .share("team-c", "LEND", **two)
+        .build()
+    )
+    until = z(stack.clock.now() + timedelta(hours=1))
+    lend = ["lend", "--from", "team-c", "--to", "team-a", f"{G5X2}=1", "--until", until]
+    assert quotactl(*lend) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert f"  team-c capacityLimits: {G5}=2\n" in out
+    assert f"  team-a capacityLimits: {G5}=1, {G5X2}=1\n" in out
+    assert (
+        f"note: team-c lends all its {G5X2}: its limit for {G5X2} is left out while the loan "
+        "lasts (a limit's maxCapacity is at least 1), so it has none of its own"
+    ) in out
+    [window] = queue_item(stack)["windows"]
+    assert window["quotaShares"][0] == {
+        "quotaShareName": "team-c",
+        "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+    }
+    stack.advance(60)  # AWS Batch takes the share with one limit
+    with stack.emulator.true_reads():
+        shares = stack.batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    found = {s["quotaShareName"]: s["capacityLimits"] for s in shares}
+    assert found["team-c"] == [{"capacityUnit": G5, "maxCapacity": 2}]
 
 
 BAD_LOANS: list[tuple[str, list[str], str]] = [

@@ -186,3 +186,22 @@ def test_a_recorded_clock_runs_at_its_speed_from_where_it_was_recorded() -> None
     assert virtual_clock({}) is None
     assert virtual_clock({"clock": {"virtual": "soon", "wall": wall}}) is None
     assert virtual_clock({"clock": {"virtual": True, "wall": wall}}) is None
+
+
+def test_a_loan_that_would_give_the_borrower_a_sixth_limit_is_refused() -> None:
+    types = ["ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge", "ml.g5.8xlarge", "ml.g5.12xlarge"]
+    sixth = "ml.g5.16xlarge"
+    doc = (
+        DocBuilder("ml-training")
+        .env(**dict.fromkeys([*types, sixth], 4))
+        .share("team-a", "LEND_AND_BORROW", 100, **dict.fromkeys(types, 1))
+        .share("team-c", "LEND", **{G5: 1, sixth: 1})
+        .build()
+    )
+    made = loan_window(doc, lend(units=[(sixth, 1)]), NOW, by="alice")
+    assert made.window is None
+    assert made.problems == [
+        f"--to team-a: has 5 capacity limits (in force at 2026-12-02T15:00Z) and none for "
+        f"{sixth}; with the loan it would have 6, and a quota share may have at most 5: lend "
+        "units it has a limit for"
+    ]

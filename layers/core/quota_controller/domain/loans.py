@@ -2,7 +2,10 @@
 from a moment until a moment, written as a one-off quota window that gives them back itself.
 
 The window sets both shares' whole `capacityLimits` for the loan's time: the lender's as in
-force when the loan starts minus the units, the borrower's plus them. So a loan is refused when
+force when the loan starts minus the units, the borrower's plus them. A limit lent down to 0 is
+left out (a limit's maxCapacity is at least 1), so a loan is refused when it would leave the
+lender with no limit at all, or the borrower with more than a share may have (1-5 each, as AWS
+Batch takes them). A loan is also refused when
 another window changes either share's capacity limits while it lasts: the loan would hide that
 change (or be hidden by it), since a window's fields replace the base's rather than add to it.
 
@@ -13,11 +16,12 @@ the window to add, or the problems, each naming the option it concerns and the r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from quota_controller.domain.config.fields import NAME_MAX
+from quota_controller.domain.config.model import MAX_CAPACITY_LIMITS
 from quota_controller.domain.config.timeline import layout_at, moments, parse_windows
 from quota_controller.domain.config.windows import Window, show_time
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
@@ -37,18 +41,23 @@ class Loan:
     start: datetime | None = None
     name: str | None = None
 
+    def what(self) -> str:
+        """`1 x ml.g5.xlarge`."""
+        return ", ".join(f"{n} x {unit}" for unit, n in self.units)
+
     def describe(self) -> str:
         """`1 x ml.g5.xlarge from team-c to team-a`."""
-        what = ", ".join(f"{n} x {unit}" for unit, n in self.units)
-        return f"{what} from {self.lender} to {self.borrower}"
+        return f"{self.what()} from {self.lender} to {self.borrower}"
 
 
 @dataclass(frozen=True)
 class LoanWindow:
-    """The window a loan is written as (as the document writes it), or why it cannot be."""
+    """The window a loan is written as (as the document writes it), or why it cannot be; and
+    what a reader of the window would not guess (a limit left out because all of it is lent)."""
 
     window: dict[str, Any] | None
     problems: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -> LoanWindow:
@@ -83,20 +92,30 @@ def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -
     # started already).
     layout = layout_at(raw, max(start, now))
     in_force = _shares(layout)
-    lender = _limits(in_force[loan.lender])
-    borrower = _limits(in_force[loan.borrower])
+    had = _limits(in_force[loan.lender])
+    lender, borrower = dict(had), _limits(in_force[loan.borrower])
+    at = show_time(max(start, now))
     for unit, count in loan.units:
         has = lender.get(unit, 0)
         if has < count:
             problems.append(
                 f"--from {loan.lender}: has {has} x {unit} in its capacityLimits (in force at "
-                f"{show_time(max(start, now))}); it cannot lend {count}"
+                f"{at}); it cannot lend {count}"
             )
         lender[unit] = has - count
         borrower[unit] = borrower.get(unit, 0) + count
-    problems += _hidden_by(windows, (loan.lender, loan.borrower), max(start, now), until)
+    hidden = _hidden_by(windows, (loan.lender, loan.borrower), max(start, now), until)
+    if not problems and not hidden:
+        problems += _limit_count_problems(loan, had, lender, borrower, in_force, at)
+    problems += hidden
     if problems:
         return LoanWindow(None, problems)
+    notes = [
+        f"{loan.lender} lends all its {unit}: its limit for {unit} is left out while the loan "
+        f"lasts (a limit's maxCapacity is at least 1), so it has none of its own"
+        for unit, _ in loan.units
+        if lender[unit] == 0
+    ]
     description = f"{loan.describe()}, lent by {by}"
     window: dict[str, Any] = {
         "name": name,
@@ -109,7 +128,51 @@ def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -
         "description": description[:DESCRIPTION_MAX],
         "lentBy": by[:DESCRIPTION_MAX] or "unknown",
     }
-    return LoanWindow(window, [])
+    return LoanWindow(window, [], notes)
+
+
+def _limit_count_problems(
+    loan: Loan,
+    had: Mapping[str, int],
+    lender: Mapping[str, int],
+    borrower: Mapping[str, int],
+    in_force: Mapping[str, Mapping[str, Any]],
+    at: str,
+) -> list[str]:
+    """Why the loan's limits would not be a share's 1-5 limits: the lender left with none, or
+    the borrower given a sixth."""
+    out: list[str] = []
+    if not any(n > 0 for n in lender.values()):
+        has = ", ".join(f"{u}={n}" for u, n in had.items())
+        fewer = [f"at most {had[u] - 1} x {u}" for u, _ in loan.units if had[u] > 1]
+        richer = sorted(
+            name
+            for name, share in in_force.items()
+            if name not in (loan.lender, loan.borrower)
+            and all(_limits(share).get(u, 0) >= n for u, n in loan.units)
+        )
+        instead = [f"lend {' or '.join(fewer)}"] if fewer else []
+        if richer:
+            instead.append(f"lend from a share with more ({', '.join(richer)})")
+        else:
+            instead.append(
+                f"lend from a share with more, or give {loan.lender} another capacity limit first"
+            )
+        out.append(
+            f"--from {loan.lender}: lending {loan.what()} would leave "
+            f"{loan.lender} with no capacity limit while the loan lasts (it has {has}, in force "
+            f"at {at}), and a quota share must have 1-{MAX_CAPACITY_LIMITS} capacity limits, "
+            f"each of at least 1; instead, {'; or '.join(instead)}"
+        )
+    kept = [u for u, n in borrower.items() if n > 0]
+    if len(kept) > MAX_CAPACITY_LIMITS:
+        new = [u for u, _ in loan.units if u not in _limits(in_force[loan.borrower])]
+        out.append(
+            f"--to {loan.borrower}: has {len(kept) - len(new)} capacity limits (in force at "
+            f"{at}) and none for {', '.join(new)}; with the loan it would have {len(kept)}, and a "
+            f"quota share may have at most {MAX_CAPACITY_LIMITS}: lend units it has a limit for"
+        )
+    return out
 
 
 def _time_problems(start: datetime, until: datetime, now: datetime) -> list[str]:
