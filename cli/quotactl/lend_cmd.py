@@ -2,6 +2,9 @@
 one share's capacity limits to another until a time, as a one-off quota window on the queue's
 QUEUE item (`quota_controller.domain.loans`), which gives them back itself at `until`.
 
+Loans that have ended (and whose end the reconciler has carried out) are dropped from the
+QUEUE item in the same write, so loans do not pile up to the limit of windows.
+
 The window is validated with the whole document first, at the controller's now (every moment
 of the loan's layout against every rule), and written in one conditional transaction: the
 QUEUE item only if it is still as read, and only while the share items the limits were read
@@ -23,7 +26,8 @@ from quota_controller.domain.config.items import (
     share_key,
     validate_items,
 )
-from quota_controller.domain.loans import Loan, loan_window
+from quota_controller.domain.loans import Loan, loan_window, without_ended_loans
+from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, clock, hint, stamp, who
 
@@ -36,7 +40,9 @@ def cmd_lend(args: argparse.Namespace, out: TextIO) -> int:
     store = DynamoConfigStore(target.table)
     queue = queue or _only_queue(store, target, args.lender, args.borrower)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
-        read = [i for i in store.load_partition(queue) if is_config_key(i.get(SORT_KEY))]
+        partition = store.load_partition(queue)
+    read = [i for i in partition if is_config_key(i.get(SORT_KEY))]
+    status = QueueStatus.parse(next((i for i in partition if i[SORT_KEY] == QUEUE_STATUS), None))
     items = {str(i[SORT_KEY]): i for i in read}
     if QUEUE_ITEM not in items:
         return _refused(f"job queue {queue} has no QUEUE item in {target.where()}", [])
@@ -55,9 +61,12 @@ def cmd_lend(args: argparse.Namespace, out: TextIO) -> int:
     if made.window is None:
         return _refused(f"cannot lend {loan.describe()} in job queue {queue}", made.problems)
     queue_item = plain(items[QUEUE_ITEM])
+    kept = without_ended_loans(queue_item.get("windows") or [], now, _named(status))
+    if kept.full is not None:
+        return _refused(f"cannot lend {loan.describe()} in job queue {queue}", [kept.full])
     written = {
         **queue_item,
-        "windows": [*(queue_item.get("windows") or []), made.window],
+        "windows": [*kept.windows, made.window],
         "updatedBy": by,
         "updatedAt": at,
     }
@@ -91,6 +100,7 @@ def cmd_lend(args: argparse.Namespace, out: TextIO) -> int:
         "updatedAt": at,
         "window": made.window,
         "notes": made.notes,
+        "droppedWindows": kept.dropped,
         "warnings": [str(w) for w in report.warnings],
     }
     if args.output != "table":
@@ -141,6 +151,13 @@ def _only_queue(store: DynamoConfigStore, target: aws.Target, lender: str, borro
     )
 
 
+def _named(status: QueueStatus) -> set[str]:
+    """The windows the queue's status names: in force at the last run, or ended with their
+    requests still to be made."""
+    stored = [*(status.windowsInForce or []), *(status.windowsEndedPending or [])]
+    return {w for w in stored if isinstance(w, str)}
+
+
 def _refused(head: str, problems: list[str]) -> int:
     print(f"quotactl lend: {head}" + (":" if problems else ""), file=sys.stderr)
     for problem in problems:
@@ -164,6 +181,9 @@ def _print_loan(data: dict[str, Any], loan: Loan, args: argparse.Namespace, out:
         print(f"  {share['quotaShareName']} capacityLimits: {limits or 'none'}", file=out)
     for note in data["notes"]:
         print(f"note: {note}", file=out)
+    if data["droppedWindows"]:
+        verb = "would drop" if data["dryRun"] else "dropped"
+        print(f"Ended loans {verb} from item QUEUE: {', '.join(data['droppedWindows'])}", file=out)
     for warning in data["warnings"]:
         print(f"warning: {warning}", file=out)
     if not data["dryRun"]:

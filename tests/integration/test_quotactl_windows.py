@@ -222,6 +222,63 @@ def test_a_loan_of_all_of_one_unit_leaves_that_limit_out_and_says_so(
     assert found["team-c"] == [{"capacityUnit": G5, "maxCapacity": 2}]
 
 
+def test_lend_drops_the_loans_that_ended_and_keeps_other_windows(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = stack.clock.now()
+    doc = layout().build()
+    doc["windows"] = [team_b_window("maintenance", start - timedelta(hours=1), hours=1)]
+    stack.apply(doc)
+    first = ["lend", "--from", "team-c", "--to", "team-a", f"{G5}=1"]
+    assert quotactl(*first, "--until", z(start + timedelta(hours=1))) == 0
+    capsys.readouterr()
+    stack.advance(2 * 3600)  # the loan ends; the reconciler gives the unit back
+    assert (limit(stack, "team-a"), limit(stack, "team-c")) == (1, 2)
+
+    later = stack.clock.now()
+    until = z(later + timedelta(hours=1))
+    assert quotactl(*first, "--until", until, "--dry-run") == 0
+    out = capsys.readouterr().out
+    ended = f"loan-team-c-to-team-a-{start:%Y%m%dT%H%M}Z"
+    assert f"Ended loans would drop from item QUEUE: {ended}" in out
+    assert quotactl(*first, "--until", until) == 0
+    assert f"Ended loans dropped from item QUEUE: {ended}" in capsys.readouterr().out
+    names = [w["name"] for w in queue_item(stack)["windows"]]
+    assert names == ["maintenance", f"loan-team-c-to-team-a-{later:%Y%m%dT%H%M}Z"]
+
+
+def team_b_window(name: str, start: datetime, hours: int = 1) -> dict[str, Any]:
+    return {
+        "name": name,
+        "from": z(start),
+        "until": z(start + timedelta(hours=hours)),
+        "quotaShares": [{"quotaShareName": "team-b", "state": "DISABLED"}],
+    }
+
+
+def test_lend_at_the_limit_of_windows_names_the_windows_to_remove(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = stack.clock.now()
+    doc = layout().build()
+    doc["windows"] = [
+        team_b_window("old-1", start - timedelta(hours=4)),
+        team_b_window("old-2", start - timedelta(hours=2)),
+        *(team_b_window(f"w{n}", start + timedelta(hours=2 * n)) for n in range(1, 49)),
+    ]
+    stack.apply(doc)
+    before = queue_item(stack)
+    until = z(start + timedelta(hours=1))
+    assert quotactl("lend", "--from", "team-c", "--to", "team-a", f"{G5}=1", "--until", until) == 1
+    err = capsys.readouterr().err
+    assert (
+        "the queue has 50 windows, the most a document may have (50), so a loan's window does "
+        "not fit: remove one from the QUEUE item (`quotactl apply` a document without it); "
+        "these have ended: old-1, old-2"
+    ) in err, err
+    assert queue_item(stack) == before
+
+
 BAD_LOANS: list[tuple[str, list[str], str]] = [
         ("unknown-share", ["--from", "team-x", "--to", "team-a", f"{G5}=1"],
          "--from team-x: job queue ml-training has no quota share 'team-x' (its shares: "

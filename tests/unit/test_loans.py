@@ -13,7 +13,7 @@ from builders import DocBuilder, g5
 
 from quota_controller.domain.config.timeline import layout_at, parse_windows
 from quota_controller.domain.config.validation import validate_document
-from quota_controller.domain.loans import Loan, loan_window
+from quota_controller.domain.loans import Loan, loan_window, without_ended_loans
 from quota_controller.domain.schedule import FieldChange, current, next_edges
 from quotactl.local_state import virtual_clock
 
@@ -205,3 +205,29 @@ def test_a_loan_that_would_give_the_borrower_a_sixth_limit_is_refused() -> None:
         f"{sixth}; with the loan it would have 6, and a quota share may have at most 5: lend "
         "units it has a limit for"
     ]
+
+
+def test_only_ended_loans_the_status_no_longer_names_are_dropped() -> None:
+    def ended_loan(name: str, **edit: Any) -> dict[str, Any]:
+        made = loan_window(document(), lend(hours=1, name=name), NOW, by="alice").window
+        assert made is not None
+        return {**made, **edit}
+
+    lent_later = loan_window(document(), lend(hours=5, name="running"), NOW, by="bob").window
+    windows = [
+        ended_loan("done"),
+        ended_loan("still-ending"),
+        ended_loan("look-alike", description="nightly cut, agreed by alice"),
+        ended_loan("with-priority", priority=5),
+        lent_later,
+    ]
+    later = NOW + timedelta(hours=2)
+    kept = without_ended_loans(windows, later, still_named={"still-ending"})
+    assert kept.dropped == ["done"]
+    assert [w["name"] for w in kept.windows] == [
+        "still-ending",
+        "look-alike",
+        "with-priority",
+        "running",
+    ]
+    assert kept.full is None

@@ -9,13 +9,19 @@ Batch takes them). A loan is also refused when
 another window changes either share's capacity limits while it lasts: the loan would hide that
 change (or be hidden by it), since a window's fields replace the base's rather than add to it.
 
+A loan's window is recognised by its shape and its description (`is_loan`): one-off, no
+priority, the lender's and the borrower's capacityLimits only, described as `... from LENDER to
+BORROWER, lent by WHO`. Once it has ended and the reconciler has carried out its end, lend drops
+it when it writes the next loan (`without_ended_loans`), so loans do not pile up to the
+document's limit of windows.
+
 Pure: the caller passes the document (as the table holds it) and `now`; `loan_window` returns
 the window to add, or the problems, each naming the option it concerns and the rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +29,7 @@ from typing import Any
 from quota_controller.domain.config.fields import NAME_MAX
 from quota_controller.domain.config.model import MAX_CAPACITY_LIMITS
 from quota_controller.domain.config.timeline import layout_at, moments, parse_windows
-from quota_controller.domain.config.windows import Window, show_time
+from quota_controller.domain.config.windows import MAX_WINDOWS, Window, show_time
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
 DESCRIPTION_MAX = 512
@@ -129,6 +135,65 @@ def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -
         "lentBy": by[:DESCRIPTION_MAX] or "unknown",
     }
     return LoanWindow(window, [], notes)
+
+
+def is_loan(window: Window) -> bool:
+    """Whether `window` is one `loan_window` wrote: its shape and its description."""
+    if window.every is not None or window.priority is not None:
+        return False
+    if window.serviceEnvironment is not None or len(window.quotaShares) != 2:
+        return False
+    if any(set(o.fields()) != {"capacityLimits"} for o in window.quotaShares):
+        return False
+    lender, borrower = (o.quotaShareName for o in window.quotaShares)
+    return f" from {lender} to {borrower}, lent by " in (window.description or "")
+
+
+@dataclass(frozen=True)
+class KeptWindows:
+    """A document's windows without its ended loans (as the document writes them), the names
+    of the loans dropped, and why a new window would still not fit (None: it fits)."""
+
+    windows: list[Any]
+    dropped: list[str]
+    full: str | None
+
+
+def without_ended_loans(
+    raw: Sequence[Any], now: datetime, still_named: Collection[str]
+) -> KeptWindows:
+    """`raw` (valid windows) without the loans that ended by `now`, except those the queue's
+    status still names (in force at the reconciler's last run, or ended with requests still to
+    make): their end is the reconciler's to carry out and to name in its change records."""
+    windows = parse_windows(list(raw))
+    ended = [
+        w.until is not None and w.until <= now and is_loan(w) and w.name not in still_named
+        for w in windows
+    ]
+    kept = [entry for entry, gone in zip(raw, ended, strict=True) if not gone]
+    dropped = [w.name for w, gone in zip(windows, ended, strict=True) if gone]
+    full = None
+    if len(kept) >= MAX_WINDOWS:
+        left = [w for w, gone in zip(windows, ended, strict=True) if not gone]
+        full = _which_to_remove(left, now)
+    return KeptWindows(kept, dropped, full)
+
+
+def _which_to_remove(windows: Sequence[Window], now: datetime) -> str:
+    past = [w.name for w in windows if w.until is not None and w.until <= now]
+    if past:
+        which = f"these have ended: {', '.join(past)}"
+    else:
+        ending = sorted(
+            (w for w in windows if w.until is not None), key=lambda w: (w.until or now, w.name)
+        )[:5]
+        soonest = ", ".join(f"{w.name} (until {show_time(w.until or now)})" for w in ending)
+        which = "none has ended" + (f"; the next to end: {soonest}" if soonest else "")
+    return (
+        f"the queue has {len(windows)} windows, the most a document may have ({MAX_WINDOWS}), "
+        f"so a loan's window does not fit: remove one from the QUEUE item (`quotactl apply` a "
+        f"document without it); {which}"
+    )
 
 
 def _limit_count_problems(
