@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO, cast
 
 from quotactl.parser import build_parser as _parser
-from quotactl.parser_operators import OPERATOR_COMMANDS
+from quotactl.parser_operators import OPERATOR_COMMANDS, settle_loan_words
 from quotactl.parser_options import settle_document_files
 from quotactl.render import TerminalSafe
 
@@ -64,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words[:2] == ["history", "backfill"]:
         # `history QUEUE` lists change records; `history backfill QUEUE` fills the job history.
         words = ["history-backfill", *words[2:]]
-    args = _parser().parse_args(words)
+    parser = _parser()
+    args, extras = parser.parse_known_args(words)
+    extras = settle_loan_words(args, extras)
+    if extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     settle_document_files(args)
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout = cast(TextIO, TerminalSafe(stdout))

@@ -96,13 +96,15 @@ def add_operator_commands(sub: Any) -> None:
         type=loan_word,
         metavar="UNIT=COUNT|QUEUE",
         help="what to lend, e.g. ml.g5.xlarge=1 (one or more), and the job queue (default: the "
-        "table's only queue, else its one queue that has both shares)",
+        "table's only queue, else its one queue that has both shares); before, between or "
+        "after the options",
     )
     p.usage = (
-        "%(prog)s --from SHARE --to SHARE UNIT=COUNT [UNIT=COUNT ...] [QUEUE] --until TIME "
+        "%(prog)s [QUEUE] --from SHARE --to SHARE UNIT=COUNT [UNIT=COUNT ...] --until TIME "
         "[--from-time TIME] [--name NAME] [--dry-run] [--by NAME] [-o FORMAT] "
         "[--local | --table NAME ...]"
     )
+    p.set_defaults(lend_parser=p)
     p.add_argument("--from", dest="lender", required=True, metavar="SHARE", help="the lender")
     p.add_argument("--to", dest="borrower", required=True, metavar="SHARE", help="the borrower")
     p.add_argument(
@@ -127,3 +129,22 @@ def add_operator_commands(sub: Any) -> None:
     p = command("windows", "a queue's quota windows: what is in force now and the next edges")
     p.add_argument("queue", metavar="QUEUE", help="job queue")
     p.add_argument("--limit", type=positive, default=5, metavar="N", help="edges to show")
+
+
+def settle_loan_words(args: argparse.Namespace, extras: list[str]) -> list[str]:
+    """`lend`'s QUEUE and UNIT=COUNT words wherever they stand among its options: argparse
+    takes a positional's words from one run only (`lend QUEUE --from A --to B UNIT=1 ...`
+    leaves UNIT=1 over), so the words it left over are added to them. Returns the extras that
+    are still not understood (for every other command: all of them)."""
+    if getattr(args, "command", None) != "lend":
+        return extras
+    rest: list[str] = []
+    for word in extras:
+        if word.startswith("-"):
+            rest.append(word)
+            continue
+        try:
+            args.words.append(loan_word(word))
+        except argparse.ArgumentTypeError as exc:
+            args.lend_parser.error(f"argument UNIT=COUNT|QUEUE: {exc}")
+    return rest

@@ -279,6 +279,35 @@ def test_lend_at_the_limit_of_windows_names_the_windows_to_remove(
     assert queue_item(stack) == before
 
 
+def test_the_queue_may_stand_before_between_or_after_the_options(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    until = z(stack.clock.now() + timedelta(hours=1))
+    shares, units = ["--from", "team-c", "--to", "team-a"], [f"{G5}=1", "--until", until]
+    for argv in (
+        [QUEUE, *shares, *units],  # before the options
+        [*shares, *units, QUEUE],  # after them
+        [*shares, f"{G5}=1", QUEUE, "--until", until],  # the documented place
+        [*shares, QUEUE, "--until", until, f"{G5}=1"],
+    ):
+        assert quotactl("lend", *argv, "--dry-run", "-o", "json") == 0, argv
+        data = json.loads(capsys.readouterr().out)
+        assert data["jobQueue"] == QUEUE
+        assert data["window"]["quotaShares"][1]["capacityLimits"] == [limit_of(2)]
+    assert "windows" not in queue_item(stack)
+
+    with pytest.raises(SystemExit) as exit_:
+        quotactl("lend", QUEUE, *shares, *units, "--bogus")
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        quotactl("lend", QUEUE, *shares, "--until", until, f"{G5}=x")
+    assert exit_.value.code == 2
+    assert "'ml.g5.xlarge=x' is not UNIT=COUNT" in capsys.readouterr().err
+    assert quotactl("lend", QUEUE, *shares, *units, "q2") == 2
+    assert f"more than one job queue given ({QUEUE}, q2)" in capsys.readouterr().err
+
+
 BAD_LOANS: list[tuple[str, list[str], str]] = [
         ("unknown-share", ["--from", "team-x", "--to", "team-a", f"{G5}=1"],
          "--from team-x: job queue ml-training has no quota share 'team-x' (its shares: "
