@@ -171,7 +171,10 @@ def test_a_loan_of_a_shares_only_limit_is_refused_saying_why_and_what_instead(
         f"loan lasts (it has {G5}=1, in force at " in err
     ), err
     assert "a quota share must have 1-5 capacity limits, each of at least 1" in err
-    assert "instead, lend from a share with more (team-b)" in err
+    assert (
+        "instead, raise team-c's capacity limits first (`quotactl apply`): no other share has "
+        "more to lend"
+    ) in err
     assert "windows[0]" not in err
     assert queue_item(stack) == before
 
@@ -185,7 +188,7 @@ def test_a_loan_of_all_of_a_shares_only_unit_names_what_it_can_lend(
     assert quotactl(*lend) == 1
     err = capsys.readouterr().err
     assert "would leave team-c with no capacity limit while the loan lasts" in err
-    assert f"instead, lend at most 1 x {G5}; or lend from a share with more, or give team-c" in err
+    assert f"instead, lend at most 1 x {G5}; or raise team-c's capacity limits first" in err
     assert queue_item(stack) == before
 
 

@@ -231,3 +231,14 @@ def test_only_ended_loans_the_status_no_longer_names_are_dropped() -> None:
         "running",
     ]
     assert kept.full is None
+
+
+def test_a_loan_of_a_shares_only_instance_names_the_shares_that_could_lend_it() -> None:
+    loan = Loan("team-a", "team-b", [(G5, 1)], NOW + timedelta(hours=1))
+    made = loan_window(document(), loan, NOW, by="alice")
+    assert made.window is None
+    [problem] = made.problems
+    assert problem.startswith(
+        "--from team-a: lending 1 x ml.g5.xlarge would leave team-a with no capacity limit"
+    )
+    assert problem.endswith("instead, lend from a share with more (team-c)")

@@ -213,15 +213,15 @@ def _limit_count_problems(
         richer = sorted(
             name
             for name, share in in_force.items()
-            if name not in (loan.lender, loan.borrower)
-            and all(_limits(share).get(u, 0) >= n for u, n in loan.units)
+            if name not in (loan.lender, loan.borrower) and _can_lend(_limits(share), loan.units)
         )
         instead = [f"lend {' or '.join(fewer)}"] if fewer else []
         if richer:
             instead.append(f"lend from a share with more ({', '.join(richer)})")
         else:
             instead.append(
-                f"lend from a share with more, or give {loan.lender} another capacity limit first"
+                f"raise {loan.lender}'s capacity limits first (`quotactl apply`): no other "
+                "share has more to lend"
             )
         out.append(
             f"--from {loan.lender}: lending {loan.what()} would leave "
@@ -252,6 +252,14 @@ def _time_problems(start: datetime, until: datetime, now: datetime) -> list[str]
             "would end before it starts"
         ]
     return []
+
+
+def _can_lend(limits: Mapping[str, int], units: Sequence[tuple[str, int]]) -> bool:
+    """Whether a share with these limits has the units and keeps a limit after lending them."""
+    lent = dict(units)
+    if any(limits.get(u, 0) < n for u, n in lent.items()):
+        return False
+    return any(n - lent.get(u, 0) > 0 for u, n in limits.items())
 
 
 def _hidden_by(
