@@ -61,7 +61,7 @@ def cmd_lend(args: argparse.Namespace, out: TextIO) -> int:
     if made.window is None:
         return _refused(f"cannot lend {loan.describe()} in job queue {queue}", made.problems)
     queue_item = plain(items[QUEUE_ITEM])
-    kept = without_ended_loans(queue_item.get("windows") or [], now, _named(status))
+    kept = without_ended_loans(queue_item.get("windows") or [], now, status.windows_named())
     if kept.full is not None:
         return _refused(f"cannot lend {loan.describe()} in job queue {queue}", [kept.full])
     written = {
@@ -149,13 +149,6 @@ def _only_queue(store: DynamoConfigStore, target: aws.Target, lender: str, borro
         f"give the job queue: of the queues in {target.where()}, the one with quota shares "
         f"{lender} and {borrower} is meant, and {which}"
     )
-
-
-def _named(status: QueueStatus) -> set[str]:
-    """The windows the queue's status names: in force at the last run, or ended with their
-    requests still to be made."""
-    stored = [*(status.windowsInForce or []), *(status.windowsEndedPending or [])]
-    return {w for w in stored if isinstance(w, str)}
 
 
 def _refused(head: str, problems: list[str]) -> int:

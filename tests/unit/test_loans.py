@@ -214,22 +214,18 @@ def test_only_ended_loans_the_status_no_longer_names_are_dropped() -> None:
         return {**made, **edit}
 
     lent_later = loan_window(document(), lend(hours=5, name="running"), NOW, by="bob").window
+    hand_written = {k: v for k, v in ended_loan("hand-written").items() if k != "lentBy"}
     windows = [
         ended_loan("done"),
         ended_loan("still-ending"),
-        ended_loan("look-alike", description="nightly cut, agreed by alice"),
-        ended_loan("with-priority", priority=5),
+        ended_loan("described-otherwise", description="nightly cut, agreed by alice"),
+        hand_written,  # the same shape and wording, but no lentBy: not a loan
         lent_later,
     ]
     later = NOW + timedelta(hours=2)
     kept = without_ended_loans(windows, later, still_named={"still-ending"})
-    assert kept.dropped == ["done"]
-    assert [w["name"] for w in kept.windows] == [
-        "still-ending",
-        "look-alike",
-        "with-priority",
-        "running",
-    ]
+    assert kept.dropped == ["done", "described-otherwise"]
+    assert [w["name"] for w in kept.windows] == ["still-ending", "hand-written", "running"]
     assert kept.full is None
 
 

@@ -25,6 +25,7 @@ from quota_controller.domain.config.items import (
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
 from quota_controller.domain.status import generation
+from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
 from quota_controller.domain.table_keys import config_items, plain
 
 
@@ -85,7 +86,8 @@ def plan_config_write(
         return ConfigWrite(None, report)
     queue = report.document.queue_name
     out = ConfigWrite(queue, report)
-    current = {i[SORT_KEY]: i for i in existing if is_config_key(i.get(SORT_KEY))}
+    existing_items = list(existing)
+    current = {i[SORT_KEY]: i for i in existing_items if is_config_key(i.get(SORT_KEY))}
     wanted = document_to_items(raw, bookkeeping={"updatedBy": by, "updatedAt": at})
     # An approval given with `quotactl approve` survives an apply of a file that does not
     # mention it (write `approvedChange: null` to withdraw it); it only ever matches one change.
@@ -102,7 +104,10 @@ def plan_config_write(
     for item in wanted:
         if item.get("approvedChange", "") is None:
             del item["approvedChange"]
-    _carry_loans(raw, current.get(QUEUE_ITEM), wanted[0], now, prune, out)
+    status = QueueStatus.parse(
+        next((i for i in existing_items if i.get(SORT_KEY) == QUEUE_STATUS), None)
+    )
+    _carry_loans(raw, current.get(QUEUE_ITEM), wanted[0], now, prune, status, out)
     for item in wanted:
         key = item[SORT_KEY]
         if key in current and generation(current[key]) == generation(item):
@@ -125,10 +130,13 @@ def _carry_loans(
     queue_item: dict[str, Any],
     now: datetime | None,
     prune: bool,
+    status: QueueStatus,
     out: ConfigWrite,
 ) -> None:
     """Keep on `queue_item` the loans of the table's queue item that the document does not
-    name and that have not ended, unless `prune` (which ends them: said in `out`)."""
+    name and that have not ended, unless `prune` (which ends them: said in `out`); and an
+    ended one whose end the reconciler has still to carry out (`status` names it), whatever
+    `prune` says: dropped now, its end would look like this write's edit."""
     named = {w.get("name") for w in raw.get("windows") or [] if isinstance(w, Mapping)}
     for window in (current or {}).get("windows") or []:
         if not isinstance(window, Mapping) or not isinstance(window.get("lentBy"), str):
@@ -137,8 +145,12 @@ def _carry_loans(
         if name in named or not isinstance(name, str):
             continue
         until = _moment(window.get("until"))
-        if until is None or now is None or until <= now:
-            continue  # ended (or unreadable): nothing to give back any more
+        if until is None or now is None:
+            continue  # unreadable: the document's validation of the table says why
+        if until <= now:
+            if name in status.windows_named():
+                queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(window))]
+            continue  # ended: nothing left to give back
         if prune:
             out.loans_ended.append(name)
             continue

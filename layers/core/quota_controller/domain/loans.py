@@ -9,9 +9,8 @@ Batch takes them). A loan is also refused when
 another window changes either share's capacity limits while it lasts: the loan would hide that
 change (or be hidden by it), since a window's fields replace the base's rather than add to it.
 
-A loan's window is recognised by its shape and its description (`is_loan`): one-off, no
-priority, the lender's and the borrower's capacityLimits only, described as `... from LENDER to
-BORROWER, lent by WHO`. Once it has ended and the reconciler has carried out its end, lend drops
+A loan's window is marked by `lentBy` (who lent; `is_loan`), never recognised by its wording.
+Once it has ended and the reconciler has carried out its end, lend drops
 it when it writes the next loan (`without_ended_loans`), so loans do not pile up to the
 document's limit of windows.
 
@@ -138,15 +137,8 @@ def loan_window(raw: Mapping[str, Any], loan: Loan, now: datetime, *, by: str) -
 
 
 def is_loan(window: Window) -> bool:
-    """Whether `window` is one `loan_window` wrote: its shape and its description."""
-    if window.every is not None or window.priority is not None:
-        return False
-    if window.serviceEnvironment is not None or len(window.quotaShares) != 2:
-        return False
-    if any(set(o.fields()) != {"capacityLimits"} for o in window.quotaShares):
-        return False
-    lender, borrower = (o.quotaShareName for o in window.quotaShares)
-    return f" from {lender} to {borrower}, lent by " in (window.description or "")
+    """Whether `window` is a loan (`loan_window` wrote it: it has `lentBy`)."""
+    return window.lentBy is not None and window.every is None
 
 
 @dataclass(frozen=True)

@@ -164,6 +164,13 @@ class QueueStatus(_StatusItem):
         """The queue status in a stored item (none stored: an empty one, nothing set)."""
         return cls.model_validate(well_formed({**(item or {}), SORT_KEY: QUEUE_STATUS}))
 
+    def windows_named(self) -> set[str]:
+        """The quota windows it names: in force at the last run, or ended with their requests
+        still to be made. Their end is the reconciler's to carry out and name in its change
+        records, so a loan among them stays in the document until it has."""
+        stored = [*(self.windowsInForce or []), *(self.windowsEndedPending or [])]
+        return {w for w in stored if isinstance(w, str)}
+
 
 class ShareStatus(_StatusItem):
     """A share's status item (`STATUS#SHARE#<name>`)."""

@@ -1,0 +1,90 @@
+"""What `apply` writes of the loans in the table (`config_apply.plan_config_write`), on items:
+a loan the file does not name is kept while it lasts, `prune` ends it, an ended one is dropped
+unless the reconciler has still to carry out its end, and the file's own window of that name
+wins. The CLI runs it end to end in tests/integration/test_apply_keeps_loans.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from builders import guide_layout
+
+from quota_controller.domain.config.items import document_to_items
+from quota_controller.domain.config_apply import plan_config_write
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+G5 = "ml.g5.xlarge"
+
+
+def z(t: datetime) -> str:
+    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def loan(name: str, hours: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "from": z(NOW - timedelta(hours=2)),
+        "until": z(NOW + timedelta(hours=hours)),
+        "quotaShares": [
+            {"quotaShareName": "team-c", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}]}
+        ],
+        "lentBy": "alice",
+        **extra,
+    }
+
+
+def table(*windows: dict[str, Any], named: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The guide layout's items with these windows on its QUEUE item, and a queue status that
+    names `named` as in force at the last run."""
+    doc = guide_layout().build()
+    doc["windows"] = list(windows)
+    items = document_to_items(doc, bookkeeping={"updatedBy": "bob", "updatedAt": z(NOW)})
+    status = {"queue": "ml-training", "item": "STATUS#QUEUE", "windowsInForce": list(named)}
+    return [*items, status]
+
+
+def written_windows(write: Any) -> list[str]:
+    queue = next(i for i in write.puts if i["item"] == "QUEUE")
+    return [w["name"] for w in queue.get("windows", [])]
+
+
+def apply(existing: list[dict[str, Any]], prune: bool = False, **doc: Any) -> Any:
+    raw = {**guide_layout().build(), **doc}
+    return plan_config_write(raw, existing, by="carol", at=z(NOW), prune=prune)
+
+
+def test_a_loan_the_file_does_not_name_is_kept_while_it_lasts() -> None:
+    write = apply(table(loan("running", 3)), reductionPolicy="block")
+    assert write.loans_kept == ["running"]
+    assert written_windows(write) == ["running"]
+
+
+def test_prune_ends_it() -> None:
+    write = apply(table(loan("running", 3)), prune=True, reductionPolicy="block")
+    assert (write.loans_kept, write.loans_ended) == ([], ["running"])
+    assert written_windows(write) == []
+
+
+def test_an_ended_loan_goes_once_the_reconciler_carried_out_its_end() -> None:
+    gone = apply(table(loan("done", -1)), reductionPolicy="block")
+    assert written_windows(gone) == []
+    ending = apply(table(loan("done", -1), named=("done",)), prune=True, reductionPolicy="block")
+    assert written_windows(ending) == ["done"], "its end is still to be carried out"
+    assert (ending.loans_kept, ending.loans_ended) == ([], [])
+
+
+def test_a_window_that_is_no_loan_is_the_files_to_keep_or_drop() -> None:
+    mine = {k: v for k, v in loan("nightly", 3).items() if k != "lentBy"}
+    write = apply(table(mine), reductionPolicy="block")
+    assert write.loans_kept == []
+    assert written_windows(write) == []
+
+
+def test_the_files_window_of_the_loans_name_wins() -> None:
+    shorter = loan("running", 1)
+    del shorter["lentBy"]
+    write = apply(table(loan("running", 3)), windows=[shorter])
+    assert write.loans_kept == []
+    queue = next(i for i in write.puts if i["item"] == "QUEUE")
+    assert [w["until"] for w in queue["windows"]] == [z(NOW + timedelta(hours=1))]
