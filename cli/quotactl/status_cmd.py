@@ -69,7 +69,15 @@ def _print_status(
         in_force = ", ".join(map(str, view["windowsInForce"])) or "none (the base layout)"
         edge = view.get("nextWindowEdge")
         following = f"; next edge {render.shown(edge)}" if edge else "; no edge ahead"
-        print(f"  quota windows in force: {render.shown(in_force)}{following}", file=out)
+        if (view["conditions"].get("Valid") or {}).get("status") == "False":
+            # The layout Batch holds is the last applied one; nothing moves until it is fixed.
+            print(
+                f"  quota windows last applied: {render.shown(in_force)}; the config is "
+                "rejected, so no window's edge is carried out until it is fixed",
+                file=out,
+            )
+        else:
+            print(f"  quota windows in force: {render.shown(in_force)}{following}", file=out)
     resources = [("queue", view)] if view["conditions"] else []
     for name, share in view["shares"].items():
         resources.append((f"share {name}" + ("" if share["configured"] else " (removed)"), share))

@@ -94,3 +94,24 @@ def test_an_ended_loan_is_dropped_and_a_file_naming_the_window_wins(
     assert result["loansKept"] == [], "the file names the window: the file's wins"
     [window] = queue_item(stack)["windows"]
     assert window["quotaShares"][0]["quotaShareName"] == "team-b"
+
+
+def test_status_says_no_edge_is_carried_out_while_the_config_is_rejected(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loan = lend(stack)
+    # A console edit that rejects the whole queue config: the loan's end cannot be carried out.
+    stack.table.update_item(
+        Key={"queue": "ml-training", "item": "QUEUE"},
+        UpdateExpression="SET reductionPolicy = :p",
+        ExpressionAttributeValues={":p": "sometimes"},
+    )
+    stack.advance(60)
+    capsys.readouterr()
+    assert quotactl("status", "ml-training") == 0
+    shown = capsys.readouterr().out
+    assert (
+        f"  quota windows last applied: {loan}; the config is rejected, so no window's edge is "
+        "carried out until it is fixed"
+    ) in shown.splitlines()
+    assert "quota windows in force" not in shown
