@@ -182,3 +182,65 @@ def test_no_early_warning_when_the_lead_time_is_zero() -> None:
         stack.advance(120)
         assert limit(stack, "team-b") == 1
         assert [a["summary"] for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"] != []
+
+
+def test_a_held_start_applied_later_is_still_the_loans_change() -> None:
+    with LocalStack(run_jobs=False) as stack:
+        start = stack.clock.now()
+        doc = guide_layout().set(reductionPolicy="block").build()
+        doc["quotaShares"][2]["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 2}]
+        doc["serviceEnvironment"]["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 4}]
+        stack.apply(doc)
+        stack.advance(120)
+        for n in range(2):  # team-c runs on both its instances
+            job = stack.submit_job(QUEUE, "team-c", G5, 1, name=f"c-{n}")
+            stack.emulator.set_job_status(job, "RUNNING")
+        doc["windows"] = [
+            {
+                "name": "loan-c-to-a",
+                "from": stamp(start + timedelta(minutes=10)),
+                "until": stamp(start + timedelta(hours=3)),
+                "lentBy": "alice",
+                "quotaShares": [
+                    {
+                        "quotaShareName": "team-c",
+                        "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}],
+                    },
+                    {
+                        "quotaShareName": "team-a",
+                        "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+                    },
+                ],
+            }
+        ]
+        stack.apply(doc)
+        stack.advance(12 * 60)  # past the loan's start: team-c's reduction is held (block)
+        status = queue_status(stack)
+        assert status["windowsStartedPending"] == ["loan-c-to-a"]
+        held = status["heldChange"]["id"]
+        assert limit(stack, "team-c") == 2
+
+        stack.table.update_item(  # someone edits team-c's item meanwhile
+            Key={"queue": QUEUE, "item": "SHARE#team-c"},
+            UpdateExpression="SET updatedBy = :b",
+            ExpressionAttributeValues={":b": "bob"},
+        )
+        stack.table.update_item(  # quotactl approve's write
+            Key={"queue": QUEUE, "item": "QUEUE"},
+            UpdateExpression="SET approvedChange = :c, updatedBy = :a",
+            ExpressionAttributeValues={":c": held, ":a": "carol"},
+        )
+        stack.advance(120)
+        assert limit(stack, "team-c") == 1, "approved: the loan's start applied"
+        changes = stack.table.query(
+            KeyConditionExpression="#q = :q AND begins_with(#i, :c)",
+            ExpressionAttributeNames={"#q": "queue", "#i": "item"},
+            ExpressionAttributeValues={":q": QUEUE, ":c": "CHANGE#"},
+        )["Items"]
+        [lowered] = [
+            c
+            for c in changes
+            if c.get("quotaShareName") == "team-c" and c["operation"] == "UpdateQuotaShare"
+        ]
+        assert lowered["by"] == "alice", "the loan's change: not bob's, not the approver's"
+        assert "windowsStartedPending" not in queue_status(stack)

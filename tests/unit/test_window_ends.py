@@ -97,3 +97,30 @@ def test_a_request_is_an_end_s_only_on_what_the_window_set(
     ends = window_ends(stored, _report(LATER, ENV))
     assert ends.of(action) == named
     assert WindowEnds().of(action) == []
+
+
+@pytest.mark.parametrize(
+    ("stored", "started"),
+    [
+        pytest.param({}, ("today",), id="not in force at the last run: begun"),
+        pytest.param({"windowsInForce": ["today"]}, (), id="in force then too: nothing begins"),
+        pytest.param(
+            {"windowsInForce": ["today"], "windowsStartedPending": ["today"]},
+            ("today",),
+            id="its start's requests were held: they are still its start's",
+        ),
+    ],
+)
+def test_which_windows_a_run_begins(stored: dict[str, Any], started: tuple[str, ...]) -> None:
+    ends = window_ends(QueueStatus.parse(stored), _report(IN_FORCE, LATER))
+    assert ends.started == started
+    team_b = Action("UpdateQuotaShare", {}, "quota share team-b", "state", share="team-b")
+    assert ends.started_of(team_b) == list(started)
+
+
+def test_a_loans_edges_are_its_lenders_and_a_scheduled_window_is_nobodys() -> None:
+    loan = {**IN_FORCE, "name": "loan", "lentBy": "alice"}
+    ends = window_ends(QueueStatus.parse({}), _report(loan))
+    assert ends.author(["loan"]) == "alice"
+    scheduled = window_ends(QueueStatus.parse({}), _report(IN_FORCE))
+    assert scheduled.author(["today"]) is None

@@ -76,7 +76,10 @@ def risk_alerts(
         )
         undo = (
             "Lend the capacity again (quotactl lend) or change the window to keep them running"
-            if edge
+            if ended
+            else "End or move the window (quotactl apply; --prune ends a loan the file does not "
+            "name) to keep them running"
+            if began
             else "Revert the change in the config to keep them running"
         )
         hurt = [a.job for g in group for a in g.at_risk] + list(jobs.values())

@@ -53,6 +53,7 @@ KEPT_ON_REJECTION = (
     "resources",
     "windowsInForce",
     "windowsEndedPending",
+    "windowsStartedPending",
 )
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 
@@ -189,6 +190,10 @@ def status_writes(
         pending = sorted({w for a in left for w in facts.window_ends.of(a)})
         if pending:
             update["windowsEndedPending"] = pending
+        # And begun ones: a held start applied later is still the window's change.
+        begun = sorted({w for a in left for w in facts.window_ends.started_of(a)})
+        if begun:
+            update["windowsStartedPending"] = begun
         update["nextWindowEdge"] = (
             report.next_edge.astimezone(UTC).isoformat().replace("+00:00", "Z")
             if report.next_edge

@@ -45,6 +45,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "recentWrites": list,
     "windowsInForce": list,
     "windowsEndedPending": list,
+    "windowsStartedPending": list,
     "nextWindowEdge": (str, type(None)),
     "ownerSubscriptions": list,
     "ownerContacts": list,
@@ -154,6 +155,8 @@ class QueueStatus(_StatusItem):
     recentWrites: list[Any] = []
     windowsInForce: list[Any] | None = None
     windowsEndedPending: list[Any] | None = None
+    # Windows begun whose requests are not all made yet (held, waiting, failed).
+    windowsStartedPending: list[Any] | None = None
     nextWindowEdge: str | None = None
     ownerSubscriptions: list[Any] | None = None
     # Not type-checked on reading (as stored, whatever it is).

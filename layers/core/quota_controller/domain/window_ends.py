@@ -4,7 +4,10 @@ A window in force at the last run (status `windowsInForce`) that this run's layo
 has has ended: the requests that undo it are its end's, and their change records name it, so
 an alert can say a window's end preempted a job. A reduction a window's end needs that was
 held (block, drain) still names it when it applies later: status carries the ended windows
-until their requests are made (`windowsEndedPending`, `domain/run_status.py`).
+until their requests are made (`windowsEndedPending`, `domain/run_status.py`). A window in
+force now that was not at the last run has begun, and the requests that make it are its
+start's; held, they stay its start's (`windowsStartedPending`). A run credits the requests of
+its windows' edges to the window: a loan's lender, else nobody (a scheduled change).
 """
 
 from __future__ import annotations
@@ -35,17 +38,22 @@ class WindowEnds:
         for a request on no share)."""
         return [w for w in self.ended if action.share in self.targets.get(w, ())]
 
+    def started_of(self, action: Action) -> list[str]:
+        """The begun windows that set what `action` changes."""
+        return [w for w in self.started if action.share in self.targets.get(w, ())]
+
     def at_edge(self, action: Action) -> list[str]:
         """The windows whose edge (start or end) this run carries out that set what `action`
         changes."""
         edges = (*self.ended, *self.started)
         return [w for w in edges if action.share in self.targets.get(w, ())]
 
-    def author(self, windows: list[str], document_author: Any) -> Any:
-        """Who made the changes at these windows' edges: the lender of a loan among them, else
-        whoever last wrote the document's windows (the queue item's `updatedBy`), never the
-        writer of the share's item, who did not ask for this change."""
-        return next((self.lenders[w] for w in windows if w in self.lenders), document_author)
+    def author(self, windows: list[str]) -> str | None:
+        """Who made the changes at these windows' edges: the lender of a loan among them
+        (ended ones first), else nobody: a scheduled change, made by no one at that moment
+        (not the writer of the share's item, who did not ask for it; not the last writer of
+        the queue item, which `lend` and `approve` rewrite without touching its windows)."""
+        return next((self.lenders[w] for w in windows if w in self.lenders), None)
 
 
 def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
@@ -62,7 +70,7 @@ def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
     before = [*_names(previous.windowsInForce), *_names(previous.windowsEndedPending)]
     ended = [w for w in before if w not in report.in_force and w in targets]
     lenders = {w.name: w.lentBy for w in report.windows if w.lentBy}
-    was = set(_names(previous.windowsInForce))
+    was = set(_names(previous.windowsInForce)) - set(_names(previous.windowsStartedPending))
     started = tuple(w for w in report.in_force if w not in was and w in targets)
     return WindowEnds(tuple(dict.fromkeys(ended)), targets, lenders, started)
 

@@ -257,9 +257,8 @@ class ReconcileRun:
         by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
         ended = self.window_ends.of(action)
         edges = self.window_ends.at_edge(action)
-        if edges:  # the windows' change, not the share item's writer's
-            queue_author = (self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
-            by = self.window_ends.author(edges, queue_author)
+        if edges:  # the windows' change (a loan's lender's, or scheduled), not the item writer's
+            by = self.window_ends.author(edges)
         expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
         return change_record(
             action,

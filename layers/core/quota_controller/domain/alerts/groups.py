@@ -89,11 +89,7 @@ def build_alert(g: Group, ctx: Context) -> Alert:
             ]
         elif change.windowsEnded:
             ended = one_line(", ".join(change.windowsEnded))
-            written = (
-                f"; the window was written by {one_line(display_name(change.by))}"
-                if change.by
-                else ""
-            )
+            written = f"; lent by {one_line(display_name(change.by))}" if change.by else ""
             summary = f"{n} {noun} of {share} preempted: quota window {ended} ended"
             detail = (
                 f"Quota share {share} of {queue} went back to its layout without quota window "
