@@ -165,6 +165,7 @@ def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
         "prunedItems": list(p.write.deletes),
         "loansKept": list(p.write.loans_kept),
         "loansEnded": list(p.write.loans_ended),
+        "notes": list(p.write.notes),
         "problems": p.problems,
         "warnings": p.warnings,
     }
@@ -250,6 +251,7 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
         out,
     )
     print_list("Loans apply --prune would end:", p.write.loans_ended, out)
+    print_list("Notes:", p.write.notes, out)
     print_list(
         "Config problems the reconciler would report (these shares stay as they are):",
         p.problems,

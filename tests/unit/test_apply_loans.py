@@ -88,3 +88,34 @@ def test_the_files_window_of_the_loans_name_wins() -> None:
     assert write.loans_kept == []
     queue = next(i for i in write.puts if i["item"] == "QUEUE")
     assert [w["until"] for w in queue["windows"]] == [z(NOW + timedelta(hours=1))]
+
+
+def test_a_kept_loan_that_hides_the_files_own_limits_is_said() -> None:
+    doc = guide_layout().build()
+    doc["quotaShares"][2]["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 2}]
+    nights = {
+        "name": "nights",
+        "every": {
+            "days": ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"],
+            "start": "20:00",
+            "end": "23:00",
+            "timeZone": "UTC",
+        },
+        "quotaShares": [
+            {"quotaShareName": "team-c", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]}
+        ],
+    }
+    write = plan_config_write(
+        {**doc, "windows": [nights]},
+        table(loan("running", 12)),
+        by="carol",
+        at=z(NOW),
+        prune=False,
+    )
+    assert write.loans_kept == ["running"]
+    limits, window = write.notes
+    assert limits.startswith("the file changes team-c's capacityLimits, which loan running sets")
+    assert window.startswith("window 'nights' of the file sets team-c's capacityLimits at ")
+    assert "the loan hides it (run with --prune to end the loan now)" in window
+    unchanged = apply(table(loan("running", 12)), reductionPolicy="block")
+    assert unchanged.notes == [], "a file that changes neither share's limits hides nothing"

@@ -24,6 +24,7 @@ from quota_controller.domain.config.items import (
 )
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
+from quota_controller.domain.loans import kept_loan_conflicts
 from quota_controller.domain.status import generation
 from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
 from quota_controller.domain.table_keys import config_items, plain
@@ -107,7 +108,12 @@ def plan_config_write(
     status = QueueStatus.parse(
         next((i for i in existing_items if i.get(SORT_KEY) == QUEUE_STATUS), None)
     )
-    _carry_loans(raw, current.get(QUEUE_ITEM), wanted[0], now, prune, status, out)
+    table_shares = {
+        str(i[SORT_KEY])[len(SHARE_PREFIX) :]: plain(i.get("capacityLimits"))
+        for key, i in current.items()
+        if key.startswith(SHARE_PREFIX)
+    }
+    _carry_loans(raw, current.get(QUEUE_ITEM), wanted[0], now, prune, status, table_shares, out)
     for item in wanted:
         key = item[SORT_KEY]
         if key in current and generation(current[key]) == generation(item):
@@ -131,6 +137,7 @@ def _carry_loans(
     now: datetime | None,
     prune: bool,
     status: QueueStatus,
+    table_shares: Mapping[str, Any],
     out: ConfigWrite,
 ) -> None:
     """Keep on `queue_item` the loans of the table's queue item that the document does not
@@ -157,6 +164,7 @@ def _carry_loans(
         # A new list: the item's is the document's own.
         queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(window))]
         out.loans_kept.append(name)
+        out.notes += kept_loan_conflicts(plain(dict(window)), raw, table_shares, now)
 
 
 def _moment(value: Any) -> datetime | None:

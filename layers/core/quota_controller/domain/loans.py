@@ -254,11 +254,75 @@ def _can_lend(limits: Mapping[str, int], units: Sequence[tuple[str, int]]) -> bo
     return any(n - lent.get(u, 0) > 0 for u, n in limits.items())
 
 
-def _hidden_by(
-    windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
+def kept_loan_conflicts(
+    loan: Mapping[str, Any],
+    raw: Mapping[str, Any],
+    table_shares: Mapping[str, Any],
+    now: datetime,
 ) -> list[str]:
-    """Windows that set either share's capacity limits at some moment of [start, until)."""
+    """What a loan kept over a document (`quotactl apply` of a file that does not name it)
+    hides of the document while it lasts: a share the loan sets whose base capacityLimits the
+    document changes (`table_shares`: share name -> its capacityLimits in the table), and the
+    document's windows that set the loan's shares' capacityLimits before it ends."""
+    name, until = loan.get("name"), _moment(loan.get("until"))
+    shares = [
+        str(o.get("quotaShareName"))
+        for o in loan.get("quotaShares") or []
+        if isinstance(o, Mapping) and o.get("capacityLimits") is not None
+    ]
+    if until is None or until <= now:
+        return []
     out: list[str] = []
+    filed = {
+        s.get("quotaShareName"): s for s in raw.get("quotaShares") or [] if isinstance(s, Mapping)
+    }
+    for share in shares:
+        mine = filed.get(share)
+        if mine is not None and _limits_key(mine.get("capacityLimits")) != _limits_key(
+            table_shares.get(share)
+        ):
+            out.append(
+                f"the file changes {share}'s capacityLimits, which loan {name} sets until "
+                f"{show_time(until)}: the file's limits apply only once the loan ends (run with "
+                "--prune to end it now)"
+            )
+    try:
+        windows = parse_windows([w for w in raw.get("windows") or [] if w.get("name") != name])
+    except ValueError:
+        return out
+    for window, share, at in _hiding(windows, shares, now, until):
+        out.append(
+            f"window {window!r} of the file sets {share}'s capacityLimits at {show_time(at)}, "
+            f"while loan {name} lasts (until {show_time(until)}): the loan hides it (run with "
+            "--prune to end the loan now)"
+        )
+    return out
+
+
+def _limits_key(limits: Any) -> list[tuple[str, int]]:
+    return sorted(
+        (str(c.get("capacityUnit")), int(c.get("maxCapacity") or 0))
+        for c in limits or []
+        if isinstance(c, Mapping)
+    )
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _hiding(
+    windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
+) -> list[tuple[str, str, datetime]]:
+    """Windows that set either share's capacity limits at some moment of [start, until): each
+    (window, share) once, with the first such moment."""
+    out: list[tuple[str, str, datetime]] = []
     seen: set[tuple[str, str]] = set()
     for moment in moments(windows, start, until):
         for w in moment.windows:
@@ -269,13 +333,20 @@ def _hidden_by(
                 if (w.name, name) in seen:
                     continue
                 seen.add((w.name, name))
-                out.append(
-                    f"window {w.name!r} sets {name}'s capacityLimits at "
-                    f"{show_time(max(moment.at, start))}, while the loan lasts: a loan sets "
-                    "both shares' whole capacityLimits, so one would hide the other; end the "
-                    "loan before that window, or edit the windows with `quotactl apply`"
-                )
+                out.append((w.name, name, max(moment.at, start)))
     return out
+
+
+def _hidden_by(
+    windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
+) -> list[str]:
+    """Windows that set either share's capacity limits at some moment of [start, until)."""
+    return [
+        f"window {window!r} sets {share}'s capacityLimits at {show_time(at)}, while the loan "
+        "lasts: a loan sets both shares' whole capacityLimits, so one would hide the other; end "
+        "the loan before that window, or edit the windows with `quotactl apply`"
+        for window, share, at in _hiding(windows, shares, start, until)
+    ]
 
 
 def _default_name(loan: Loan, start: datetime, taken: set[str]) -> str:
