@@ -56,12 +56,13 @@ class Preview:
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     """Validate, read the table and Batch, and print the ordered actions and their impact."""
     # The layout in force at --at (else now, on the controller's clock), validated from then.
-    now = args.at or clock(args).now().replace(microsecond=0)
+    written = clock(args).now().replace(microsecond=0)
+    now = args.at or written
     valid = valid_document(args.file, now)
     if valid is None:
         return invalid_file(args.file, args.output, out, now)
     target = aws.connect(args)
-    preview = _preview(valid, target, prune=args.prune, now=now)
+    preview = _preview(valid, target, prune=args.prune, now=now, written=written)
     if isinstance(preview, list):  # the config the reconciler would see is refused whole
         print(
             f"quotactl plan: with the items already in {target.where()}, the reconciler would "
@@ -79,15 +80,18 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _preview(
-    valid: ValidFile, target: aws.Target, *, prune: bool, now: datetime
+    valid: ValidFile, target: aws.Target, *, prune: bool, now: datetime, written: datetime
 ) -> Preview | list[str]:
     queue = valid.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         items = [plain(i) for i in store.load_partition(queue)]
     # What the table holds after `apply` (with or without --prune): the reconciler sees that,
-    # not the file alone, so share items kept in the table are part of the preview.
-    write = plan_config_write(valid.raw, items, by="quotactl plan", at=stamp(now), prune=prune)
+    # not the file alone, so share items kept in the table are part of the preview. What apply
+    # writes (which loans it keeps) is decided when it runs, now, whatever moment is previewed.
+    write = plan_config_write(valid.raw, items, by="quotactl plan", at=stamp(written), prune=prune)
+    if not write.ok:  # valid at the moment previewed, not from now on: apply would refuse it
+        return [f"{p.location}: {p.message}" for p in write.report.errors]
     assembled, report = validate_items(queue, after_write(items, write), now)
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
