@@ -24,7 +24,7 @@ from quota_controller.domain.config.items import (
 )
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
-from quota_controller.domain.loans import kept_loan_conflicts
+from quota_controller.domain.loans import kept_loan_conflicts, stored_moment
 from quota_controller.domain.status import generation
 from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
 from quota_controller.domain.table_keys import config_items, plain
@@ -151,7 +151,7 @@ def _carry_loans(
         name = window.get("name")
         if name in named or not isinstance(name, str):
             continue
-        until = _moment(window.get("until"))
+        until = stored_moment(window.get("until"))
         if until is None or now is None:
             continue  # unreadable: the document's validation of the table says why
         if until <= now:
@@ -165,13 +165,3 @@ def _carry_loans(
         queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(window))]
         out.loans_kept.append(name)
         out.notes += kept_loan_conflicts(plain(dict(window)), raw, table_shares, now)
-
-
-def _moment(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None

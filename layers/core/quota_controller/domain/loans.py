@@ -264,7 +264,7 @@ def kept_loan_conflicts(
     hides of the document while it lasts: a share the loan sets whose base capacityLimits the
     document changes (`table_shares`: share name -> its capacityLimits in the table), and the
     document's windows that set the loan's shares' capacityLimits before it ends."""
-    name, until = loan.get("name"), _moment(loan.get("until"))
+    name, until = loan.get("name"), stored_moment(loan.get("until"))
     shares = [
         str(o.get("quotaShareName"))
         for o in loan.get("quotaShares") or []
@@ -307,7 +307,8 @@ def _limits_key(limits: Any) -> list[tuple[str, int]]:
     )
 
 
-def _moment(value: Any) -> datetime | None:
+def stored_moment(value: Any) -> datetime | None:
+    """An ISO-8601 time as the document stores it (`from`, `until`), None if not one with a zone."""
     if not isinstance(value, str):
         return None
     try:
