@@ -115,3 +115,28 @@ def test_status_says_no_edge_is_carried_out_while_the_config_is_rejected(
         "carried out until it is fixed"
     ) in shown.splitlines()
     assert "quota windows in force" not in shown
+
+
+def test_a_loan_ended_by_prune_is_the_pruners_change(stack: LocalStack, tmp_path: Path) -> None:
+    lend(stack)
+    # Someone edits team-a's item meanwhile: the prune's requests are still carol's.
+    stack.table.update_item(
+        Key={"queue": "ml-training", "item": "SHARE#team-a"},
+        UpdateExpression="SET updatedBy = :b",
+        ExpressionAttributeValues={":b": "bob"},
+    )
+    stack.advance(60)
+    assert quotactl("apply", "-f", team_file(tmp_path), "--prune", "--by", "carol") == 0
+    stack.advance(120)
+    assert limit(stack, "team-a") == 1
+    changes = stack.table.query(
+        KeyConditionExpression="#q = :q AND begins_with(#i, :c)",
+        ExpressionAttributeNames={"#q": "queue", "#i": "item"},
+        ExpressionAttributeValues={":q": "ml-training", ":c": "CHANGE#"},
+    )["Items"]
+    lowered = [
+        c
+        for c in changes
+        if c.get("quotaShareName") == "team-a" and c["operation"] == "UpdateQuotaShare"
+    ]
+    assert [c["by"] for c in lowered] == ["alice", "carol"], "lent by alice, ended by carol"

@@ -40,7 +40,7 @@ from quota_controller.domain.status import (
 )
 from quota_controller.domain.status_records import QueueStatus, ShareStatus
 from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
-from quota_controller.domain.window_ends import WindowEnds
+from quota_controller.domain.window_ends import WindowEnds, stored_targets
 
 # At most this many alert keys are remembered in the queue status (a bound on the item size).
 ALERT_MEMORY = 100
@@ -54,6 +54,7 @@ KEPT_ON_REJECTION = (
     "windowsInForce",
     "windowsEndedPending",
     "windowsStartedPending",
+    "windowShares",
 )
 _SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 
@@ -185,6 +186,7 @@ def status_writes(
     if report.windows:
         # Quota windows: those in force (the layout applied is theirs) and the next edge.
         update["windowsInForce"] = list(report.in_force)
+        update["windowShares"] = stored_targets(facts.window_ends, report.in_force)
         # Ended windows whose requests are not all made yet (held, waiting, failed).
         left = [a for a in the_plan.actions if a not in facts.applied]
         pending = sorted({w for a in left for w in facts.window_ends.of(a)})

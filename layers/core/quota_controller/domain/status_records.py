@@ -46,6 +46,7 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "windowsInForce": list,
     "windowsEndedPending": list,
     "windowsStartedPending": list,
+    "windowShares": dict,
     "nextWindowEdge": (str, type(None)),
     "ownerSubscriptions": list,
     "ownerContacts": list,
@@ -157,6 +158,8 @@ class QueueStatus(_StatusItem):
     windowsEndedPending: list[Any] | None = None
     # Windows begun whose requests are not all made yet (held, waiting, failed).
     windowsStartedPending: list[Any] | None = None
+    # What each window in force sets: its shares (None: the environment).
+    windowShares: dict[str, Any] | None = None
     nextWindowEdge: str | None = None
     ownerSubscriptions: list[Any] | None = None
     # Not type-checked on reading (as stored, whatever it is).

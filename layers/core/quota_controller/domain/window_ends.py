@@ -12,7 +12,7 @@ its windows' edges to the window: a loan's lender, else nobody (a scheduled chan
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,9 @@ class WindowEnds:
     lenders: Mapping[str, str] = field(default_factory=dict)
     # The windows in force now that were not at the last run: their start's requests.
     started: tuple[str, ...] = ()
+    # Windows in force at the last run that the document no longer has (edited away), with
+    # what each set then (status `windowShares`): their undoing is the edit's.
+    removed: Mapping[str, frozenset[str | None]] = field(default_factory=dict)
 
     def of(self, action: Action) -> list[str]:
         """The ended windows that set what `action` changes (its share, or the environment
@@ -47,6 +50,10 @@ class WindowEnds:
         changes."""
         edges = (*self.ended, *self.started)
         return [w for w in edges if action.share in self.targets.get(w, ())]
+
+    def removed_of(self, action: Action) -> list[str]:
+        """The windows edited away that set what `action` changes."""
+        return [w for w, sets in self.removed.items() if action.share in sets]
 
     def author(self, windows: list[str]) -> str | None:
         """Who made the changes at these windows' edges: the lender of a loan among them
@@ -72,7 +79,23 @@ def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
     lenders = {w.name: w.lentBy for w in report.windows if w.lentBy}
     was = set(_names(previous.windowsInForce)) - set(_names(previous.windowsStartedPending))
     started = tuple(w for w in report.in_force if w not in was and w in targets)
-    return WindowEnds(tuple(dict.fromkeys(ended)), targets, lenders, started)
+    stored = previous.windowShares if isinstance(previous.windowShares, dict) else {}
+    removed = {
+        w: frozenset(s if isinstance(s, str) else None for s in sets)
+        for w, sets in stored.items()
+        if w in _names(previous.windowsInForce) and w not in targets and isinstance(sets, list)
+    }
+    return WindowEnds(tuple(dict.fromkeys(ended)), targets, lenders, started, removed)
+
+
+def stored_targets(ends: WindowEnds, in_force: Sequence[str]) -> dict[str, list[str | None]]:
+    """What each window in force sets, as status keeps it (`windowShares`: its shares, None for
+    the environment), so a window edited away later is known by what it set."""
+    return {
+        w: sorted(ends.targets.get(w, ()), key=lambda s: (s is None, s or ""))
+        for w in in_force
+        if w in ends.targets
+    }
 
 
 def _names(stored: Any) -> list[str]:

@@ -259,6 +259,8 @@ class ReconcileRun:
         edges = self.window_ends.at_edge(action)
         if edges:  # the windows' change (a loan's lender's, or scheduled), not the item writer's
             by = self.window_ends.author(edges)
+        elif self.window_ends.removed_of(action):  # a window edited away: the edit's writer's
+            by = (self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
         expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
         return change_record(
             action,
