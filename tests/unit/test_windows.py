@@ -312,3 +312,26 @@ def test_a_window_more_than_a_year_ahead_is_checked_too() -> None:
         "windows[0]: at 2028-01-01T00:00Z (windows in force: loan) the layout would be invalid"
     )
     assert validate_document(document(far), NOW).warnings == []
+
+
+def test_a_warning_a_windows_layout_brings_is_said_once_at_its_first_moment() -> None:
+    # The guide's environment has 3 x ml.g5.xlarge: team-a at 4 on weeknights is more than it.
+    report = validate_document(
+        document(nights(quotaShares=[{"quotaShareName": "team-a", "capacityLimits": limits(4)}])),
+        NOW,
+    )
+    assert report.errors == []
+    said = [str(w) for w in report.warnings]
+    assert said[0].startswith(
+        "windows[0]: at 2026-12-02T19:00Z (windows in force: nights): "
+        "quotaShares[0].capacityLimits[0].maxCapacity: 4 x ml.g5.xlarge is more than the "
+        "service environment's"
+    )
+    assert len(said) == len(set(said)) == 2, "once each, not once per night"
+    assert all(w.severity == "warning" for w in report.warnings)
+    assert validate_document(document(nights()), NOW).warnings == [], "none without it"
+    during = validate_document(
+        document(nights(quotaShares=[{"quotaShareName": "team-a", "capacityLimits": limits(4)}])),
+        at("2026-12-02T21:00Z"),
+    )
+    assert str(during.warnings[0]).startswith("windows[0]: now (windows in force: nights): ")

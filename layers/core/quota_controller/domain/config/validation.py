@@ -301,7 +301,10 @@ def _check_moments(
 ) -> None:
     """Every combination of windows in force from now on, at the first moment it occurs."""
     before = len(report.errors)
-    base = {str(p) for p in _validate_layout(apply(raw, ())).errors}
+    base_layout = _validate_layout(apply(raw, ()))
+    base = {str(p) for p in base_layout.errors}
+    # A warning a window's layout brings is said once, at the first moment it holds.
+    warned = {str(p) for p in base_layout.warnings}
     seen: set[tuple[str, ...]] = set()
     for moment in moments(windows, now, check_until(windows, now)):
         if not moment.windows or moment.names in seen:
@@ -327,6 +330,19 @@ def _check_moments(
         if len(report.errors) > before:
             return
         effective = _validate_layout(apply(raw, moment.windows))
+        # "now" rather than the moment validated: the Valid condition's message stays the same
+        # from one run to the next while the window lasts.
+        since = "now" if moment.at <= now else f"at {when}"
+        for warning in effective.warnings:
+            if str(warning) not in warned:
+                warned.add(str(warning))
+                report.warnings.append(
+                    Problem(
+                        ("windows", index[moment.windows[-1].name]),
+                        f"{since} (windows in force: {', '.join(moment.names)}): {warning}",
+                        "warning",
+                    )
+                )
         found = [p for p in effective.errors if str(p) not in base]
         if found:
             names = ", ".join(moment.names)
