@@ -5,7 +5,8 @@ rewritten (no stream record, no reconcile). Share items in the table but not in 
 are kept unless `prune` is set; they are reported so nobody is surprised. So are loans
 (`quotactl lend`'s windows, marked `lentBy`) the document does not name: a team's file knows
 nothing of a loan made from the command line, and applying it must not end the loan early
-without saying so. A loan that has ended is dropped; `prune` ends the others too.
+without saying so. A loan that has ended is dropped once the reconciler has carried out its
+end; `prune` ends the others.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from quota_controller.domain.config.items import (
 )
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
-from quota_controller.domain.loans import kept_loan_conflicts, stored_moment
+from quota_controller.domain.config.windows import Window
+from quota_controller.domain.loans import ended_loan, is_loan, kept_loan_conflicts
 from quota_controller.domain.status import generation
 from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
 from quota_controller.domain.table_keys import config_items, plain
@@ -109,8 +111,8 @@ def plan_config_write(
         next((i for i in existing_items if i.get(SORT_KEY) == QUEUE_STATUS), None)
     )
     table_shares = {
-        str(i[SORT_KEY])[len(SHARE_PREFIX) :]: plain(i.get("capacityLimits"))
-        for key, i in current.items()
+        key[len(SHARE_PREFIX) :]: plain(item)
+        for key, item in current.items()
         if key.startswith(SHARE_PREFIX)
     }
     _carry_loans(raw, current.get(QUEUE_ITEM), wanted[0], now, prune, status, table_shares, out)
@@ -137,31 +139,37 @@ def _carry_loans(
     now: datetime | None,
     prune: bool,
     status: QueueStatus,
-    table_shares: Mapping[str, Any],
+    table_shares: Mapping[str, Mapping[str, Any]],
     out: ConfigWrite,
 ) -> None:
     """Keep on `queue_item` the loans of the table's queue item that the document does not
     name and that have not ended, unless `prune` (which ends them: said in `out`); and an
     ended one whose end the reconciler has still to carry out (`status` names it), whatever
     `prune` says: dropped now, its end would look like this write's edit."""
+    if now is None:
+        return
     named = {w.get("name") for w in raw.get("windows") or [] if isinstance(w, Mapping)}
-    for window in (current or {}).get("windows") or []:
-        if not isinstance(window, Mapping) or not isinstance(window.get("lentBy"), str):
+    for stored in (current or {}).get("windows") or []:
+        window = _window(stored)
+        if window is None or not is_loan(window) or window.name in named:
             continue
-        name = window.get("name")
-        if name in named or not isinstance(name, str):
-            continue
-        until = stored_moment(window.get("until"))
-        if until is None or now is None:
-            continue  # unreadable: the document's validation of the table says why
-        if until <= now:
-            if name in status.windows_named():
-                queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(window))]
-            continue  # ended: nothing left to give back
-        if prune:
-            out.loans_ended.append(name)
+        if ended_loan(window, now, status.windows_named()):
+            continue  # ended and carried out: nothing left to give back
+        running = window.until is not None and window.until > now
+        if running and prune:
+            out.loans_ended.append(window.name)
             continue
         # A new list: the item's is the document's own.
-        queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(window))]
-        out.loans_kept.append(name)
-        out.notes += kept_loan_conflicts(plain(dict(window)), raw, table_shares, now)
+        queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(stored))]
+        if running:
+            out.loans_kept.append(window.name)
+            out.notes += kept_loan_conflicts(window, raw, table_shares, now)
+
+
+def _window(stored: Any) -> Window | None:
+    """A window of the table's queue item, or None when it does not parse (the reconciler
+    rejects the queue's config then, and says why)."""
+    try:
+        return Window.model_validate(plain(stored))
+    except ValueError:
+        return None

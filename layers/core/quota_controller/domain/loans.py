@@ -141,6 +141,19 @@ def is_loan(window: Window) -> bool:
     return window.lentBy is not None and window.every is None
 
 
+def ended_loan(window: Window, now: datetime, still_named: Collection[str]) -> bool:
+    """A loan that has ended by `now` and whose end the reconciler has carried out (the queue
+    status no longer names it: `QueueStatus.windows_named`): nothing of it is left to keep. One
+    still named stays, its end being the reconciler's to carry out and name in its change
+    records."""
+    return (
+        is_loan(window)
+        and window.until is not None
+        and window.until <= now
+        and window.name not in still_named
+    )
+
+
 @dataclass(frozen=True)
 class KeptWindows:
     """A document's windows without its ended loans (as the document writes them), the names
@@ -158,10 +171,7 @@ def without_ended_loans(
     status still names (in force at the reconciler's last run, or ended with requests still to
     make): their end is the reconciler's to carry out and to name in its change records."""
     windows = parse_windows(list(raw))
-    ended = [
-        w.until is not None and w.until <= now and is_loan(w) and w.name not in still_named
-        for w in windows
-    ]
+    ended = [ended_loan(w, now, still_named) for w in windows]
     kept = [entry for entry, gone in zip(raw, ended, strict=True) if not gone]
     dropped = [w.name for w, gone in zip(windows, ended, strict=True) if gone]
     full = None
@@ -255,67 +265,38 @@ def _can_lend(limits: Mapping[str, int], units: Sequence[tuple[str, int]]) -> bo
 
 
 def kept_loan_conflicts(
-    loan: Mapping[str, Any],
+    loan: Window,
     raw: Mapping[str, Any],
-    table_shares: Mapping[str, Any],
+    table_shares: Mapping[str, Mapping[str, Any]],
     now: datetime,
 ) -> list[str]:
     """What a loan kept over a document (`quotactl apply` of a file that does not name it)
     hides of the document while it lasts: a share the loan sets whose base capacityLimits the
-    document changes (`table_shares`: share name -> its capacityLimits in the table), and the
+    document changes (`table_shares`: the share items in the table, by name), and the
     document's windows that set the loan's shares' capacityLimits before it ends."""
-    name, until = loan.get("name"), stored_moment(loan.get("until"))
-    shares = [
-        str(o.get("quotaShareName"))
-        for o in loan.get("quotaShares") or []
-        if isinstance(o, Mapping) and o.get("capacityLimits") is not None
-    ]
+    until = loan.until
     if until is None or until <= now:
         return []
-    out: list[str] = []
-    filed = {
-        s.get("quotaShareName"): s for s in raw.get("quotaShares") or [] if isinstance(s, Mapping)
-    }
-    for share in shares:
-        mine = filed.get(share)
-        if mine is not None and _limits_key(mine.get("capacityLimits")) != _limits_key(
-            table_shares.get(share)
-        ):
-            out.append(
-                f"the file changes {share}'s capacityLimits, which loan {name} sets until "
-                f"{show_time(until)}: the file's limits apply only once the loan ends (run with "
-                "--prune to end it now)"
-            )
+    shares = [o.quotaShareName for o in loan.quotaShares if o.capacityLimits is not None]
+    filed = _shares(raw)
+    out = [
+        f"the file changes {share}'s capacityLimits, which loan {loan.name} sets until "
+        f"{show_time(until)}: the file's limits apply only once the loan ends (run with "
+        "--prune to end it now)"
+        for share in shares
+        if share in filed and _limits(filed[share]) != _limits(table_shares.get(share) or {})
+    ]
     try:
-        windows = parse_windows([w for w in raw.get("windows") or [] if w.get("name") != name])
-    except ValueError:
+        windows = parse_windows([w for w in raw.get("windows") or [] if w.get("name") != loan.name])
+    except ValueError:  # the document was validated: its windows parse
         return out
     for window, share, at in _hiding(windows, shares, now, until):
         out.append(
             f"window {window!r} of the file sets {share}'s capacityLimits at {show_time(at)}, "
-            f"while loan {name} lasts (until {show_time(until)}): the loan hides it (run with "
-            "--prune to end the loan now)"
+            f"while loan {loan.name} lasts (until {show_time(until)}): the loan hides it (run "
+            "with --prune to end the loan now)"
         )
     return out
-
-
-def _limits_key(limits: Any) -> list[tuple[str, int]]:
-    return sorted(
-        (str(c.get("capacityUnit")), int(c.get("maxCapacity") or 0))
-        for c in limits or []
-        if isinstance(c, Mapping)
-    )
-
-
-def stored_moment(value: Any) -> datetime | None:
-    """An ISO-8601 time as the document stores it (`from`, `until`), None if not one with a zone."""
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 def _hiding(

@@ -62,11 +62,7 @@ def risk_alerts(
         # A removed lender's borrowers are preempted (their capacity is reclaimed), not
         # terminated with the share's own jobs.
         ended = list(dict.fromkeys(w for g in group for w in edges.of(g.action)))
-        began = [
-            w
-            for w in dict.fromkeys(w for g in group for w in edges.at_edge(g.action))
-            if w not in ended
-        ]
+        began = list(dict.fromkeys(w for g in group for w in edges.started_of(g.action)))
         edge = (
             f"Quota window {', '.join(ended)} ended: "
             if ended

@@ -48,8 +48,7 @@ class WindowEnds:
     def at_edge(self, action: Action) -> list[str]:
         """The windows whose edge (start or end) this run carries out that set what `action`
         changes."""
-        edges = (*self.ended, *self.started)
-        return [w for w in edges if action.share in self.targets.get(w, ())]
+        return [*self.of(action), *self.started_of(action)]
 
     def removed_of(self, action: Action) -> list[str]:
         """The windows edited away that set what `action` changes."""
@@ -79,7 +78,7 @@ def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:
     lenders = {w.name: w.lentBy for w in report.windows if w.lentBy}
     was = set(_names(previous.windowsInForce)) - set(_names(previous.windowsStartedPending))
     started = tuple(w for w in report.in_force if w not in was and w in targets)
-    stored = previous.windowShares if isinstance(previous.windowShares, dict) else {}
+    stored = previous.windowShares or {}  # a dict when set (status_records checks the type)
     removed = {
         w: frozenset(s if isinstance(s, str) else None for s in sets)
         for w, sets in stored.items()
