@@ -138,6 +138,16 @@ def preemption_events(
     ]
 
 
+def preempt_running(stack: Any, share: str, name: str, queue: str = QUEUE) -> None:
+    """On a LocalStack: a running 2-instance job of the share is preempted as Batch reclaims
+    borrowed capacity (its three events put on the bus); the alerts are delivered."""
+    job = stack.submit_job(queue, share, "ml.g5.xlarge", 2, name=name)
+    stack.emulator.set_job_status(job, "RUNNING")
+    described = stack.batch.describe_service_job(jobId=job)
+    stack.put_events(*preemption_events(described, stack.clock.now(), CROSS))
+    stack.run_until_idle()
+
+
 def job_arn(job: str) -> str:
     return f"arn:aws:batch:{REGION}:{ACCOUNT}:service-job/{job}"
 

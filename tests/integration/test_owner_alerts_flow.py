@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from alert_builders import CROSS, preemption_events
+from alert_builders import CROSS, preempt_running, preemption_events
 from builders import guide_layout
 
 from quota_local.stack import LocalStack
@@ -156,15 +156,6 @@ def test_one_contact_of_two_shares_gets_one_subscription_for_both(stack: LocalSt
     assert received(stack, url) == []
 
 
-def preempt(stack: LocalStack, share: str, name: str) -> None:
-    """A running job of the share is preempted (Batch's three events); alerts are delivered."""
-    job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", 2, name=name)
-    stack.emulator.set_job_status(job, "RUNNING")
-    described = stack.batch.describe_service_job(jobId=job)
-    stack.put_events(*preemption_events(described, stack.clock.now(), CROSS))
-    stack.run_until_idle()
-
-
 def preemptions(alerts: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(a["quotaShareName"], a["dedupKey"]) for a in alerts if a["kind"] == "PREEMPTION"]
 
@@ -179,7 +170,7 @@ def test_an_owner_queue_that_is_gone_holds_back_no_other_subscriber(stack: Local
     stack.advance(120)
     stack.sqs.delete_queue(QueueUrl=gone_url)
 
-    preempt(stack, "team-a", "borrower")
+    preempt_running(stack, "team-a", "borrower")
 
     to_platform = preemptions(stack.alerts())
     assert len(to_platform) == 1, "the platform's inbox gets the alert once"
@@ -208,7 +199,7 @@ def test_a_healthy_fan_out_reaches_every_subscriber_once(stack: LocalStack) -> N
     stack.apply(doc)
     stack.advance(120)
 
-    preempt(stack, "team-a", "borrower")
+    preempt_running(stack, "team-a", "borrower")
 
     to_platform = preemptions(stack.alerts())
     assert [share for share, _ in to_platform] == ["team-a"]

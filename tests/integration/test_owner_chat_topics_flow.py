@@ -11,8 +11,9 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from alert_builders import preempt_running
 from builders import guide_layout
-from test_owner_webhooks_flow import contacts, preempt
+from test_owner_webhooks_flow import contacts
 
 from quota_local.notify_functions import LocalWebhooks, local_webhooks
 from quota_local.stack import LocalStack
@@ -63,7 +64,7 @@ def test_a_share_chat_topic_gets_its_shares_alerts_as_amazon_q_notifications(
     said = [x for x in stack.alerts() if x["kind"] == "RECONCILE_FAILED"]
     assert [x["quotaShareName"] for x in said] == ["team-c"]
 
-    preempt(stack, "team-a", "borrower-a")
+    preempt_running(stack, "team-a", "borrower-a")
     (note,) = hooks.chat_messages("team-chat-a")
     assert (note["version"], note["source"]) == ("1.0", "custom")
     assert note["metadata"]["threadId"] == f"{QUEUE}/team-a"
@@ -73,7 +74,7 @@ def test_a_share_chat_topic_gets_its_shares_alerts_as_amazon_q_notifications(
     assert len(hooks.posts("owners/team-a")) == 1, "the share's webhook too"
     assert hooks.chat_messages("team-chat-b") == [], "team-b owns no share the alert is about"
 
-    preempt(stack, "team-b", "borrower-b")
+    preempt_running(stack, "team-b", "borrower-b")
     assert len(preempted(hooks.chat_messages("team-chat-b"))) == 1
     assert len(preempted(hooks.chat_messages("team-chat-a"))) == 1, "not team-b's alert"
     assert hooks.chat_messages("billing-alarms") == [], "never a topic outside the prefix"
@@ -92,7 +93,7 @@ def test_a_topic_that_is_gone_is_refused_without_a_retry(
     stack.advance(120)
     stack.client("sns").delete_topic(TopicArn=old)
 
-    preempt(stack, "team-a", "borrower-a")
+    preempt_running(stack, "team-a", "borrower-a")
     assert hooks.sources["OwnerNotify"].failures == [], "no retry: the owner must fix it"
     assert hooks.dead_letters("OwnerNotify") == []
     assert len(preempted(hooks.chat_messages("team-chat-a"))) == 1, "the next topic still gets it"
@@ -121,7 +122,7 @@ def test_owner_notify_counts_each_kind_of_contact_apart(
     stack.client("sns").delete_topic(TopicArn=gone)
     capsys.readouterr()
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
-    preempt(stack, "team-a", "borrower-a")
+    preempt_running(stack, "team-a", "borrower-a")
     blobs = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
     (owner,) = [b for b in blobs if "OwnerChatTopicPublishes" in b]
     counted = {

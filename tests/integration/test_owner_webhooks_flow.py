@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from alert_builders import CROSS, preemption_events
+from alert_builders import preempt_running
 from builders import guide_layout
 
 from quota_local.notify_functions import LocalWebhooks, local_webhooks
@@ -24,14 +24,6 @@ QUEUE = "ml-training"
 def hooks() -> Iterator[LocalWebhooks]:
     with LocalStack(run_jobs=False) as stack, local_webhooks(stack, owner_prefix="owners/") as on:
         yield on
-
-
-def preempt(stack: LocalStack, share: str, name: str) -> None:
-    job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", 2, name=name)
-    stack.emulator.set_job_status(job, "RUNNING")
-    described = stack.batch.describe_service_job(jobId=job)
-    stack.put_events(*preemption_events(described, stack.clock.now(), CROSS))
-    stack.run_until_idle()
 
 
 def preemptions(posts: list[dict[str, Any]]) -> list[str]:
@@ -73,13 +65,13 @@ def test_a_share_webhook_gets_its_shares_alerts_and_the_platform_every_alert(
     assert [x["quotaShareName"] for x in said] == ["team-c"]
     assert hooks.posts("elsewhere/team-c") == []
 
-    preempt(stack, "team-a", "borrower-a")
+    preempt_running(stack, "team-a", "borrower-a")
     assert len(preemptions(hooks.posts("owners/team-a"))) == 1
     assert "team-a" in hooks.posts("owners/team-a")[-1]["text"]
     assert hooks.posts("owners/team-b") == [], "team-b owns no share the alert is about"
     assert len(preemptions(hooks.posts("platform"))) == 1
 
-    preempt(stack, "team-b", "borrower-b")
+    preempt_running(stack, "team-b", "borrower-b")
     assert len(preemptions(hooks.posts("owners/team-b"))) == 1
     assert "team-b" in hooks.posts("owners/team-b")[-1]["text"]
     assert len(preemptions(hooks.posts("owners/team-a"))) == 1, "not team-b's alert"
@@ -102,7 +94,7 @@ def test_a_failing_owner_webhook_holds_back_no_one_else(
     stack.advance(120)
 
     hooks.fail("owners/team-a-ops", 503)
-    preempt(stack, "team-a", "borrower-a")
+    preempt_running(stack, "team-a", "borrower-a")
     owner = hooks.sources["OwnerNotify"]
     assert len(owner.failures) == 3, "the invocation and Lambda's two retries failed"
     assert len(preemptions(hooks.posts("owners/team-a"))) == 1, "posted once, not per retry"
@@ -115,8 +107,8 @@ def test_a_failing_owner_webhook_holds_back_no_one_else(
     # A webhook Slack refuses for good (404) is not retried; the others get theirs.
     hooks.fail("owners/team-a-ops", 404)
     before = len(owner.failures)
-    preempt(stack, "team-b", "borrower-b")
-    preempt(stack, "team-a", "borrower-a2")
+    preempt_running(stack, "team-b", "borrower-b")
+    preempt_running(stack, "team-a", "borrower-a2")
     assert len(owner.failures) == before
     assert len(preemptions(hooks.posts("owners/team-a"))) == 2
     assert len(preemptions(hooks.posts("owners/team-b"))) == 1
@@ -148,7 +140,7 @@ def test_a_secret_its_owner_must_fix_is_refused_without_a_retry(
     stack.apply(doc)
     stack.advance(120)
 
-    preempt(stack, "team-a", "borrower-a")
+    preempt_running(stack, "team-a", "borrower-a")
     assert hooks.sources["OwnerNotify"].failures == [], "no retry: the owner must fix it"
     assert hooks.dead_letters("OwnerNotify") == []
     assert len(preemptions(hooks.posts("owners/team-a"))) == 1
