@@ -15,7 +15,7 @@ from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Plan
-from quota_controller.domain.status import status_items
+from quota_controller.domain.status import read_status
 from quota_controller.services.decision import Decision, decide
 from quotactl import aws, render
 from quotactl.operating import (
@@ -132,7 +132,7 @@ def decision_against_batch(
 
     batch = BotoBatchGateway(target.batch_client(), target.scope())
     with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
-        return decide(queue, report, status_items(items), batch, assembled=assembled, guard=guard)
+        return decide(queue, report, read_status(items), batch, assembled=assembled, guard=guard)
 
 
 def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:

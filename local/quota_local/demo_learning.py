@@ -36,7 +36,7 @@ from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Scope
-from quota_controller.domain.status import status_items
+from quota_controller.domain.status import read_status
 from quota_controller.domain.table_keys import config_items
 from quota_controller.services.decision import decide
 from quota_local.recommend import DEFAULT_BUDGET, Recommendation, recommend
@@ -169,9 +169,7 @@ def preview_plan(stack: LocalStack, queue: str, raw: dict[str, Any]) -> Preview:
     write = plan_config_write(raw, items, by="quotactl plan", at=stamp, prune=False)
     assembled, report = validate_items(queue, after_write(items, write))
     batch = BotoBatchGateway(stack.batch, Scope(ACCOUNT, stack.region))
-    decision = decide(
-        queue, report, status_items(items), batch, assembled=assembled, guard="always"
-    )
+    decision = decide(queue, report, read_status(items), batch, assembled=assembled, guard="always")
     after = {
         s["quotaShareName"]: {
             "capacityLimits": s["capacityLimits"],

@@ -19,7 +19,7 @@ from quota_controller.domain.run_status import (
     rejected_status,
     status_writes,
 )
-from quota_controller.domain.status import QUEUE_STATUS, share_status_key
+from quota_controller.domain.status import QUEUE_STATUS, read_status, share_status_key
 from quota_controller.domain.window_ends import WindowEnds
 
 QUEUE = "ml-training"
@@ -28,8 +28,10 @@ EARLIER = "2026-12-02T14:00:00.000Z"
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
 
 
-def _facts(**fields: Any) -> RunFacts:
-    return RunFacts(**{"queue": QUEUE, "stamp": STAMP, "status": {}, "config": {}, **fields})
+def _facts(status: dict[str, dict[str, Any]] | None = None, **fields: Any) -> RunFacts:
+    """The run's facts; `status` maps sort keys to the status items the run read."""
+    read = read_status({**item, "item": key} for key, item in (status or {}).items())
+    return RunFacts(**{"queue": QUEUE, "stamp": STAMP, "status": read, "config": {}, **fields})
 
 
 def _report() -> ValidationReport:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from quota_controller.domain.status import QUEUE_STATUS, read_status
 from quota_controller.domain.status_records import (
     HeldChange,
     QueueStatus,
@@ -126,3 +127,33 @@ def test_but_sets_attributes_that_are_then_written() -> None:
         "lastError": None,
         "heldChange": None,
     }
+
+
+def test_read_status_parses_the_queue_and_each_share_once_and_leaves_config_out() -> None:
+    items = [
+        {"queue": "q", "item": "QUEUE", "jobQueue": {"jobQueueName": "q"}},
+        {"queue": "q", "item": "SHARE#team-a", "quotaShareName": "team-a"},
+        {"queue": "q", "item": QUEUE_STATUS, "lastApprovedChange": "ab12", "alerted": [7, "k"]},
+        {"queue": "q", "item": "STATUS#SHARE#team-a", "appliedTags": {"team": "a"}},
+        {"queue": "q", "item": "STATUS#SHARE#team-b", "appliedTags": {"team": 1}},
+    ]
+    status = read_status(items)
+    assert sorted(status.stored) == [QUEUE_STATUS, "STATUS#SHARE#team-a", "STATUS#SHARE#team-b"]
+    assert status.has_queue
+    assert status.queue.lastApprovedChange == "ab12"
+    assert status.queue.alerted == ["k"]  # as every reader reads it: odd entries dropped
+    assert status.share("team-a").appliedTags == {"team": "a"}
+    assert status.share("team-b").appliedTags is None  # an odd attribute reads as missing
+    assert sorted(status.shares) == ["team-a", "team-b"]
+    # A share without a status item reads as one with nothing set.
+    assert not status.share("team-c").has("appliedTags")
+    assert status.stored["STATUS#SHARE#team-b"] == {"queue": "q", "item": "STATUS#SHARE#team-b"}
+
+
+def test_read_status_of_a_partition_without_status_is_empty() -> None:
+    status = read_status([{"queue": "q", "item": "QUEUE"}])
+    assert not status.has_queue
+    assert not status.stored
+    assert not status.shares
+    assert status.queue.item == QUEUE_STATUS
+    assert not status.queue.has("conditions")

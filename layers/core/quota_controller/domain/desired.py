@@ -7,40 +7,27 @@ exactly what the reconciler would do. The guard step on a plan, which reads jobs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.plan_records import Desired
-from quota_controller.domain.status import QUEUE_STATUS, STATUS_PREFIX
-from quota_controller.domain.status_records import QueueStatus, ShareStatus
-
-_SHARE_STATUS = STATUS_PREFIX + "SHARE#"
+from quota_controller.domain.status import StatusSnapshot
 
 
 def desired_state(
     queue: str,
     report: ValidationReport | None,
-    status: Mapping[str, Mapping[str, Any]],
+    status: StatusSnapshot,
     assembled: AssembledDocument | None = None,
 ) -> Desired:
     """Desired state of a queue; `report` None means the queue's config is gone (teardown).
 
-    `status` maps status sort keys to items (what the controller last applied); `assembled`
+    `status` is what the controller last applied (the status items as read); `assembled`
     maps share indexes to item keys when the document came from the table.
     """
-    queue_status = QueueStatus.parse(status.get(QUEUE_STATUS))
+    queue_status = status.queue
     managed = queue_status.managed
-    share_statuses = [
-        ShareStatus.parse(key, item)
-        for key, item in status.items()
-        if key.startswith(_SHARE_STATUS)
-    ]
     applied_tags: dict[str, dict[str, str]] = {
-        s.item[len(_SHARE_STATUS) :]: dict(s.appliedTags)
-        for s in share_statuses
-        if s.appliedTags is not None
+        name: dict(s.appliedTags) for name, s in status.shares.items() if s.appliedTags is not None
     }
     retiring_policies = tuple(str(n) for n in managed.get("retiringPolicies") or ())
     retiring_environments = tuple(str(n) for n in managed.get("retiringEnvironments") or ())

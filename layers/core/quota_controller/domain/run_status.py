@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC
-from functools import cached_property
 from typing import Any
 
 from quota_controller.domain.config.problems import Problem
@@ -32,13 +31,13 @@ from quota_controller.domain.queue_status import (
 from quota_controller.domain.share_status import ShareFacts, share_status
 from quota_controller.domain.status import (
     QUEUE_STATUS,
-    STATUS_PREFIX,
     Condition,
+    StatusSnapshot,
     conditions,
     generation,
     share_status_key,
 )
-from quota_controller.domain.status_records import QueueStatus, ShareStatus
+from quota_controller.domain.status_records import QueueStatus
 from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
 from quota_controller.domain.window_ends import WindowEnds, stored_targets
 
@@ -56,7 +55,6 @@ KEPT_ON_REJECTION = (
     "windowsStartedPending",
     "windowShares",
 )
-_SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 
 
 @dataclass(frozen=True)
@@ -66,8 +64,8 @@ class RunFacts:
     queue: str
     # The run's time, as status and change records write it (ISO 8601, milliseconds, Z).
     stamp: str
-    # The status items as the run read them (well-formed), by sort key.
-    status: Mapping[str, Mapping[str, Any]]
+    # The status items as the run read them.
+    status: StatusSnapshot
     # The config items, by sort key.
     config: Mapping[str, Mapping[str, Any]]
     # The keys of the alerts for problems that still stand (status `alerted`).
@@ -101,12 +99,6 @@ class RunFacts:
     # How a validation problem is said (by the item a table user wrote).
     describe: Callable[[Problem], str] = str
 
-    @cached_property
-    def queue_status(self) -> QueueStatus:
-        """The queue status as the run read it (nothing set when there was none); parsed once
-        (every share's status item reads it)."""
-        return QueueStatus.parse(self.status.get(QUEUE_STATUS))
-
 
 @dataclass(frozen=True)
 class StatusWrites:
@@ -118,7 +110,7 @@ class StatusWrites:
 
 def queue_status_item(facts: RunFacts, gen: str | None, conds: list[Condition]) -> QueueStatus:
     """The queue status fields every run writes: conditions, alert memory, approval, chain."""
-    previous = facts.queue_status
+    previous = facts.status.queue
     item = QueueStatus(
         item=QUEUE_STATUS,
         observedGeneration=gen,
@@ -144,7 +136,7 @@ def rejected_status(facts: RunFacts, messages: Sequence[str]) -> dict[str, Any]:
     problems; Applied, Healthy and Blocked as the last run said (it checks none of them), and
     what the last valid run recorded kept (a held change keeps its id and date, so an approval
     of it still applies once the config is fixed; writes still wait for lagging reads)."""
-    previous = facts.queue_status
+    previous = facts.status.queue
     gen = generation(facts.config.get(QUEUE_ITEM))
     item = queue_status_item(
         facts,
@@ -181,7 +173,7 @@ def status_writes(
     conds = queue_conditions(
         desired, observed, report, the_plan, list(held), failure, bool(facts.applied)
     )
-    previous = facts.queue_status
+    previous = facts.status.queue
     update: dict[str, Any] = {"waitingFor": the_plan.wait_texts}
     if report.windows:
         # Quota windows: those in force (the layout applied is theirs) and the next edge.
@@ -241,29 +233,26 @@ def status_writes(
         )
         if item is not None:
             items.append(item)
-    deletes = [
-        key
-        for key in facts.status
-        if key.startswith(_SHARE_STATUS) and key[len(_SHARE_STATUS) :] not in names
-    ]
+    deletes = [share_status_key(name) for name in facts.status.shares if name not in names]
     if desired.settings is None and torn_down(facts.queue, observed, the_plan):
         # Torn down: nothing is left to describe (and the resync stops listing the queue),
         # unless an owner's subscription is still to be removed (pending confirmation, or
         # a request failed): the queue status keeps it, and the resync comes back for it.
         if queue_record.ownerSubscriptions:
-            return StatusWrites([queue_status], [k for k in facts.status if k != QUEUE_STATUS])
-        return StatusWrites([], list(facts.status))
+            return StatusWrites(
+                [queue_status], [k for k in facts.status.stored if k != QUEUE_STATUS]
+            )
+        return StatusWrites([], list(facts.status.stored))
     return StatusWrites(items, deletes)
 
 
 def share_facts(facts: RunFacts, name: str) -> ShareFacts:
     """What the run knows about one share, for its status item (domain/share_status.py)."""
-    key = share_status_key(name)
-    previous = facts.status.get(key)
+    previous = facts.status.share(name)
     contacts = (
         facts.owner_contacts.get(name)
         if facts.owner_contacts is not None
-        else ShareStatus.parse(key, previous).ownerContacts
+        else previous.ownerContacts
     )
     return ShareFacts(
         queue=facts.queue,
@@ -276,5 +265,5 @@ def share_facts(facts: RunFacts, name: str) -> ShareFacts:
         describe=facts.describe,
         share_tags=facts.share_tags,
         owner_contacts=contacts or (),
-        created_unseen=share_resource(name) in facts.queue_status.unsettled,
+        created_unseen=share_resource(name) in facts.status.queue.unsettled,
     )

@@ -26,7 +26,8 @@ class ShareFacts:
 
     queue: str
     stamp: str
-    previous: Mapping[str, Any] | None
+    # Its status as the run read it (nothing set when there was none).
+    previous: ShareStatus
     config: Mapping[str, Any] | None
     applied: Sequence[Action]
     stopped_at: Action | None
@@ -51,7 +52,7 @@ def share_status(
 ) -> dict[str, Any] | None:
     """The share's status item."""
     key = share_status_key(name)
-    previous = ShareStatus.parse(key, facts.previous)
+    previous = facts.previous
     config = facts.config
     gen = generation(config)
     current = observed.shares.get(name)

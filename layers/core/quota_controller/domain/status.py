@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quota_controller.domain.status_records import QUEUE_STATUS as QUEUE_STATUS
-from quota_controller.domain.status_records import StoredCondition, well_formed
+from quota_controller.domain.status_records import (
+    QueueStatus,
+    ShareStatus,
+    StoredCondition,
+    well_formed,
+)
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     PARTITION_KEY,
@@ -24,6 +29,7 @@ from quota_controller.domain.table_keys import (
 )
 
 STATUS_PREFIX = "STATUS#"
+SHARE_STATUS_PREFIX = f"{STATUS_PREFIX}SHARE#"
 CHANGE_PREFIX = "CHANGE#"
 LEASE_ITEM = "LOCK#RECONCILE"
 # Room for clock skew between two functions on top of a lease's own length.
@@ -46,7 +52,7 @@ _VOLATILE = ("updatedAt",)
 
 def share_status_key(name: str) -> str:
     """The sort key of a share's status item."""
-    return f"{STATUS_PREFIX}SHARE#{name}"
+    return f"{SHARE_STATUS_PREFIX}{name}"
 
 
 def generation(item: Mapping[str, Any] | None) -> str | None:
@@ -72,15 +78,50 @@ class Condition:
     message: str = ""
 
 
-def status_items(items: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A queue partition's status items by sort key, each `well_formed`: the controller's
-    last applied state as every decision reads it (the reconcile, `quotactl plan`, the
-    demo's preview), so an item edited by hand is read the same way by all of them."""
-    return {
+def _empty_queue_status() -> QueueStatus:
+    return QueueStatus.parse(None)
+
+
+@dataclass(frozen=True)
+class StatusSnapshot:
+    """A queue partition's status items as one read found them (`read_status`): what every
+    decision reads (the reconcile, `quotactl plan`, the demo's preview), so an item edited by
+    hand is read the same way by all of them. Each item is parsed once, when read: the queue's
+    status and each share's, as typed records. `stored` keeps every status item as read
+    (well-formed), by sort key: what a write is compared with, and what a run may delete."""
+
+    stored: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    queue: QueueStatus = field(default_factory=_empty_queue_status)
+    # By share name.
+    shares: Mapping[str, ShareStatus] = field(default_factory=dict)
+
+    @property
+    def has_queue(self) -> bool:
+        """True when a queue status item is stored."""
+        return QUEUE_STATUS in self.stored
+
+    def share(self, name: str) -> ShareStatus:
+        """The share's status (nothing set when none is stored)."""
+        found = self.shares.get(name)
+        return found if found is not None else ShareStatus.parse(share_status_key(name), None)
+
+
+def read_status(items: Iterable[Mapping[str, Any]]) -> StatusSnapshot:
+    """The status among a queue partition's items (config and others are left out)."""
+    stored = {
         str(i[SORT_KEY]): well_formed(i)
         for i in items
         if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
     }
+    return StatusSnapshot(
+        stored,
+        QueueStatus.parse(stored.get(QUEUE_STATUS)),
+        {
+            key[len(SHARE_STATUS_PREFIX) :]: ShareStatus.parse(key, item)
+            for key, item in stored.items()
+            if key.startswith(SHARE_STATUS_PREFIX)
+        },
+    )
 
 
 def conditions(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from quota_controller.domain.status import QUEUE_STATUS, STATUS_PREFIX, generation
+from quota_controller.domain.status import QUEUE_STATUS, SHARE_STATUS_PREFIX, generation
 from quota_controller.domain.status_records import QueueStatus, ShareStatus, StoredCondition
 from quota_controller.domain.table_keys import (
     QUEUE_ITEM,
@@ -14,8 +14,6 @@ from quota_controller.domain.table_keys import (
     config_items,
     plain,
 )
-
-_SHARE_STATUS = STATUS_PREFIX + "SHARE#"
 
 
 def _conditions(conds: Sequence[StoredCondition]) -> dict[str, dict[str, Any]]:
@@ -52,10 +50,10 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
         view["windowsInForce"] = list(queue_status.windowsInForce or [])
         view["nextWindowEdge"] = queue_status.nextWindowEdge
     names = {k[len(SHARE_PREFIX) :] for k in by_key if k.startswith(SHARE_PREFIX)}
-    names |= {k[len(_SHARE_STATUS) :] for k in by_key if k.startswith(_SHARE_STATUS)}
+    names |= {k[len(SHARE_STATUS_PREFIX) :] for k in by_key if k.startswith(SHARE_STATUS_PREFIX)}
     for name in sorted(names):
-        stored_share = by_key.get(_SHARE_STATUS + name)
-        status = ShareStatus.parse(_SHARE_STATUS + name, stored_share)
+        stored_share = by_key.get(SHARE_STATUS_PREFIX + name)
+        status = ShareStatus.parse(SHARE_STATUS_PREFIX + name, stored_share)
         config = by_key.get(SHARE_PREFIX + name)
         view["shares"][name] = {
             "configured": config is not None,

@@ -15,9 +15,9 @@ attribution, which needs the layout in force but no plan.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from quota_controller.domain.config.items import AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
@@ -26,6 +26,7 @@ from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Desired, Plan
 from quota_controller.domain.planner import plan
+from quota_controller.domain.status import StatusSnapshot
 from quota_controller.ports import BatchGateway
 from quota_controller.services.guard import guard_plan
 
@@ -50,7 +51,7 @@ class Decision:
 def decide(
     queue: str,
     report: ValidationReport | None,
-    status: Mapping[str, Mapping[str, Any]],
+    status: StatusSnapshot,
     batch: BatchGateway,
     *,
     assembled: AssembledDocument | None = None,
@@ -63,7 +64,7 @@ def decide(
     """Decide what the reconciler does for `queue`.
 
     `report` is the validated document (None: the queue's config is gone, a teardown);
-    `status` maps status sort keys to items (what the controller last applied). Batch is read
+    `status` is what the controller last applied (the status items as read). Batch is read
     through `batch`: the resources the desired state names (unless `observed` is given, as the
     early warning does to plan an edge against the Batch it already read), the tags of the
     `read_share_tags` shares (the resync saw them drift: the plan puts the document's back

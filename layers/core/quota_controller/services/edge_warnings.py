@@ -11,9 +11,8 @@ own alert.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
 
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.items import AssembledDocument, validate_layout_at
@@ -23,6 +22,7 @@ from quota_controller.domain.plan_records import Action, Desired, Plan
 from quota_controller.domain.planner import plan
 from quota_controller.domain.recent_writes import params_digest, write_key
 from quota_controller.domain.scheduled_warning import edges_to_warn, scheduled_risk_alerts
+from quota_controller.domain.status import StatusSnapshot
 from quota_controller.ports import BatchGateway
 from quota_controller.services.decision import decide
 
@@ -36,7 +36,7 @@ def edge_warnings(
     queue: str,
     assembled: AssembledDocument,
     report: ValidationReport,
-    status: Mapping[str, Mapping[str, Any]],
+    status: StatusSnapshot,
     observed: ObservedState,
     desired_now: Desired,
     batch: BatchGateway,

@@ -40,8 +40,7 @@ from quota_controller.domain.run_outcome import (
 )
 from quota_controller.domain.run_status import RunFacts, rejected_status, status_writes
 from quota_controller.domain.service_limits import fitted_item
-from quota_controller.domain.status import QUEUE_STATUS, differs, status_items
-from quota_controller.domain.status_records import QueueStatus
+from quota_controller.domain.status import differs, read_status
 from quota_controller.domain.table_keys import QUEUE_ITEM, SORT_KEY, config_items
 from quota_controller.domain.window_ends import WindowEnds, window_ends
 from quota_controller.ports import ActionUnsettled, RetryableError
@@ -80,8 +79,8 @@ class ReconcileRun:
         self.result = ReconcileResult(queue, "converged")
         items = deps.store.load_partition(queue)
         self.config = {i[SORT_KEY]: i for i in config_items(items)}
-        self.status = status_items(items)
-        self.queue_status = QueueStatus.parse(self.status.get(QUEUE_STATUS))
+        self.status = read_status(items)
+        self.queue_status = self.status.queue
         # Each problem alerted once while it stands; an alert SNS did not take fails the run
         # after status is written (services/alert_memory.py).
         self.memory = AlertMemory(deps.notifier, self.queue_status)
@@ -128,7 +127,7 @@ class ReconcileRun:
         sync the owners, conclude and write status (each step below)."""
         if superseded(self.chain, self.read_share_tags, self.queue_status):
             return self._skip("superseded")
-        if not self.config and QUEUE_STATUS not in self.status:
+        if not self.config and not self.status.has_queue:
             return self._skip("absent")
         assembled, report = self._validate()
         if report.queue_wide_errors or (self.config and report.settings is None):
@@ -370,7 +369,7 @@ class ReconcileRun:
     def _write(self, items: list[dict[str, Any]], deletes: list[str]) -> None:
         # Fitted before the comparison: an item cut to fit compares equal to its stored self.
         items = [fitted_item(i) for i in items]
-        changed = [i for i in items if differs(self.status.get(i[SORT_KEY]), i)]
+        changed = [i for i in items if differs(self.status.stored.get(i[SORT_KEY]), i)]
         if changed or deletes:
             self.deps.store.write_status(self.queue, changed, deletes)
 
