@@ -463,6 +463,7 @@ class QuotaScheduler:
         announce_at_front: bool = False,
         environment_reduction_preempts: bool = False,
         skip_blocked: bool = True,
+        phase_transitions: bool = True,
     ) -> None:
         """`announce_at_front`: a stuck job's reason is announced (Kind.BLOCKED) when the job is
         at the front of its share, and jobStateTimeLimitActions count the time it spends there
@@ -470,12 +471,18 @@ class QuotaScheduler:
         became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
         below its usage preempts jobs until usage fits; off, nothing new dispatches until it
         does. `skip_blocked=False` re-examines every queue at every pass, blocked or empty
-        (setting them aside changes no outcome, only the work; a test compares the two)."""
+        (setting them aside changes no outcome, only the work; a test compares the two).
+        `phase_transitions=False`: a dispatched job is not taken through SCHEDULED and STARTING
+        (no Kind.PHASE transitions): it holds its capacity as RUNNING from its dispatch and
+        completes when it would have (both phases and its run time later), one timer instead
+        of three. For a caller that accounts a job from dispatch to release (the simulator);
+        every other transition is the same (a test compares the two)."""
         self.phases = phases or Phases()
         self.config = config
         self._announce = announce_at_front
         self._environment_preempts = environment_reduction_preempts
         self._skip_blocked = skip_blocked
+        self._phase_transitions = phase_transitions
         # announce_at_front: stuck RUNNABLE jobs per share, and shares whose front may have moved.
         self._stuck: dict[str, dict[str, _Job]] = {}
         self._front_dirty: set[str] = set()
@@ -1027,7 +1034,16 @@ class QuotaScheduler:
             self._hold(job, +1)
         else:
             self._hold_unit(job, job.slot, job.count, +1)
-        if status == SCHEDULED:
+        if not self._phase_transitions:
+            # The phases' ends summed as their timers would (float sums depend on the order).
+            due = now
+            if status == SCHEDULED:
+                due += self.phases.scheduled_seconds
+            if status != RUNNING:
+                due += self.phases.starting_seconds
+            job.status = RUNNING
+            due += job.run_seconds
+        elif status == SCHEDULED:
             due = now + self.phases.scheduled_seconds
         elif status == STARTING:
             due = now + self.phases.starting_seconds
@@ -1300,7 +1316,7 @@ class QuotaScheduler:
         self._start_active(job, SCHEDULED, now)
         self._out.append(
             _transition(
-                Transition, (job.job_id, Kind.DISPATCH, now, RUNNABLE, SCHEDULED, None, None)
+                Transition, (job.job_id, Kind.DISPATCH, now, RUNNABLE, job.status, None, None)
             )
         )
 
