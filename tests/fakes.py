@@ -1,6 +1,8 @@
 """In-memory fakes of the reconcile and alert ports (`quota_controller.ports`), shared by every
 test that runs a service without moto: FakeStore (ConfigStore), FakeBatch (BatchGateway),
-FakeNotifier (Notifier) and FakeClock (Clock).
+FakeNotifier (Notifier), FakeClock (Clock), FakeSubscriptions (Subscriptions), and for the
+alert function and the usage metrics FakeAlertReader (AlertReader), FakeClaims (Claims) and
+FakeUsageReader (UsageReader).
 
 Each keeps the semantics of the adapter it stands for, so a service behaves on them as on AWS:
 
@@ -68,7 +70,16 @@ from quota_controller.ports import (
 )
 
 if TYPE_CHECKING:
-    from quota_controller.ports import BatchGateway, Clock, ConfigStore, Notifier, Subscriptions
+    from quota_controller.ports import (
+        AlertReader,
+        BatchGateway,
+        Claims,
+        Clock,
+        ConfigStore,
+        Notifier,
+        Subscriptions,
+        UsageReader,
+    )
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -1140,6 +1151,90 @@ class FakeBatch:
         }
 
 
+# -- Alert reader, idempotency claims, usage reader -------------------------------------------
+
+
+def _answer(value: Any) -> dict[str, Any] | None:
+    """A read's answer: a dict (copied: the service must not change the fake's state), or a
+    builder (anything with `build()`), built at each read so a test may change it between."""
+    if value is None:
+        return None
+    built = value.build() if hasattr(value, "build") else value
+    return copy.deepcopy(dict(built))
+
+
+class FakeAlertReader:
+    """The alert function's reads (AlertReader): DescribeServiceJob answers by job ID and
+    GetJobQueueSnapshot answers by queue, dicts or builders; jobs in `failing` are throttled
+    (RetryableError, as the adapter raises after botocore's retries)."""
+
+    def __init__(
+        self,
+        jobs: Mapping[str, Any] | None = None,
+        snapshots: Mapping[str, Any] | None = None,
+        failing: Iterable[str] = (),
+    ) -> None:
+        self.jobs: dict[str, Any] = dict(jobs or {})
+        self.snapshots: dict[str, Any] = dict(snapshots or {})
+        self.failing = set(failing)
+
+    def describe_job(self, job_id: str) -> dict[str, Any] | None:
+        if job_id in self.failing:
+            raise RetryableError(f"DescribeServiceJob {job_id}: ThrottlingException")
+        return _answer(self.jobs.get(job_id))
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        return _answer(self.snapshots.get(queue))
+
+
+class FakeClaims:
+    """The idempotency table (Claims): a key is claimed (in progress), then confirmed (done)
+    or released; confirming or releasing a key that is not in progress is a bug in the caller,
+    as Powertools' Idempotency would have no record to update."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, str] = {}
+
+    def claim(self, key: str) -> bool:
+        if key in self.state:
+            return False
+        self.state[key] = "in-progress"
+        return True
+
+    def confirm(self, key: str) -> None:
+        assert self.state.get(key) == "in-progress", key
+        self.state[key] = "done"
+
+    def release(self, key: str) -> None:
+        assert self.state.get(key) == "in-progress", key
+        del self.state[key]
+
+
+class FakeUsageReader:
+    """The usage metrics' reads (UsageReader): ListQuotaShares and GetJobQueueSnapshot answers
+    by queue; an exception as an answer is raised (a refused or failed read)."""
+
+    def __init__(
+        self,
+        listed: Mapping[str, list[dict[str, Any]] | Exception | None],
+        snapshots: Mapping[str, dict[str, Any] | Exception | None],
+    ) -> None:
+        self.listed = dict(listed)
+        self.snapshots = dict(snapshots)
+
+    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
+        answer = self.listed[queue]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def snapshot(self, queue: str) -> dict[str, Any] | None:
+        answer = self.snapshots[queue]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
 if TYPE_CHECKING:
     # Each fake satisfies its port (checked by mypy, structurally).
     _store: ConfigStore = FakeStore()
@@ -1147,3 +1242,6 @@ if TYPE_CHECKING:
     _notifier: Notifier = FakeNotifier()
     _clock: Clock = FakeClock()
     _subscriptions: Subscriptions = FakeSubscriptions()
+    _alert_reader: AlertReader = FakeAlertReader()
+    _claims: Claims = FakeClaims()
+    _usage_reader: UsageReader = FakeUsageReader({}, {})

@@ -27,7 +27,7 @@ from alert_builders import (
     state_change,
 )
 from builders import DocBuilder, g5, guide_layout
-from fakes import FakeBatch, FakeClock, FakeNotifier, FakeStore
+from fakes import FakeAlertReader, FakeBatch, FakeClaims, FakeClock, FakeNotifier, FakeStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from planner_builders import converged, desired
@@ -390,37 +390,6 @@ def describe_answer(stage: str) -> dict[str, Any]:
     return job.build()
 
 
-class FakeReader:
-    def __init__(self) -> None:
-        self.answer: dict[str, Any] | None = None
-
-    def describe_job(self, job_id: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.answer) if job_id == JOB else None
-
-    def snapshot(self, queue: str) -> dict[str, Any] | None:
-        return None
-
-
-class FakeClaims:
-    """The idempotency table: a key is claimed (in progress), then confirmed or released."""
-
-    def __init__(self) -> None:
-        self.keys: dict[str, str] = {}
-
-    def claim(self, key: str) -> bool:
-        if key in self.keys:
-            return False
-        self.keys[key] = "in-progress"
-        return True
-
-    def confirm(self, key: str) -> None:
-        assert self.keys.get(key) == "in-progress"
-        self.keys[key] = "done"
-
-    def release(self, key: str) -> None:
-        self.keys.pop(key, None)
-
-
 def sqs_batch(bodies: Sequence[Mapping[str, Any]], offset: int) -> dict[str, Any]:
     return {
         "Records": [
@@ -442,12 +411,12 @@ def sqs_batch(bodies: Sequence[Mapping[str, Any]], offset: int) -> dict[str, Any
 @given(deliveries(preemption_events))
 def test_one_preemption_gives_one_alert_however_its_events_arrive(delivery: Delivery) -> None:
     store = FakeStore(document_to_items(guide_layout().build()))
-    reader = FakeReader()
+    reader = FakeAlertReader()
     notifier = FakeNotifier()
     deps = AlertDeps(reader=reader, store=store, notifier=notifier, claims=FakeClaims())
     sent = 0
     for batch, stage in zip(delivery.batches, delivery.described, strict=True):
-        reader.answer = describe_answer(stage)
+        reader.jobs[JOB] = describe_answer(stage)
         response, outcome = handle_alert_batch(sqs_batch(batch, sent), deps)
         sent += len(batch)
         assert response == {"batchItemFailures": []}
@@ -469,8 +438,7 @@ def test_one_preemption_gives_one_alert_however_its_events_arrive(delivery: Deli
 @pytest.mark.parametrize("final", ["RUNNABLE", "FAILED"])
 def test_every_event_of_one_preemption_in_one_batch_gives_one_alert(final: str) -> None:
     store = FakeStore(document_to_items(guide_layout().build()))
-    reader = FakeReader()
-    reader.answer = describe_answer("failed" if final == "FAILED" else "requeued")
+    reader = FakeAlertReader({JOB: describe_answer("failed" if final == "FAILED" else "requeued")})
     notifier = FakeNotifier()
     deps = AlertDeps(reader=reader, store=store, notifier=notifier, claims=FakeClaims())
     events = preemption_events(final)

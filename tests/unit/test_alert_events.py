@@ -40,7 +40,7 @@ from alert_builders import (
     state_change,
 )
 from builders import g5, guide_layout
-from fakes import FakeNotifier, FakeStore
+from fakes import FakeAlertReader, FakeClaims, FakeNotifier, FakeStore
 from moto import mock_aws
 
 from quota_controller.adapters.idempotency_claims import IdempotencyClaims
@@ -53,51 +53,6 @@ from quota_controller.services.alert_events import (
 )
 
 SAMPLES = Path(__file__).resolve().parents[2] / "events" / "alert"
-
-
-class FakeReader:
-    """DescribeServiceJob and GetJobQueueSnapshot from dicts; `failing` jobs raise throttling."""
-
-    def __init__(
-        self,
-        jobs: Mapping[str, JobBuilder | None],
-        snapshots: Mapping[str, Any] | None = None,
-        failing: Iterable[str] = (),
-    ):
-        self.jobs = dict(jobs)
-        self.snapshots = dict(snapshots or {})
-        self.failing = set(failing)
-
-    def describe_job(self, job_id: str) -> dict[str, Any] | None:
-        if job_id in self.failing:
-            raise RetryableError(f"DescribeServiceJob {job_id}: ThrottlingException")
-        job = self.jobs.get(job_id)
-        return job.build() if job else None
-
-    def snapshot(self, queue: str) -> dict[str, Any] | None:
-        snap = self.snapshots.get(queue)
-        return snap.build() if snap else None
-
-
-class FakeClaims:
-    """The idempotency table: key -> "in-progress" | "done"."""
-
-    def __init__(self) -> None:
-        self.state: dict[str, str] = {}
-
-    def claim(self, key: str) -> bool:
-        if key in self.state:
-            return False
-        self.state[key] = "in-progress"
-        return True
-
-    def confirm(self, key: str) -> None:
-        assert self.state.get(key) == "in-progress", key
-        self.state[key] = "done"
-
-    def release(self, key: str) -> None:
-        assert self.state.get(key) == "in-progress", key
-        del self.state[key]
 
 
 def jobs(*ids: str, share: str = "team-a") -> dict[str, JobBuilder | None]:
@@ -118,7 +73,7 @@ def deps(
     for record in changes:
         store.put({**record.build(), "queue": QUEUE})
     return AlertDeps(
-        reader=FakeReader(reader_jobs, snapshots, failing),
+        reader=FakeAlertReader(reader_jobs, snapshots, failing),
         store=store,
         notifier=notifier or FakeNotifier(),
         claims=FakeClaims(),
@@ -385,7 +340,7 @@ def test_enrichment_failure_fails_only_that_record() -> None:
     assert sorted(failures) == sorted(e.event_id for e in team_b)
     assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
 
-    assert isinstance(d.reader, FakeReader)
+    assert isinstance(d.reader, FakeAlertReader)
     d.reader.failing.clear()
     failures, _ = handle(*team_b, using=d)
     assert failures == []
@@ -642,7 +597,8 @@ def test_a_preemption_before_the_job_has_a_training_job_is_alerted_once() -> Non
     d = deps({J: scheduled})
 
     handle(started(J).status("SCHEDULED"), using=d)  # described while still SCHEDULED
-    d.reader.jobs[J] = preempted  # type: ignore[attr-defined]
+    assert isinstance(d.reader, FakeAlertReader)
+    d.reader.jobs[J] = preempted
     done = completed(J).set(preemptionSummary=summary)
     handle(done, state_change(J).latest(None).set(preemptionSummary=summary), using=d)
 
@@ -714,7 +670,7 @@ def test_a_second_preemption_is_not_a_duplicate_of_the_first(newest_first: bool)
         completed(J).history(2, newest_first=newest_first).id("completed-2"),
         state_change(J).history(2, newest_first=newest_first).id("state-change-2"),
     ]
-    assert isinstance(d.reader, FakeReader)
+    assert isinstance(d.reader, FakeAlertReader)
     d.reader.jobs[J] = described(J).history(2, newest_first=newest_first).status("RUNNABLE")
     failures, outcome = handle(*second, using=d)
     assert failures == []

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fakes import FakeUsageReader
 
 from quota_controller.services.usage_metrics import publish_share_usage, share_usage_metrics
 
@@ -168,35 +169,13 @@ def test_each_metric_is_an_emf_document_of_three_dimensions() -> None:
 # -- the service the resync calls -----------------------------------------------------------------
 
 
-class FakeReader:
-    def __init__(
-        self,
-        listed: dict[str, list[dict[str, Any]] | Exception | None],
-        snapshots: dict[str, dict[str, Any] | Exception | None],
-    ):
-        self.listed = listed
-        self.snapshots = snapshots
-
-    def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
-        answer = self.listed[queue]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    def snapshot(self, queue: str) -> dict[str, Any] | None:
-        answer = self.snapshots[queue]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-
 class FixedClock:
     def now(self) -> datetime:
         return NOW
 
 
 def test_the_service_publishes_each_queue_and_reports_the_rest() -> None:
-    reader = FakeReader(
+    reader = FakeUsageReader(
         {
             "ml-training": GUIDE,
             "gone": None,
@@ -231,7 +210,7 @@ def test_the_service_publishes_each_queue_and_reports_the_rest() -> None:
 
 
 def test_queues_are_skipped_once_the_run_has_no_time_left() -> None:
-    reader = FakeReader(
+    reader = FakeUsageReader(
         {"ml-training": GUIDE, "second": GUIDE},
         {
             "ml-training": SnapshotBuilder().uses("team-a", ml_g5_xlarge=1).build(),
