@@ -47,7 +47,9 @@ class _Batch(FakeBatch):
 
 
 def _wait(exc: ActionUnsettled) -> Wait:
-    return Wait(exc.action.resource, f"{exc.action.summary}: read again", exc.action.share)
+    return Wait(
+        "settling", exc.action.resource, f"{exc.action.summary}: read again", exc.action.share
+    )
 
 
 @pytest.mark.parametrize(

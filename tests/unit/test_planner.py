@@ -189,6 +189,25 @@ def test_resources_are_created_in_dependency_order(
     assert the_plan.conflicts == []
 
 
+def test_each_wait_says_why_it_waits() -> None:
+    # Creation from an empty account: the environment's create made, the queue and the
+    # shares waiting for what they need first.
+    kinds = {(w.resource, w.kind) for w in plan_for(desired(guide()), observed()).waits}
+    assert kinds == {
+        (f"service environment {ENV}", "creation"),
+        (f"job queue {QUEUE}", "dependency"),
+        *((f"quota share {s}", "dependency") for s in SHARES),
+    }
+    creating = observed().policy().env(status="CREATING", **g5(3))
+    assert [w.kind for w in plan_for(desired(guide()), creating).waits][0] == "transition"
+    updating = converged(guide()).edit_share("team-a", status="UPDATING")
+    assert [(w.kind, w.share) for w in plan_for(desired(guide()), updating).waits] == [
+        ("transition", "team-a")
+    ]
+    removed = desired(guide(drop=("team-c",)))
+    assert [w.kind for w in plan_for(removed, converged(guide())).waits] == ["disable"]
+
+
 @pytest.mark.parametrize(
     ("doc", "have", "operation", "expected"),
     [

@@ -151,5 +151,6 @@ def test_a_refused_create_no_read_shows_waits_until_the_settle_time_has_passed(
     assert (wait is not None) is waits
     if wait is not None:
         assert wait.share == "team-a"
+        assert wait.kind == "settling"
         assert wait.text.startswith("quota share team-a create team-a: Batch refused it")
         assert "(already exists)" in wait.text

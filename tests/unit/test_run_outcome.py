@@ -170,7 +170,7 @@ def test_nothing_is_approved_unless_block_names_exactly_the_held_change(
 
 # -- outcome and requeue -------------------------------------------------------------------------
 
-_WAIT = Wait(SHARE_ARN, "quota share team-a is UPDATING", "team-a")
+_WAIT = Wait("transition", SHARE_ARN, "quota share team-a is UPDATING", "team-a")
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ def test_a_converged_run_writes_the_queue_and_one_item_per_share() -> None:
 
 
 def test_a_share_s_wait_is_listed_by_the_queue_and_keeps_only_that_share_unapplied() -> None:
-    wait = Wait(share_arn("team-a"), "quota share team-a is UPDATING", "team-a")
+    wait = Wait("transition", share_arn("team-a"), "quota share team-a is UPDATING", "team-a")
     writes = status_writes(
         _facts(),
         desired(guide_layout()),

@@ -75,6 +75,7 @@ def defer_loosening(decided: Sequence[GuardedAction]) -> tuple[list[GuardedActio
         if g.applies and not g.action.is_reduction and g.action.operation in _LOOSENING:
             waits.append(
                 Wait(
+                    "order",
                     g.action.resource,
                     f"{g.action.resource} waits: {g.action.summary}, once this run's "
                     "reductions are applied",

@@ -31,7 +31,9 @@ def tightening_first(
     ]
     if not clamped:
         return target  # every unit replaced: nothing to lower first
-    out.wait_for(resource, "waits: its raised limits follow once the lowered are applied", share)
+    out.wait_for(
+        "order", resource, "waits: its raised limits follow once the lowered are applied", share
+    )
     return clamped
 
 

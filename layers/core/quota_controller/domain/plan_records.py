@@ -93,12 +93,25 @@ class Action:
         return bool(self.reductions)
 
 
+# Why a resource waits: its status is transitional (`transition`); its create is made and
+# reads do not show it yet (`creation`); it must be disabled (`disable`) or deleted first, or
+# wait for another resource's deletion (`deletion`); it needs another resource first
+# (`dependency`); a request of its own must come after another of this plan, lowered limits
+# before raised ones, reductions before loosening (`order`); a write Batch refused or made
+# recently that reads do not show yet (`settling`).
+WaitKind = Literal[
+    "transition", "creation", "disable", "deletion", "dependency", "order", "settling"
+]
+
+
 @dataclass(frozen=True)
 class Wait:
-    """Something the plan cannot do yet (a later reconcile goes on from there): the resource
-    that waits, as actions name it ("quota share team-a", "job queue q"), the share it
-    concerns (None: a queue-level resource), and the line status and the CLI show."""
+    """Something the plan cannot do yet (a later reconcile goes on from there): why it waits
+    (`kind`), the resource that waits, as actions name it ("quota share team-a", "job queue
+    q"), the line status and the CLI show, and the share it concerns (None: a queue-level
+    resource)."""
 
+    kind: WaitKind
     resource: str
     text: str
     share: str | None = None
@@ -115,9 +128,9 @@ class Plan:
     waits: list[Wait] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
 
-    def wait_for(self, resource: str, why: str, share: str | None = None) -> None:
+    def wait_for(self, kind: WaitKind, resource: str, why: str, share: str | None = None) -> None:
         """Add the wait "<resource> <why>"."""
-        self.waits.append(Wait(resource, f"{resource} {why}", share))
+        self.waits.append(Wait(kind, resource, f"{resource} {why}", share))
 
     @property
     def wait_texts(self) -> list[str]:

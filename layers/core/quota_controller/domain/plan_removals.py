@@ -17,7 +17,9 @@ def remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
     """A removed share: disable it, then delete it once disabled (waiting while it changes)."""
     name = current.quotaShareName
     if current.transitional:
-        out.wait_for(share_resource(name), f"is {current.status} (being removed)", share=name)
+        out.wait_for(
+            "transition", share_resource(name), f"is {current.status} (being removed)", share=name
+        )
         return
     if current.state != "DISABLED":
         out.actions.append(
@@ -30,7 +32,9 @@ def remove_share(current: ObservedShare, force: bool, out: Plan) -> None:
                 reductions=(Reduction("disabled", name, None, None, None),),
             )
         )
-        out.wait_for(share_resource(name), "to be disabled before it is deleted", share=name)
+        out.wait_for(
+            "disable", share_resource(name), "to be disabled before it is deleted", share=name
+        )
         return
     out.actions.append(
         Action(
@@ -78,7 +82,9 @@ def retire_replaced(desired: Desired, observed: ObservedState, out: Plan) -> Non
 def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
     name = env.serviceEnvironmentName
     if env.transitional:
-        out.wait_for(f"service environment {name}", f"is {env.status} (being removed)")
+        out.wait_for(
+            "transition", f"service environment {name}", f"is {env.status} (being removed)"
+        )
     elif env.state != "DISABLED":
         out.actions.append(
             Action(
@@ -88,7 +94,9 @@ def _retire_environment(env: ObservedEnvironment, out: Plan) -> None:
                 f"disable service environment {name} before deleting it",
             )
         )
-        out.wait_for(f"service environment {name}", "to be disabled before it is deleted")
+        out.wait_for(
+            "disable", f"service environment {name}", "to be disabled before it is deleted"
+        )
     else:
         out.actions.append(
             Action(
@@ -113,10 +121,12 @@ def teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
             )
             return
         if observed.shares:
-            out.wait_for(f"job queue {queue.jobQueueName}", "waits for its shares to be deleted")
+            out.wait_for(
+                "deletion", f"job queue {queue.jobQueueName}", "waits for its shares to be deleted"
+            )
             return
         if queue.transitional:
-            out.wait_for(f"job queue {queue.jobQueueName}", f"is {queue.status}")
+            out.wait_for("transition", f"job queue {queue.jobQueueName}", f"is {queue.status}")
         elif queue.state != "DISABLED":
             out.actions.append(
                 Action(
@@ -126,7 +136,7 @@ def teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                     f"disable job queue {queue.jobQueueName} before deleting it",
                 )
             )
-            out.wait_for(f"job queue {queue.jobQueueName}", "to be disabled")
+            out.wait_for("disable", f"job queue {queue.jobQueueName}", "to be disabled")
         else:
             out.actions.append(
                 Action(
@@ -137,7 +147,7 @@ def teardown(desired: Desired, observed: ObservedState, out: Plan) -> None:
                     deletes_queue=True,
                 )
             )
-            out.wait_for(f"job queue {queue.jobQueueName}", "to be deleted")
+            out.wait_for("deletion", f"job queue {queue.jobQueueName}", "to be deleted")
         return
     for name, policy in sorted(observed.policies.items()):
         if policy.tags.get(OWNER_TAG) == desired.queue:

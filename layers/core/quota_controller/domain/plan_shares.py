@@ -53,10 +53,14 @@ def share_step(
         if current is None:
             if not queue_ready:
                 out.wait_for(
-                    share_resource(name), f"waits for job queue {desired.queue}", share=name
+                    "dependency",
+                    share_resource(name),
+                    f"waits for job queue {desired.queue}",
+                    share=name,
                 )
             elif free <= 0:
                 out.wait_for(
+                    "deletion",
                     share_resource(name),
                     "waits for a removed share to be deleted (a job queue holds at most "
                     f"{MAX_QUOTA_SHARES} quota shares)",
@@ -65,10 +69,10 @@ def share_step(
             else:
                 free -= 1
                 out.actions.append(_create_share(spec, desired.queue, queue_arn))
-                out.wait_for(share_resource(name), "to be created", share=name)
+                out.wait_for("creation", share_resource(name), "to be created", share=name)
             continue
         if current.transitional:
-            out.wait_for(share_resource(name), f"is {current.status}", share=name)
+            out.wait_for("transition", share_resource(name), f"is {current.status}", share=name)
             continue
         update = _update_share(spec, current, out)
         if update is not None:

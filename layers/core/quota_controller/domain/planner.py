@@ -116,7 +116,7 @@ def _environment(
                 f"({limits_text(desired_limits)})",
             )
         )
-        out.wait_for(f"service environment {name}", "to be created")
+        out.wait_for("creation", f"service environment {name}", "to be created")
         return None
     if owned_elsewhere(
         env.tags,
@@ -135,7 +135,7 @@ def _environment(
         )
         return None
     if env.transitional:
-        out.wait_for(f"service environment {name}", f"is {env.status}")
+        out.wait_for("transition", f"service environment {name}", f"is {env.status}")
         return env
     params: dict[str, Any] = {}
     reductions = tuple(limit_reductions(None, env.limits(), desired_limits))
@@ -187,7 +187,9 @@ def _queue(
     env_ready = env is not None and env.status == "VALID" and not env_updating
     if current is None or current.status == "DELETED":
         if not env_ready or env is None:
-            out.wait_for(f"job queue {queue}", "waits for its service environment to be VALID")
+            out.wait_for(
+                "dependency", f"job queue {queue}", "waits for its service environment to be VALID"
+            )
             return False
         params: dict[str, Any] = {
             "jobQueueName": queue,
@@ -205,7 +207,7 @@ def _queue(
         out.actions.append(
             Action("CreateJobQueue", params, f"job queue {queue}", "create the job queue")
         )
-        out.wait_for(f"job queue {queue}", "to be created")
+        out.wait_for("creation", f"job queue {queue}", "to be created")
         return False
     if not_adopted(current.tags, queue, spec.adopt, f"job queue {queue}", "jobQueue", out):
         return False
@@ -216,7 +218,7 @@ def _queue(
         )
         return False
     if current.transitional:
-        out.wait_for(f"job queue {queue}", f"is {current.status}")
+        out.wait_for("transition", f"job queue {queue}", f"is {current.status}")
         return False
     params = {}
     changes: list[str] = []
@@ -249,7 +251,7 @@ def _queue(
         return False
     if current.schedulingPolicyArn != policy_arn:
         if observed.policy is None or observed.policy.arn != policy_arn:
-            out.wait_for(f"job queue {queue}", "waits for its new scheduling policy")
+            out.wait_for("dependency", f"job queue {queue}", "waits for its new scheduling policy")
         else:
             params["schedulingPolicyArn"] = policy_arn
             changes.append(f"scheduling policy -> {settings.scheduling_policy_name}")
@@ -265,7 +267,9 @@ def _queue(
             old = observed.environment_by_arn(attached[0])
             switched = limit_reductions(None, old.limits() if old else {}, env.limits())
         else:
-            out.wait_for(f"job queue {queue}", "waits for its new service environment")
+            out.wait_for(
+                "dependency", f"job queue {queue}", "waits for its new service environment"
+            )
     if params:
         out.actions.append(
             Action(

@@ -82,6 +82,7 @@ def drop_repeated_writes(the_plan: Plan, recent: RecentWrites) -> None:
         where = f"quota share {action.share} " if action.share else ""
         the_plan.waits.append(
             Wait(
+                "settling",
                 action.resource,
                 f"{where}{action.summary}: made at {done['at']}, reads do not show it yet",
                 action.share,
@@ -122,6 +123,7 @@ def unsettled_wait(
     where = f"quota share {action.share} " if action.share else ""
     return (
         Wait(
+            "settling",
             action.resource,
             f"{where}{action.summary}: Batch refused it ({refusal}) and no read shows it yet "
             "(an earlier attempt may have made it); read again with the next attempt",
