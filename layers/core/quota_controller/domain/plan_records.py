@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from quota_controller.domain.config.model import QueueSettings, QuotaShareSpec
+from quota_controller.domain.reductions import Reduction as Reduction
+from quota_controller.domain.reductions import ReductionKind as ReductionKind
+from quota_controller.domain.reductions import pct as pct
 from quota_controller.domain.status_records import HeldChange
-
-ReductionKind = Literal[
-    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted"
-]
 
 
 @dataclass(frozen=True)
@@ -28,48 +27,10 @@ class Scope:
         return f"arn:{self.partition}:batch:{self.region}:{self.account}:{resource}"
 
 
-@dataclass(frozen=True)
-class Reduction:
-    """A change that can make running jobs preemptible (share None: the environment)."""
-
-    kind: ReductionKind
-    share: str | None
-    unit: str | None
-    before: int | None
-    after: int | None
-
-    def describe(self) -> str:
-        """One line for status, alerts and the CLI."""
-        who = f"share {self.share}" if self.share else "the service environment"
-        if self.kind == "deleted" and not self.share:
-            return "the job queue: deleted (its jobs are terminated)"
-        if self.kind == "limit":
-            return f"{who}: {self.unit} {self.before} -> {self.after}"
-        if self.kind == "unit-removed":
-            return f"{who}: {self.unit} removed (was {self.before})"
-        if self.kind == "borrow":
-            return f"{who}: borrow limit {pct(self.before)} -> {pct(self.after)}"
-        if self.kind == "strategy":
-            return f"{who}: stops borrowing (strategy no longer LEND_AND_BORROW)"
-        if self.kind == "lending" and self.unit:
-            return (
-                f"{who}: lends less {self.unit} ({self.before} -> {self.after} lendable: "
-                "capacity other shares borrowed from it is reclaimed)"
-            )
-        if self.kind == "lending":
-            return f"{who}: stops lending (strategy RESERVE)"
-        return f"{who}: {self.kind}"
-
-
 def share_resource(name: str) -> str:
     """The resource a request on quota share `name` names (`Action.resource`; the key of
     status `unsettled` for its create)."""
     return f"quota share {name}"
-
-
-def pct(value: int | None) -> str:
-    """A borrow limit as a plan line shows it ("unlimited" for -1)."""
-    return "unlimited" if value == -1 else f"{value}%"
 
 
 @dataclass(frozen=True)
