@@ -33,6 +33,7 @@ from quota_controller.domain.alerts.events import (
     JobDetail,
 )
 from quota_controller.domain.change_record import ChangeRecord
+from quota_controller.domain.reductions import Reduction
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -534,19 +535,15 @@ class ChangeBuilder:
             "summary": f"update {'quota share ' + share if share else 'service environment'}",
             "before": {},
             "after": {},
-            "reductions": [],
             "atRisk": [],
             "lendingReduced": [],
             "windowsEnded": [],
         }
-
-    @property
-    def _who(self) -> str:
-        return f"share {self.share}" if self.share else "the service environment"
+        self._reductions: list[Reduction] = []
 
     def lowered(self, unit: str, before: int, after: int) -> Self:
         self._limits(unit, before, after)
-        self.raw["reductions"].append(f"{self._who}: {unit} {before} -> {after}")
+        self._reductions.append(Reduction("limit", self.share, unit, before, after))
         return self
 
     def raised(self, unit: str, before: int, after: int) -> Self:
@@ -557,7 +554,7 @@ class ChangeBuilder:
         """state DISABLED: no new jobs; running jobs may finish (nothing is put at risk)."""
         self.raw["before"]["state"] = "ENABLED"
         self.raw["after"]["state"] = "DISABLED"
-        self.raw["reductions"].append(f"{self._who}: disabled")
+        self._reductions.append(Reduction("disabled", self.share, None, None, None))
         return self
 
     def _limits(self, unit: str, before: int, after: int) -> Self:
@@ -611,7 +608,8 @@ class ChangeBuilder:
             summary=raw["summary"],
             before=raw["before"],
             after=raw["after"],
-            reductions=tuple(raw["reductions"]),
+            reductions=tuple(self._reductions),
+            reduction_lines=tuple(r.describe() for r in self._reductions),
             at_risk=tuple(raw["atRisk"]),
             lending_reduced=tuple(raw["lendingReduced"]),
             windows_ended=tuple(raw["windowsEnded"]),

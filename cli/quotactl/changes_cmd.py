@@ -52,7 +52,7 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
             "operation": c.operation or None,
             "share": c.share,
             "summary": c.summary or None,
-            "reductions": "; ".join(c.reductions) or None,
+            "reductions": "; ".join(c.reduction_lines) or None,
         }
         for c in map(ChangeRecord.from_item, records)
     ]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from quota_controller.domain.change_record import ChangeRecord, resource_kind
+from quota_controller.domain.reductions import Reduction
 
 STORED: dict[str, Any] = {
     "item": "CHANGE#2026-03-16T19:40:00.000Z-00",
@@ -22,6 +23,15 @@ STORED: dict[str, Any] = {
     "before": {"state": "ENABLED"},
     "after": {"state": "DISABLED"},
     "reductions": ["share team-a: disabled"],
+    "reductionDetails": [
+        {
+            "kind": "disabled",
+            "quotaShareName": "team-a",
+            "capacityUnit": None,
+            "before": None,
+            "after": None,
+        }
+    ],
     "atRisk": ["job-a"],
     "lendingReduced": ["ml.g5.xlarge"],
     "windowsEnded": ["loan-to-team-a"],
@@ -56,7 +66,16 @@ def test_the_resource_kind_comes_from_the_operation(operation: str, kind: str | 
         pytest.param(
             {"at": "2026-03-16T19:40:00"}, lambda r: r.applied_at is None, id="at-without-zone"
         ),
-        pytest.param({"reductions": "lowered"}, lambda r: not r.reduces, id="reductions-text"),
+        pytest.param(
+            {"reductions": "lowered", "reductionDetails": "lowered"},
+            lambda r: not r.reduces,
+            id="reductions-text",
+        ),
+        pytest.param(
+            {"reductionDetails": [{"kind": "shrunk"}, "x", {"kind": "limit", "before": "2"}]},
+            lambda r: r.reductions == (Reduction("limit", None, None, 2, None),),
+            id="reduction-details-odd-entries",
+        ),
         pytest.param({"atRisk": {"job-a": 1}}, lambda r: r.at_risk == (), id="at-risk-map"),
         pytest.param({"before": ["x"]}, lambda r: r.before == {}, id="before-list"),
         pytest.param({"quotaShareName": 3}, lambda r: r.share is None, id="share-number"),
@@ -80,3 +99,16 @@ def test_an_old_record_reads_with_what_it_lacks_absent() -> None:
     assert (record.lending_reduced, record.at_risk, record.expires_at) == ((), (), None)
     assert record.windows_ended == ()
     assert ChangeRecord.from_item({}).change_id == ""
+
+
+def test_a_record_older_than_its_reduction_details_still_reduces() -> None:
+    record = ChangeRecord.from_item({k: v for k, v in STORED.items() if k != "reductionDetails"})
+    assert record.reduces
+    assert record.reductions == ()
+    assert record.reduction_lines == ("share team-a: disabled",)
+
+
+def test_the_reductions_are_kept_as_records_beside_their_lines() -> None:
+    record = ChangeRecord.from_item(STORED)
+    assert record.reductions == (Reduction("disabled", "team-a", None, None, None),)
+    assert record.reduction_lines == tuple(r.describe() for r in record.reductions)

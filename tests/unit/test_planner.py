@@ -199,7 +199,7 @@ def test_each_wait_says_why_it_waits() -> None:
         *((f"quota share {s}", "dependency") for s in SHARES),
     }
     creating = observed().policy().env(status="CREATING", **g5(3))
-    assert [w.kind for w in plan_for(desired(guide()), creating).waits][0] == "transition"
+    assert next(w.kind for w in plan_for(desired(guide()), creating).waits) == "transition"
     updating = converged(guide()).edit_share("team-a", status="UPDATING")
     assert [(w.kind, w.share) for w in plan_for(desired(guide()), updating).waits] == [
         ("transition", "team-a")

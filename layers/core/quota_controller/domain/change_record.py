@@ -5,8 +5,10 @@ each request by `change_record` and read by `ChangeRecord.from_item` (alert attr
 The stored attribute names are a format: records live for weeks (`expiresAt`) and a console
 edit may change any of them, so the reader takes a missing or mistyped attribute as absent and
 never raises. What readers decide on is structured here: the resource kind comes from the
-operation (not from the label the planner wrote), and `reductions` keeps the planner's lines
-as the alerts and `quotactl history` show them.
+operation (not from the label the planner wrote), and the reductions are records
+(`reductionDetails`: kind, share, instance type, before and after) beside the lines the alerts
+and `quotactl history` show (`reductions`). A record written before `reductionDetails` existed
+has only the lines: it still reduces, with no details.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from quota_controller.domain.reductions import Reduction, ReductionKind
 from quota_controller.domain.service_limits import cut
 from quota_controller.domain.status import CHANGE_PREFIX
 from quota_controller.domain.table_keys import SORT_KEY
@@ -39,6 +42,7 @@ _KINDS: tuple[tuple[str, ResourceKind], ...] = (
     ("JobQueue", "queue"),
 )
 _LENDS = ("LEND", "LEND_AND_BORROW")
+_REDUCTION_KINDS: frozenset[str] = frozenset(get_args(ReductionKind))
 
 
 def resource_kind(operation: str) -> ResourceKind | None:
@@ -63,7 +67,9 @@ class ChangeRecord:
     summary: str = ""  # summary: the planner's one line
     before: Mapping[str, Any] = field(default_factory=dict)  # before: the share as read
     after: Mapping[str, Any] = field(default_factory=dict)  # after: the request, tags left out
-    reductions: tuple[str, ...] = ()  # reductions: one line per reduction
+    # reductionDetails: what the request reduced, as records.
+    reductions: tuple[Reduction, ...] = ()
+    reduction_lines: tuple[str, ...] = ()  # reductions: one line per reduction, as shown
     at_risk: tuple[str, ...] = ()  # atRisk: job ids the guard found at risk
     # lendingReduced: units whose lendable capacity the request lowered (a lender lowered,
     # switched to RESERVE or deleted): the alerts attribute reclaimed borrowing to it.
@@ -80,7 +86,7 @@ class ChangeRecord:
     @property
     def reduces(self) -> bool:
         """True when the request could make running jobs preemptible."""
-        return bool(self.reductions)
+        return bool(self.reductions or self.reduction_lines)
 
     @property
     def applied_at(self) -> datetime | None:
@@ -106,7 +112,8 @@ class ChangeRecord:
             "summary": self.summary,
             "before": dict(self.before),
             "after": dict(self.after),
-            "reductions": list(self.reductions),
+            "reductions": list(self.reduction_lines),
+            "reductionDetails": [_reduction_item(r) for r in self.reductions],
             "atRisk": list(self.at_risk),
             "lendingReduced": list(self.lending_reduced),
             "windowsEnded": list(self.windows_ended),
@@ -127,7 +134,8 @@ class ChangeRecord:
             summary=_text(item.get("summary")) or "",
             before=_mapping(item.get("before")),
             after=_mapping(item.get("after")),
-            reductions=_texts(item.get("reductions")),
+            reductions=_reductions(item.get("reductionDetails")),
+            reduction_lines=_texts(item.get("reductions")),
             at_risk=_texts(item.get("atRisk")),
             lending_reduced=_texts(item.get("lendingReduced")),
             windows_ended=_texts(item.get("windowsEnded")),
@@ -165,7 +173,8 @@ def change_record(
         summary=action.summary,
         before=before,
         after={k: v for k, v in action.params.items() if k != "tags"},
-        reductions=tuple(r.describe() for r in action.reductions),
+        reductions=tuple(action.reductions),
+        reduction_lines=tuple(r.describe() for r in action.reductions),
         at_risk=tuple(j.jobId for r in guarded.risks for j in r.jobs),
         lending_reduced=tuple(sorted(lent_less(action, observed))),
         windows_ended=tuple(windows_ended),
@@ -191,6 +200,37 @@ def lent_less(action: Action, observed: ObservedState) -> set[str]:
     if "capacityLimits" not in action.params:
         return set()
     return {u for u, m in before.limits().items() if after.get(u, 0) < m}
+
+
+def _reduction_item(reduction: Reduction) -> dict[str, Any]:
+    return {
+        "kind": reduction.kind,
+        "quotaShareName": reduction.share,
+        "capacityUnit": reduction.unit,
+        "before": reduction.before,
+        "after": reduction.after,
+    }
+
+
+def _reductions(value: Any) -> tuple[Reduction, ...]:
+    """The reductions stored; an entry that is not one as written is left out."""
+    if not isinstance(value, list):
+        return ()
+    out = []
+    for entry in value:
+        if not isinstance(entry, Mapping) or entry.get("kind") not in _REDUCTION_KINDS:
+            continue
+        share, unit = entry.get("quotaShareName"), entry.get("capacityUnit")
+        out.append(
+            Reduction(
+                kind=entry["kind"],
+                share=share if isinstance(share, str) else None,
+                unit=unit if isinstance(unit, str) else None,
+                before=_whole(entry.get("before")),
+                after=_whole(entry.get("after")),
+            )
+        )
+    return tuple(out)
 
 
 def _text(value: Any) -> str | None:
