@@ -12,7 +12,7 @@ from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.plan_records import Action
 from quota_controller.domain.status_records import QueueStatus
-from quota_controller.domain.window_ends import WindowEnds, window_ends
+from quota_controller.domain.window_ends import WindowEnds, change_author, window_ends
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)
 
@@ -124,3 +124,42 @@ def test_a_loans_edges_are_its_lenders_and_a_scheduled_window_is_nobodys() -> No
     assert ends.author(["loan"]) == "alice"
     scheduled = window_ends(QueueStatus.parse({}), _report(IN_FORCE))
     assert scheduled.author(["today"]) is None
+
+
+_CONFIG = {
+    "QUEUE": {"item": "QUEUE", "updatedBy": "queue-writer"},
+    "SHARE#team-a": {"item": "SHARE#team-a", "updatedBy": "share-writer"},
+    "SHARE#team-b": {"item": "SHARE#team-b"},
+}
+_LOAN_B = {**IN_FORCE, "name": "loan", "lentBy": "alice"}
+
+
+@pytest.mark.parametrize(
+    ("action", "ends", "author"),
+    [
+        pytest.param(_on("team-a"), WindowEnds(), "share-writer", id="a share's item writer"),
+        pytest.param(_on("team-b"), WindowEnds(), None, id="a share item naming nobody"),
+        pytest.param(_on("team-x"), WindowEnds(), "queue-writer", id="a share without item"),
+        pytest.param(_on(None), WindowEnds(), "queue-writer", id="a queue-level request"),
+        pytest.param(
+            _on("team-b"),
+            window_ends(QueueStatus.parse({}), _report(_LOAN_B)),
+            "alice",
+            id="a loan's start: its lender",
+        ),
+        pytest.param(
+            _on("team-b"),
+            window_ends(QueueStatus.parse({}), _report(IN_FORCE)),
+            None,
+            id="a scheduled window's start: nobody",
+        ),
+        pytest.param(
+            _on("team-a"),
+            WindowEnds(removed={"gone": frozenset({"team-a"})}),
+            "queue-writer",
+            id="a window edited away: the edit's writer",
+        ),
+    ],
+)
+def test_who_a_change_record_names(action: Action, ends: WindowEnds, author: Any) -> None:
+    assert change_author(action, _CONFIG, ends) == author

@@ -19,6 +19,7 @@ from typing import Any
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.plan_records import Action
 from quota_controller.domain.status_records import QueueStatus
+from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,23 @@ class WindowEnds:
         (not the writer of the share's item, who did not ask for it; not the last writer of
         the queue item, which `lend` and `approve` rewrite without touching its windows)."""
         return next((self.lenders[w] for w in windows if w in self.lenders), None)
+
+
+def change_author(action: Action, config: Mapping[str, Mapping[str, Any]], ends: WindowEnds) -> Any:
+    """Who asked for `action`, as its change record names them (`by`): at a window's edge,
+    the window's author (`WindowEnds.author`: a loan's lender, else nobody); undoing a window
+    edited away, the writer of the QUEUE item (the edit); else the writer of the item the
+    request comes from (its share's, or the QUEUE item's; the QUEUE item's when the share's
+    names nobody). `config` holds the config items by sort key; a writer (`updatedBy`) may be
+    of any type a table edit gave it."""
+    edges = ends.at_edge(action)
+    if edges:
+        return ends.author(edges)
+    queue_writer = (config.get(QUEUE_ITEM) or {}).get("updatedBy")
+    if ends.removed_of(action) or not action.share:
+        return queue_writer
+    item = config.get(share_key(action.share)) or {}
+    return item.get("updatedBy") if item else queue_writer
 
 
 def window_ends(previous: QueueStatus, report: ValidationReport) -> WindowEnds:

@@ -16,7 +16,7 @@ from typing import Any
 from quota_controller.domain import reconcile_alerts as alerts
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.change_record import change_record
-from quota_controller.domain.config.items import AssembledDocument, share_key, validate_items
+from quota_controller.domain.config.items import AssembledDocument, validate_items
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.impact import hold_since, risky_actions
@@ -41,8 +41,8 @@ from quota_controller.domain.run_outcome import (
 from quota_controller.domain.run_status import RunFacts, rejected_status, status_writes
 from quota_controller.domain.service_limits import fitted_item
 from quota_controller.domain.status import differs, read_status
-from quota_controller.domain.table_keys import QUEUE_ITEM, SORT_KEY, config_items
-from quota_controller.domain.window_ends import WindowEnds, window_ends
+from quota_controller.domain.table_keys import SORT_KEY, config_items
+from quota_controller.domain.window_ends import WindowEnds, change_author, window_ends
 from quota_controller.ports import ActionUnsettled, RetryableError
 from quota_controller.services.alert_memory import AlertMemory
 from quota_controller.services.decision import Decision, decide
@@ -252,20 +252,13 @@ class ReconcileRun:
         self, guarded: GuardedAction, observed: ObservedState, seq: int
     ) -> dict[str, Any]:
         action = guarded.action
-        source = share_key(action.share) if action.share else QUEUE_ITEM
-        by = (self.config.get(source) or self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
         ended = self.window_ends.of(action)
-        edges = self.window_ends.at_edge(action)
-        if edges:  # the windows' change (a loan's lender's, or scheduled), not the item writer's
-            by = self.window_ends.author(edges)
-        elif self.window_ends.removed_of(action):  # a window edited away: the edit's writer's
-            by = (self.config.get(QUEUE_ITEM) or {}).get("updatedBy")
         expires = self.now + timedelta(days=self.deps.settings.change_ttl_days)
         return change_record(
             action,
             guarded,
             observed,
-            author=by,
+            author=change_author(action, self.config, self.window_ends),
             stamp=self.stamp,
             seq=seq,
             expires_at=int(expires.timestamp()),
