@@ -61,8 +61,9 @@ def reconcile(
             locked_since=since,
         )
     try:
+        items = deps.store.load_partition(queue)
         return ReconcileRun(
-            queue, deps, now, frozenset(read_share_tags), chain, requeues
+            queue, deps, now, items, frozenset(read_share_tags), chain, requeues
         ).run_and_report()
     finally:
         deps.store.release_lease(queue, deps.owner)

@@ -55,14 +55,15 @@ _log = logging.getLogger(__name__)
 
 
 class ReconcileRun:
-    """One reconcile of one queue, under its lease: load, decide, announce, execute,
-    conclude, write status (`run_and_report`)."""
+    """One reconcile of one queue, under its lease, from its partition's items as loaded:
+    decide, announce, execute, conclude, write status (`run_and_report`)."""
 
     def __init__(
         self,
         queue: str,
         deps: Deps,
         now: datetime,
+        items: list[dict[str, Any]],
         read_share_tags: frozenset[str] = frozenset(),
         chain: str | None = None,
         requeues: bool = True,
@@ -77,7 +78,6 @@ class ReconcileRun:
         self.share_tags: dict[str, dict[str, str]] = {}
         self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.result = ReconcileResult(queue, "converged")
-        items = deps.store.load_partition(queue)
         self.config = {i[SORT_KEY]: i for i in config_items(items)}
         self.status = read_status(items)
         self.queue_status = self.status.queue
