@@ -106,6 +106,8 @@ def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]
     strategies: dict[str, tuple[str, ...]] = {s.name: STRATEGIES for s in current}
     borrow: dict[str, tuple[int | None, ...]] = {s.name: BORROW_LIMITS for s in current}
     by_name = {s.name: s for s in current}
+    # Per own limit, the --keep expressions that bound it: a refusal names them.
+    bound_by: dict[tuple[str, str], list[str]] = {}
     for keep in keeps:
         if keep.share != "*" and keep.share not in by_name:
             raise RecommendError(
@@ -114,19 +116,50 @@ def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]
             )
         for share in current if keep.share == "*" else [by_name[keep.share]]:
             _apply_keep(keep, share, bounds, strategies, borrow)
-    for unit, total in capacity.items():
-        low = sum(lo for (_, u), (lo, _) in bounds.items() if u == unit)
-        if low > total:
-            raise RecommendError(
-                f"the kept quotas of {unit} add up to {low}, more than the service "
-                f"environment's {total}: no layout fits (loosen a --keep)"
-            )
+            if keep.field in ("share", "limits", "limit"):
+                for unit, _ in share.limits:
+                    if keep.unit in (None, unit):
+                        bound_by.setdefault((share.name, unit), []).append(keep.text)
     for key, (lo, hi) in bounds.items():
         if lo > hi:
+            most = " (the service environment's limit)" if hi == capacity.get(key[1]) else ""
             raise RecommendError(
-                f"--keep: share {key[0]!r} needs {key[1]} between {lo} and {hi}: no value fits"
+                f"{_keeps(bound_by[key])}: share {key[0]!r} would need {key[1]} of at least "
+                f"{lo} and at most {hi}{most}: no value fits"
+            )
+    for unit, total in capacity.items():
+        keys = [k for k in bounds if k[1] == unit]
+        low = sum(bounds[k][0] for k in keys)
+        if low > total:
+            kept = [k for k in keys if k in bound_by]
+            texts = list(dict.fromkeys(t for k in kept for t in bound_by[k]))
+            if not texts:
+                raise RecommendError(
+                    f"{len(keys)} shares have a quota of {unit}, each at least 1, more than the "
+                    f"service environment's {total}: no layout fits"
+                )
+            floor = [k[0] for k in keys if k not in bound_by]
+            parts = _names([f"{k[0]} at least {bounds[k][0]}" for k in kept])
+            parts += f" by the keep{'s' if len(texts) > 1 else ''}"
+            if floor:
+                parts += (
+                    f", and {_names(floor)} at least 1{' each' if len(floor) > 1 else ''} (every "
+                    "share keeps at least 1 of each instance type it has)"
+                )
+            raise RecommendError(
+                f"{_keeps(texts)} cannot {'all ' if len(texts) > 1 else ''}hold: with {parts}, "
+                f"the quotas of {unit} add up to at least {low}, more than the service "
+                f"environment's {total}: no layout fits (loosen a --keep)"
             )
     return SearchSpace(bounds, strategies, borrow, capacity)
+
+
+def _keeps(texts: Sequence[str]) -> str:
+    return "--keep " + ", ".join(repr(t) for t in texts)
+
+
+def _names(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _apply_keep(
@@ -139,7 +172,8 @@ def _apply_keep(
     name = share.name
     if keep.field in ("share", "limits"):
         for unit, n in share.limits:
-            bounds[(name, unit)] = (n, n)
+            lo, hi = bounds[(name, unit)]
+            bounds[(name, unit)] = (max(lo, n), min(hi, n))  # with the other keeps
     if keep.field in ("share", "strategy"):
         strategy = str(keep.value) if keep.value is not None else share.strategy
         strategies[name] = (strategy,)

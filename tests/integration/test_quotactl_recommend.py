@@ -134,6 +134,29 @@ def test_bad_input_is_named_and_nothing_is_written(
     assert not Path(files["out"]).exists()
 
 
+def test_keeps_that_cannot_hold_are_refused_naming_each_expression_and_the_floor(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The environment has 4; team-a kept at 3 or more leaves 1 for two other shares that each
+    keep at least 1."""
+    argv = ["recommend", "-f", files["current"], "--workload", files["jobs"], "-o", files["out"]]
+    assert main([*argv, "--keep", f"team-a.{G5}>=3"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"quotactl recommend: --keep 'team-a.{G5}>=3' cannot hold: with team-a at least 3 by "
+        "the keep, and team-b and team-c at least 1 each (every share keeps at least 1 of each "
+        f"instance type it has), the quotas of {G5} add up to at least 5, more than the service "
+        "environment's 4: no layout fits (loosen a --keep)\n"
+    )
+    assert not Path(files["out"]).exists()
+
+    keeps = ["--keep", f"team-a.{G5}>=2", "--keep", f"*.{G5}>=2"]
+    assert main([*argv, *keeps]) == 1
+    err = capsys.readouterr().err
+    assert f"--keep 'team-a.{G5}>=2', '*.{G5}>=2' cannot all hold" in err
+    assert "team-a at least 2, team-b at least 2 and team-c at least 2 by the keeps" in err
+
+
 def test_a_document_with_quota_windows_is_searched_as_a_schedule(
     files: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

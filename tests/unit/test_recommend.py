@@ -141,7 +141,13 @@ def test_bad_keep_expressions_name_the_problem(text: str, message: str) -> None:
     [
         ("team-z.strategy", "share 'team-z' is not in the layout"),
         ("team-a.ml.p4d.24xlarge>=1", "has no limit for ml.p4d.24xlarge"),
-        (f"team-a.{G5}>=3", "add up to 5, more than the service environment's 4"),
+        (
+            f"team-a.{G5}>=3",
+            f"--keep 'team-a.{G5}>=3', 'team-b.{G5}>=2' cannot all hold: with team-a at least 3 "
+            f"and team-b at least 2 by the keeps, the quotas of {G5} add up to at least 5, more "
+            "than the service environment's 4",
+        ),
+        (f"team-a.{G5}>=5", f"--keep 'team-a.{G5}>=5': share 'team-a' would need {G5} of at"),
         ("team-a.borrowLimit", "has no borrowLimit"),
     ],
 )
@@ -236,3 +242,14 @@ def test_windows_the_current_layout_fails_are_refused_by_name() -> None:
         recommend(
             lopsided(), busy_b(), schedule=Schedule(broken, datetime(2026, 12, 7, tzinfo=UTC))
         )
+
+
+def test_keeps_that_contradict_each_other_are_refused_naming_both() -> None:
+    # A whole-share keep holds the quota as it is (3); it does not undo a bound given before.
+    keeps = [parse_keep(f"team-a.{G5}<=2"), parse_keep("team-a")]
+    with pytest.raises(RecommendError) as error:
+        recommend(lopsided(), busy_b(), keeps=keeps, budget=2)
+    assert str(error.value) == (
+        f"--keep 'team-a.{G5}<=2', 'team-a': share 'team-a' would need {G5} of at least 3 and "
+        "at most 2: no value fits"
+    )
