@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,10 +34,11 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
     loaded = load_and_validate(args.file, start)  # windows: every moment from --start
     document = loaded.report.document
     if document is None:
-        print(f"{args.file}: invalid quota document:", file=sys.stderr)
-        for problem, line, column in loaded.located:
-            where = f"{args.file}:{line}:{column}" if line else args.file
-            print(f"  {where}: {problem.severity}: {problem}", file=sys.stderr)
+        _refuse(
+            f"{f'{args.file}:{line}:{column}' if line else args.file}: {problem.severity}: "
+            f"{problem}"
+            for problem, line, column in loaded.located
+        )
         return EXIT_INVALID
     raw = loaded.source.data if loaded.source is not None else {}
     schedule = None
@@ -103,12 +105,19 @@ def _read_workload(path: str) -> list[Any] | None:
         text = Path(path).read_text(encoding="utf-8-sig")
         return read_workload(text, path)
     except OSError as exc:
-        print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+        _refuse([f"{path}: cannot read: {exc.strerror or exc}"])
     except UnicodeDecodeError as exc:
-        print(f"{path}: cannot read: is not UTF-8 text (byte {exc.start})", file=sys.stderr)
+        _refuse([f"{path}: cannot read: is not UTF-8 text (byte {exc.start})"])
     except WorkloadError as exc:
-        print(f"invalid workload:\n{exc}", file=sys.stderr)
+        # One line per problem, each naming its line and column.
+        _refuse(f"invalid workload: {problem}" for problem in str(exc).splitlines())
     return None
+
+
+def _refuse(problems: Iterable[str]) -> None:
+    """Each problem of the input on its own line of stderr, prefixed like every refusal."""
+    for problem in problems:
+        print(f"quotactl recommend: {problem}", file=sys.stderr)
 
 
 def _write(

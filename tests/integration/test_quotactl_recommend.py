@@ -134,6 +134,30 @@ def test_bad_input_is_named_and_nothing_is_written(
     assert not Path(files["out"]).exists()
 
 
+def test_each_problem_of_the_input_is_one_prefixed_line(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    header = "submit_time,share,instance_type,count,priority,run_time,name,retries\n"
+    rows = "soon,team-a,ml.g5.xlarge,1,0,60,,\n0,team-b,ml.g5.xlarge,0,0,60,,\n"
+    Path(files["jobs"]).write_text(header + rows, encoding="utf-8")
+    argv = ["recommend", "-f", files["current"], "--workload", files["jobs"], "-o", files["out"]]
+    assert main(argv) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"quotactl recommend: invalid workload: {files['jobs']}:2: submit_time: 'soon' is not "
+        "a number",
+        f"quotactl recommend: invalid workload: {files['jobs']}:3: count: must be at least 1 "
+        "(got 0)",
+    ]
+
+    Path(files["current"]).write_text("jobQueue: {jobQueueName: q}\n", encoding="utf-8")
+    assert main(argv) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert lines
+    assert all(line.startswith(f"quotactl recommend: {files['current']}:") for line in lines)
+    assert not Path(files["out"]).exists()
+
+
 def test_keeps_that_cannot_hold_are_refused_naming_each_expression_and_the_floor(
     files: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
