@@ -165,17 +165,26 @@ def _dur(seconds: float | None) -> str:
     return duration(seconds)
 
 
-def _summary_row(label: str, evaluation: Any, current: Any) -> dict[str, Any]:
-    from quota_local.recommend_layout import distance
+def _summary_row(
+    label: str, evaluation: Any, current: Any, alike: int | None = None, best: Any = None
+) -> dict[str, Any]:
+    from quota_local.recommend_layout import differences, distance
 
-    return {
+    row = {
         "layout": label,
         "p95_wait": _dur(evaluation.wait_p95_s),
         "mean_wait": _dur(evaluation.wait_mean_s),
         "preempted_ih": f"{evaluation.preempted_instance_hours:.1f}",
         "stuck": evaluation.stuck,
         "changes": distance(current.layout, evaluation.layout),
+        "alike": alike,
+        "against_#1": None,
     }
+    if best is not None and evaluation is not best:
+        shown = differences(best.layout, evaluation.layout)
+        more = f" (+{len(shown) - 3} more)" if len(shown) > 3 else ""
+        row["against_#1"] = ", ".join(shown[:3]) + more
+    return row
 
 
 def _share_rows(current: Any, chosen: Any) -> list[dict[str, Any]]:
@@ -242,11 +251,20 @@ def _print(
         rows.append(_summary_row("current, no windows", result.static, result.current))
     rows += [
         _summary_row(
-            f"#{n}" + (" (current)" if e.layout == result.current.layout else ""), e, result.current
+            f"#{n}" + (" (current)" if e.layout == result.current.layout else ""),
+            e,
+            result.current,
+            alike,
+            result.best,
         )
-        for n, e in enumerate(result.ranked, start=1)
+        for n, (e, alike) in enumerate(zip(result.ranked, result.alike, strict=True), start=1)
     ]
     render.table(rows, list(rows[0]), out)
+    print(
+        "ALIKE: how many other layouts simulated gave the same figures (the one shown has the "
+        "fewest changes)\nAGAINST_#1: the settings in which the layout differs from #1",
+        file=out,
+    )
     print(file=out)
     best = result.best
     if best.layout == result.current.layout:
@@ -270,8 +288,9 @@ def _data(result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float
     from quota_local.recommend_explain import explain
     from quota_local.recommend_layout import distance
 
-    def layout(evaluation: Any) -> dict[str, Any]:
+    def layout(evaluation: Any, alike: int | None = None) -> dict[str, Any]:
         return {
+            **({} if alike is None else {"alike": alike}),
             "score": list(evaluation.score),
             "wait_p95_s": evaluation.wait_p95_s,
             "wait_mean_s": evaluation.wait_mean_s,
@@ -305,7 +324,7 @@ def _data(result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float
         "warnings": result.warnings,
         "current": layout(result.current),
         "currentWithoutWindows": layout(result.static) if result.static else None,
-        "ranked": [layout(e) for e in result.ranked],
+        "ranked": [layout(e, n) for e, n in zip(result.ranked, result.alike, strict=True)],
         "why": explain(result.current, result.best),
         "written": args.out,
     }

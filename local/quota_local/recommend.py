@@ -30,6 +30,7 @@ from quota_local.recommend_score import (
     Evaluation,
     Schedule,
     evaluate,
+    same_figures,
 )
 from quota_local.recommend_search import (
     allocate,
@@ -48,7 +49,10 @@ DEFAULT_BUDGET = 24
 
 @dataclass
 class Recommendation:
-    """The outcome: the current layout scored, the best few, and the search's cost."""
+    """The outcome: the current layout scored, the best few, and the search's cost.
+
+    `ranked` holds one layout per behaviour: of the layouts whose simulated figures are the
+    same, the one with the fewest changes; `alike[i]` is how many others gave `ranked[i]`'s."""
 
     objective: str
     current: Evaluation
@@ -57,6 +61,7 @@ class Recommendation:
     warnings: list[str] = field(default_factory=list)
     # With quota windows: the current base layout without them (a static layout), to compare.
     static: Evaluation | None = None
+    alike: list[int] = field(default_factory=list)
 
     @property
     def best(self) -> Evaluation:
@@ -187,5 +192,25 @@ def recommend(
         ranked = [e for e in ranked if e.layout != current] or [baseline]
     if within(space, current) and _rank(ranked[0]) >= _rank(baseline):
         ranked = [baseline, *(e for e in ranked if e.layout != current)]
+    ranked, alike = _one_per_behaviour(ranked)
     static = evaluate(document, current, jobs, objective, demand) if schedule is not None else None
-    return Recommendation(objective, baseline, ranked[:top], len(seen), warnings, static)
+    return Recommendation(
+        objective, baseline, ranked[:top], len(seen), warnings, static, alike[:top]
+    )
+
+
+def _one_per_behaviour(ranked: Sequence[Evaluation]) -> tuple[list[Evaluation], list[int]]:
+    """The first of each set of layouts with the same figures (ranked by the fewest changes
+    among equals, so the simplest), and how many others each stands for."""
+    first: dict[tuple[object, ...], int] = {}
+    kept: list[Evaluation] = []
+    alike: list[int] = []
+    for evaluation in ranked:
+        key = same_figures(evaluation)
+        if key in first:
+            alike[first[key]] += 1
+            continue
+        first[key] = len(kept)
+        kept.append(evaluation)
+        alike.append(0)
+    return kept, alike

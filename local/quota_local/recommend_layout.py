@@ -3,7 +3,8 @@
 A `Layout` is, per share, its own quota of each instance type it has, its strategy and, for
 LEND_AND_BORROW, its borrowLimit. `layout_of` reads it from a document; `document_data` and
 `build_document` lay it over the document (everything else kept, `approvedChange` dropped), the
-latter through the project's validator. `distance` counts the settings two layouts differ in.
+latter through the project's validator. `distance` counts the settings two layouts differ in
+and `differences` names them.
 """
 
 from __future__ import annotations
@@ -86,6 +87,33 @@ def distance(current: Layout, layout: Layout) -> int:
         count += share.strategy != old.strategy
         count += share.strategy == "LEND_AND_BORROW" and share.borrow_limit != old.borrow_limit
     return count
+
+
+def differences(reference: Layout, layout: Layout) -> list[str]:
+    """The settings in which `layout` differs from `reference`, as `layout` has them, in the
+    shares' order: "team-b ml.g5.xlarge 2", "team-b LEND", "team-c borrowLimit unlimited"."""
+    before = {s.name: s for s in reference}
+    out: list[str] = []
+    for share in layout:
+        old = before[share.name]
+        out += [f"{share.name} {u} {n}" for u, n in share.limits if old.limit(u) != n]
+        if share.strategy != old.strategy:
+            out.append(f"{share.name} {strategy_text(share)}")
+        elif share.strategy == "LEND_AND_BORROW" and share.borrow_limit != old.borrow_limit:
+            out.append(f"{share.name} borrowLimit {borrow_text(share.borrow_limit)}")
+    return out
+
+
+def strategy_text(share: ShareLayout) -> str:
+    """A share's strategy as people read it, with its borrowLimit for LEND_AND_BORROW."""
+    if share.strategy != "LEND_AND_BORROW":
+        return share.strategy
+    return f"LEND_AND_BORROW {borrow_text(share.borrow_limit)}"
+
+
+def borrow_text(limit: int | None) -> str:
+    """A borrowLimit as people read it: a percentage, or unlimited (-1)."""
+    return "unlimited" if limit in (None, -1) else f"{limit}%"
 
 
 def changed(current: Layout, chosen: Layout) -> bool:

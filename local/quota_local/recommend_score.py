@@ -58,6 +58,37 @@ class Evaluation:
     invalid: str | None = None
 
 
+def same_figures(evaluation: Evaluation) -> tuple[object, ...]:
+    """What a layout did on the workload, as compared between layouts: two layouts with the
+    same figures (queue and every share, to the rounding shown and a bit finer) behave alike
+    on it, whatever settings tell them apart."""
+
+    def r(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    return (
+        evaluation.score,
+        evaluation.stuck,
+        r(evaluation.wait_p95_s),
+        r(evaluation.wait_mean_s),
+        r(evaluation.preempted_instance_hours),
+        evaluation.invalid,
+        tuple(
+            (
+                name,
+                f.stuck,
+                r(f.wait_p95_s),
+                r(f.wait_mean_s),
+                r(f.preempted_instance_hours),
+                r(f.used_instance_hours),
+                r(f.borrowed_instance_hours),
+                r(f.lent_instance_hours),
+            )
+            for name, f in sorted(evaluation.shares.items())
+        ),
+    )
+
+
 def weighted_percentile(pairs: Iterable[tuple[float, float]], p: float) -> float | None:
     """The smallest value whose cumulative weight reaches `p` of the total."""
     ordered = sorted(pairs)

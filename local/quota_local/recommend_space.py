@@ -2,9 +2,10 @@
 
 Each share's own quota of a type lies between 1 and the environment's limit for it, and the
 shares' quotas of a type add up to at most that limit; each share may take any strategy and, for
-LEND_AND_BORROW, any of `BORROW_LIMITS`. A `--keep` expression (`parse_keep`, `KEEP_SYNTAX`)
-narrows that for one share or all; keeps that cannot hold are refused with `RecommendError`.
-`search_space` builds the space of a document and `within` says whether a layout is in it.
+LEND_AND_BORROW, any of `BORROW_LIMITS` or the one it has now. A `--keep` expression
+(`parse_keep`, `KEEP_SYNTAX`) narrows that for one share or all; keeps that cannot hold are
+refused with `RecommendError`. `search_space` builds the space of a document and `within` says
+whether a layout is in it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from quota_controller.domain.config.model import QuotaDocument
 from quota_local.recommend_layout import Layout, ShareLayout
 
 STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
-BORROW_LIMITS = (-1, 0, 50, 100, 200, 400)
+# No 0: a LEND_AND_BORROW share that may borrow 0 % borrows nothing, so it is LEND under a
+# longer name; it is searched only when the share has it now or a --keep asks for it.
+BORROW_LIMITS = (-1, 50, 100, 200, 400)
 KEEP_SYNTAX = (
     "SHARE (all of it), SHARE.strategy[=RESERVE|LEND|LEND_AND_BORROW], "
     "SHARE.borrowLimit[=N], SHARE.limits, SHARE.TYPE[=N|>=N|<=N] (its own quota of an "
@@ -104,7 +107,10 @@ def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]
         for unit, n in share.limits:
             bounds[(share.name, unit)] = (1, max(1, capacity.get(unit, n)))
     strategies: dict[str, tuple[str, ...]] = {s.name: STRATEGIES for s in current}
-    borrow: dict[str, tuple[int | None, ...]] = {s.name: BORROW_LIMITS for s in current}
+    borrow: dict[str, tuple[int | None, ...]] = {
+        s.name: _borrow_limits(s.borrow_limit if s.strategy == "LEND_AND_BORROW" else None)
+        for s in current
+    }
     by_name = {s.name: s for s in current}
     # Per own limit, the --keep expressions that bound it: a refusal names them.
     bound_by: dict[tuple[str, str], list[str]] = {}
@@ -152,6 +158,11 @@ def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]
                 f"environment's {total}: no layout fits (loosen a --keep)"
             )
     return SearchSpace(bounds, strategies, borrow, capacity)
+
+
+def _borrow_limits(now: int | None) -> tuple[int | None, ...]:
+    # The share's own borrowLimit stays searchable, so its current layout is in the space.
+    return BORROW_LIMITS if now is None or now in BORROW_LIMITS else (now, *BORROW_LIMITS)
 
 
 def _keeps(texts: Sequence[str]) -> str:

@@ -219,3 +219,49 @@ def test_a_document_with_quota_windows_is_searched_as_a_schedule(
     assert main(argv) == 0
     shown = capsys.readouterr().out
     assert "current, no windows" in shown
+
+
+def _recommend(
+    tmp_path: Path, document: dict[str, Any], jobs: list[WorkloadJob], *extra: str
+) -> int:
+    current, csv = tmp_path / "layout.yaml", tmp_path / "work.csv"
+    current.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    csv.write_text(write_workload(jobs), encoding="utf-8")
+    return main(["recommend", "-f", str(current), "--workload", str(csv), *extra])
+
+
+def test_layouts_that_behave_alike_are_one_row_saying_how_many(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whether team-a lends or lends and borrows (at any limit) makes no difference when it
+    never needs to borrow: those layouts are one row, the simplest, and the rows left say how
+    they differ from #1."""
+    document = (
+        DocBuilder(QUEUE)
+        .env(**{G5: 3})
+        .share("team-a", **{G5: 2})
+        .share("team-b", "LEND_AND_BORROW", -1, **{G5: 1})
+        .build()
+    )
+    jobs = [WorkloadJob(600.0 * k, "team-b", G5, 1, 1800.0) for k in range(24)]
+    jobs.append(WorkloadJob(0.0, "team-a", G5, 1, 600.0))
+    keeps = ["--keep", "team-a.limits", "--keep", "team-b", "--format", "json"]
+    assert _recommend(tmp_path, document, jobs, *keeps) == 0
+    data = json.loads(capsys.readouterr().out)
+    best, *rest = data["ranked"]
+    assert [(s["share"], s["strategy"]) for s in best["shares"]] == [
+        ("team-a", "LEND"),
+        ("team-b", "LEND_AND_BORROW"),
+    ]
+    # LEND_AND_BORROW at -1, 50, 100, 200 and 400 % (never 0: that borrows nothing).
+    assert best["alike"] == 5
+    assert [r["changes"] for r in rest] == [0], "only the current layout behaves otherwise"
+    assert all(s["borrowLimit"] != 0 for r in data["ranked"] for s in r["shares"])
+
+    assert _recommend(tmp_path, document, jobs, *keeps[:-2]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in table[2:6]] == ["LAYOUT", "current", "#1", "#2"]
+    assert table[2].split()[-2:] == ["ALIKE", "AGAINST_#1"]
+    assert table[4].split()[-3:] == ["1", "5", "-"]  # one change, five layouts alike
+    assert table[5].endswith("  0      team-a RESERVE")
+    assert table[6].startswith("ALIKE: how many other layouts simulated gave the same figures")
