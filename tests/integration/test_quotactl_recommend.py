@@ -230,6 +230,58 @@ def _recommend(
     return main(["recommend", "-f", str(current), "--workload", str(csv), *extra])
 
 
+def _why(out: str) -> list[str]:
+    lines = out.splitlines()
+    start = lines.index("why:") + 1
+    return [line.strip() for line in lines[start:] if line.startswith("  ")]
+
+
+def test_why_gives_before_and_after_of_what_changed_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """team-a keeps two idle instances to itself while team-b queues behind its one: lending
+    is the recommendation, and its sentence says what lending did, not what a RESERVE share
+    could not have done (borrow)."""
+    document = (
+        DocBuilder(QUEUE)
+        .env(**{G5: 3})
+        .share("team-a", **{G5: 2})
+        .share("team-b", "LEND_AND_BORROW", -1, **{G5: 1})
+        .build()
+    )
+    jobs = [WorkloadJob(600.0 * k, "team-b", G5, 1, 1800.0) for k in range(24)]
+    jobs.append(WorkloadJob(0.0, "team-a", G5, 1, 600.0))
+    assert _recommend(tmp_path, document, jobs, "--keep", "team-a.limits", "--keep", "team-b") == 0
+    assert _why(capsys.readouterr().out) == [
+        "team-a: strategy RESERVE -> LEND: may lend its idle quota to shares that borrow (lent "
+        "0.0 -> 7.7 instance-hours); for the others: team-b p95 wait 7.4 h -> 105 s"
+    ]
+
+
+def test_why_a_quota_rises_cites_the_figures_it_moved_not_an_unchanged_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """team-a borrows all day and is preempted once when team-b takes its quota back; giving
+    team-b the unassigned instance (which it then lends) ends the preemption. No wait changes."""
+    document = (
+        DocBuilder(QUEUE)
+        .env(**{G5: 5})
+        .share("team-a", "LEND_AND_BORROW", -1, **{G5: 1})
+        .share("team-b", "LEND", **{G5: 3})
+        .build()
+    )
+    jobs = [WorkloadJob(3600.0 * k, "team-a", G5, 1, 3600.0) for k in range(12) for _ in "xy"]
+    jobs.append(WorkloadJob(4 * 3600.0 + 1800, "team-b", G5, 3, 600.0))
+    keeps = ["--keep", "team-a.borrowLimit", "--keep", "team-b.strategy"]
+    keeps += ["--keep", f"team-b.{G5}>=3", "--objective", "preempted"]
+    assert _recommend(tmp_path, document, jobs, *keeps) == 0
+    why = _why(capsys.readouterr().out)
+    assert why == [
+        f"team-b: {G5} quota 3 -> 4: its jobs ask for 0.0 instances on average (lent 12.6 -> "
+        "12.1 instance-hours); for the others: team-a preempted 0.5 -> 0.0 instance-hours"
+    ]
+
+
 def test_layouts_that_behave_alike_are_one_row_saying_how_many(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
