@@ -22,13 +22,13 @@ from quotactl.operating import (
     EXIT_FAILED,
     EXIT_OK,
     clock,
+    decision_against_batch,
     hint,
     invalid_file,
     stamp,
     valid_document,
     who,
 )
-from quotactl.plan_cmd import decision_against_batch
 from quotactl.render import plural
 
 

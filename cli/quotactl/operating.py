@@ -1,6 +1,8 @@
 """What the operator commands share (plan, apply, delete, status, history, reconcile,
 approve): the wrapper that turns AWS failures into one line and an exit code, who and when a
-write is stamped with, the valid document of a file, next-step hints and job rendering.
+write is stamped with, the valid document of a file, next-step hints, job rendering, and the
+reconciler's decision against AWS Batch (`decision_against_batch`: plan previews it, apply
+checks it for conflicts).
 
 Each command resolves where to talk to with `aws.connect`, calls the same core functions the
 deployed reconciler uses (so a preview shows what the reconciler would do) and prints for
@@ -17,12 +19,17 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from quota_controller.domain.impact_records import ActiveJob, Risk
 from quota_controller.ports import Clock
 from quotactl import aws, render
 from quotactl.documents import load_and_validate
+
+if TYPE_CHECKING:
+    from quota_controller.domain.config.items import AssembledDocument
+    from quota_controller.domain.config.validation import ValidationReport
+    from quota_controller.services.decision import Decision
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -169,3 +176,23 @@ def print_list(title: str, entries: Sequence[str], out: TextIO) -> None:
         print(title, file=out)
         for entry in entries:
             print(f"  - {render.shown(entry)}", file=out)
+
+
+def decision_against_batch(
+    queue: str,
+    target: aws.Target,
+    items: list[dict[str, Any]],
+    assembled: AssembledDocument,
+    report: ValidationReport,
+    *,
+    guard: Literal["always", "never"],
+) -> Decision:
+    """The reconciler's decision (`services/decision.py`, `decide`) for the config `report`
+    validated, against what AWS Batch has; status items supply the names last managed."""
+    from quota_controller.adapters.batch_gateway import BotoBatchGateway
+    from quota_controller.domain.status import read_status
+    from quota_controller.services.decision import decide
+
+    batch = BotoBatchGateway(target.batch_client(), target.scope())
+    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
+        return decide(queue, report, read_status(items), batch, assembled=assembled, guard=guard)

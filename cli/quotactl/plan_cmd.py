@@ -7,16 +7,13 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
-from quota_controller.domain.config.items import AssembledDocument, plain, validate_items
-from quota_controller.domain.config.validation import ValidationReport
+from quota_controller.domain.config.items import plain, validate_items
 from quota_controller.domain.config_apply import ConfigWrite, after_write, plan_config_write
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Plan
-from quota_controller.domain.status import read_status
-from quota_controller.services.decision import Decision, decide
 from quotactl import aws, render
 from quotactl.operating import (
     EXIT_FAILED,
@@ -24,6 +21,7 @@ from quotactl.operating import (
     ValidFile,
     approve_command,
     clock,
+    decision_against_batch,
     hint,
     invalid_file,
     job_text,
@@ -115,24 +113,6 @@ def _preview(
         at=now,
         windows_in_force=report.in_force,
     )
-
-
-def decision_against_batch(
-    queue: str,
-    target: aws.Target,
-    items: list[dict[str, Any]],
-    assembled: AssembledDocument,
-    report: ValidationReport,
-    *,
-    guard: Literal["always", "never"],
-) -> Decision:
-    """The reconciler's decision (`services/decision.py`, `decide`) for the config `report`
-    validated, against what AWS Batch has; status items supply the names last managed."""
-    from quota_controller.adapters.batch_gateway import BotoBatchGateway
-
-    batch = BotoBatchGateway(target.batch_client(), target.scope())
-    with aws.failure(f"read job queue {queue} from AWS Batch in {target.region}"):
-        return decide(queue, report, read_status(items), batch, assembled=assembled, guard=guard)
 
 
 def _preview_data(p: Preview, args: argparse.Namespace) -> dict[str, Any]:
