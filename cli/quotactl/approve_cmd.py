@@ -29,8 +29,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_FAILED
     status = QueueStatus.parse(items.get(QUEUE_STATUS))
-    held = status.heldChange.to_item() if status.heldChange is not None else {}
-    held_id = status.heldChange.id if status.heldChange is not None else None
+    held = status.heldChange
+    held_id = held.id if held is not None else None
     notes: list[str] = []
     if queue_item.get("reductionPolicy") != "block":
         notes.append(
@@ -56,6 +56,11 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         return EXIT_FAILED
+    # All that is said after the write is read before it: nothing can fail once it is made.
+    details = [f"  - {render.shown(c)}" for c in held.changes] if held is not None else []
+    if held is not None and held.jobs:
+        details.append(f"  jobs at risk: {render.shown(', '.join(held.jobs))}")
+    held_data = held.to_item() if held is not None else None
     already = queue_item.get("approvedChange") == change
     if not already:
         by = who(args, target)
@@ -78,7 +83,7 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
                 "jobQueue": queue,
                 "approvedChange": change,
                 "written": not already,
-                "heldChange": held or None,
+                "heldChange": held_data or None,
                 "notes": notes,
             },
             args.output,
@@ -94,11 +99,8 @@ def cmd_approve(args: argparse.Namespace, out: TextIO) -> int:
             f"Approved change {change} of job queue {queue} (approvedChange on item QUEUE).",
             file=out,
         )
-    if held.get("id") == change:
-        for line in held.get("changes", []):
-            print(f"  - {line}", file=out)
-        if held.get("jobs"):
-            print(f"  jobs at risk: {', '.join(held['jobs'])}", file=out)
+    for line in details:
+        print(line, file=out)
     print(
         f"The reconciler applies it on its next run; `{hint(args, 'reconcile', queue)}` runs "
         "it now.",

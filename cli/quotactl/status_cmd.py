@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
-from quota_controller.domain.status import CONDITION_TYPES
+from quota_controller.domain.status import CONDITION_TYPES, read_status
+from quota_controller.domain.status_records import HeldChange
 from quota_controller.domain.status_view import status_view
+from quota_controller.domain.table_keys import plain
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, hint, print_list
 
@@ -23,7 +25,8 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read {target.where()}"):
         queues = [args.queue] if args.queue else store.list_queues()
-        views = [status_view(q, store.load_partition(q)) for q in queues]
+        partitions = [(q, [plain(i) for i in store.load_partition(q)]) for q in queues]
+    views = [status_view(q, items) for q, items in partitions]
     if args.queue and not exists(views[0]):
         print(
             f"quotactl status: job queue {args.queue} has no config and no status in "
@@ -36,10 +39,11 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     if not views:
         print(f"No job queues in {target.where()}.", file=out)
-    for n, view in enumerate(views):
+    for n, (view, (_, items)) in enumerate(zip(views, partitions, strict=True)):
         if n:
             print(file=out)
-        _print_status(view, args, out, conditions=args.conditions)
+        held = read_status(items).queue.heldChange
+        _print_status(view, held, args, out, conditions=args.conditions)
     return EXIT_OK
 
 
@@ -48,7 +52,12 @@ def exists(view: Mapping[str, Any]) -> bool:
 
 
 def _print_status(
-    view: Mapping[str, Any], args: argparse.Namespace, out: TextIO, *, conditions: bool = False
+    view: Mapping[str, Any],
+    held: HeldChange | None,
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    conditions: bool = False,
 ) -> None:
     queue = view["jobQueue"]
     if not view["configured"] and view.get("configItems"):
@@ -103,19 +112,18 @@ def _print_status(
         for c in share.get("ownerContacts") or []
     ]
     print_list("Owner contacts:", owners, out)
-    held = view.get("heldChange")
-    if held:
-        print(f"Held change {held.get('id')} ({held.get('decision')}):", file=out)
-        for change in held.get("changes", []):
+    if held is not None and held.to_item():  # `{}` holds nothing
+        print(f"Held change {held.id} ({held.decision}):", file=out)
+        for change in held.changes:
             print(f"  - {render.shown(change)}", file=out)
-        if held.get("jobs"):
-            print(f"  jobs at risk: {render.shown(', '.join(map(str, held['jobs'])))}", file=out)
-        for at in held.get("atRisk") or []:
-            print(f"    {render.shown(at.get('jobId'))}: {render.shown(at.get('why'))}", file=out)
-        for reason in held.get("reasons", []):
+        if held.jobs:
+            print(f"  jobs at risk: {render.shown(', '.join(held.jobs))}", file=out)
+        for at in held.atRisk:
+            print(f"    {render.shown(at.jobId)}: {render.shown(at.why)}", file=out)
+        for reason in held.reasons:
             print(f"  {render.shown(reason)}", file=out)
-        if held.get("decision") == "blocked":
-            print(f"  approve it: {hint(args, 'approve', queue, str(held.get('id')))}", file=out)
+        if held.decision == "blocked" and held.id:
+            print(f"  approve it: {hint(args, 'approve', queue, held.id)}", file=out)
     if view.get("lastError"):
         print(f"Last error: {render.shown(view['lastError'])}", file=out)
     print_list("Config errors:", view.get("errors") or [], out)

@@ -677,6 +677,41 @@ def test_approve_refuses_a_change_id_that_is_not_held(
     assert "approvedChange" not in items(converged)["QUEUE"]
 
 
+def hold_by_hand(stack: LocalStack, held: dict[str, Any]) -> None:
+    """A heldChange typed into the queue's status item in the console."""
+    status = raw_item(stack, "STATUS#QUEUE")
+    status["heldChange"] = held
+    stack.put_item(status)
+
+
+def test_status_reads_a_held_change_edited_by_hand_as_far_as_it_is_well_formed(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hold_by_hand(converged, {"id": "abc", "decision": "blocked", "jobs": 5, "atRisk": ["j-1"]})
+
+    assert quotactl(converged, "status", QUEUE) == 0
+
+    out = capsys.readouterr().out
+    assert "Held change abc (blocked):" in out
+    assert f"approve it: quotactl approve {QUEUE} abc" in out
+    assert "jobs at risk" not in out  # not a list of job ids: read as missing
+    assert "j-1" not in out  # not a job record: dropped
+
+
+def test_approve_of_a_held_change_edited_by_hand_writes_and_says_so(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hold_by_hand(converged, {"id": "0123456789ab", "jobs": [1, 2], "changes": ["lower x", 3]})
+
+    assert quotactl(converged, "approve", QUEUE, "0123456789ab") == 0
+
+    out = capsys.readouterr().out
+    assert "Approved change 0123456789ab" in out
+    assert "  - lower x" in out
+    assert "jobs at risk" not in out
+    assert items(converged)["QUEUE"]["approvedChange"] == "0123456789ab"
+
+
 def test_approve_refuses_a_malformed_change_id_and_an_unknown_queue(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:

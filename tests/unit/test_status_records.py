@@ -10,6 +10,7 @@ import pytest
 from quota_controller.domain.status import QUEUE_STATUS, read_status
 from quota_controller.domain.status_records import (
     HeldChange,
+    HeldJob,
     QueueStatus,
     ShareStatus,
     StoredCondition,
@@ -30,7 +31,17 @@ _QUEUE_ITEM: dict[str, Any] = {
     "observedGeneration": "abc",
     "conditions": [_COND],
     "alerted": ["k1"],
-    "heldChange": {"id": "c1", "decision": "block", "since": "2026-01-05T09:00:00.000Z"},
+    "heldChange": {
+        "id": "c1",
+        "decision": "blocked",
+        "reasons": ["lowering team-b would preempt 1 job"],
+        "jobs": ["j-1"],
+        "changes": ["team-b ml.g5.xlarge 2 -> 1"],
+        "atRisk": [{"jobId": "j-1", "status": "RUNNING", "why": "preempted", "new": 1}],
+        "digest": "d1",
+        "since": "2026-01-05T09:00:00.000Z",
+        "aNewerKey": None,
+    },
     "lastApprovedChange": None,
     "requeueChain": None,
     "lastError": None,
@@ -60,9 +71,11 @@ def test_a_share_status_is_written_back_as_it_was_stored() -> None:
 
 def test_typed_fields_read_as_stored() -> None:
     status = QueueStatus.parse(_QUEUE_ITEM)
-    assert status.heldChange == HeldChange(
-        id="c1", decision="block", since="2026-01-05T09:00:00.000Z"
-    )
+    held = status.heldChange
+    assert held is not None
+    assert (held.id, held.decision, held.digest) == ("c1", "blocked", "d1")
+    assert held.jobs == ["j-1"]
+    assert held.atRisk == [HeldJob(jobId="j-1", status="RUNNING", why="preempted", new=1)]
     assert status.conditions == [StoredCondition(**_COND)]
     assert status.managed == {"schedulingPolicy": "p"}
     assert status.lastApprovedChange is None
@@ -102,6 +115,30 @@ def test_an_odd_queue_status_attribute_is_read_as_missing(
 ) -> None:
     status = QueueStatus.parse({"item": "STATUS#QUEUE", attribute: stored})
     assert getattr(status, attribute) == read
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        # A mistyped attribute is read as missing; the others are kept.
+        ({"id": 5, "decision": "blocked"}, HeldChange(decision="blocked")),
+        ({"id": "abc", "jobs": 5}, HeldChange(id="abc")),
+        ({"since": ["x"], "digest": 3, "reasons": "r"}, HeldChange()),
+        # An odd entry of a list is dropped.
+        ({"jobs": [1, "j-2", None]}, HeldChange(jobs=["j-2"])),
+        ({"changes": ["a", {"b": 1}], "reasons": [2]}, HeldChange(changes=["a"], reasons=[])),
+        (
+            {"atRisk": ["j-1", {"why": "x"}, {"jobId": 3}, {"jobId": "j-4", "why": 7}]},
+            HeldChange(atRisk=[HeldJob(jobId="j-4")]),
+        ),
+    ],
+)
+def test_an_odd_held_change_is_read_as_far_as_it_is_well_formed(
+    stored: dict[str, Any], read: HeldChange
+) -> None:
+    held = QueueStatus.parse({"item": "STATUS#QUEUE", "heldChange": stored}).heldChange
+    assert held is not None
+    assert held.to_item() == read.to_item()
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ from quota_controller.domain.status import (
 )
 from quota_controller.domain.status_records import (
     HeldChange,
+    HeldJob,
     QueueStatus,
     StoredCondition,
     condition_of,
@@ -84,7 +85,7 @@ def held_change_record(
         changes=[g.action.summary for g in held],
         # Each job the held change would hurt and how (queued jobs a deletion terminates too).
         atRisk=[
-            {"jobId": a.job.jobId, "status": a.job.status, "why": a.why}
+            HeldJob(jobId=a.job.jobId, status=a.job.status, why=a.why)
             for g in held
             for a in g.at_risk
         ],

@@ -1,15 +1,16 @@
 """The status items as typed records: the queue's (`QueueStatus`, sort key `STATUS#QUEUE`), a
 share's (`ShareStatus`, `STATUS#SHARE#<name>`), a stored condition (`StoredCondition`) and the
-held change (`HeldChange`).
+held change (`HeldChange`, with its jobs at risk, `HeldJob`).
 
 Each is read from a stored item by one `parse` and written by one `to_item`; the field names are
 the stored attribute names (`quotactl status`, the resync and older controllers read them), so
 a field is never renamed. Reading is tolerant: an attribute the controller did not write that
-way (a console edit, a NULL) is read as missing (`well_formed`), so one odd status item never
-stops its queue's reconcile. Writing keeps presence as it was said: an attribute stored as null
-stays null, one never set stays absent. A record read and written back (`parse`, `but`,
-`to_item`) carries attributes this controller does not know of (the partition key, a newer
-controller's); the status a run computes afresh (`domain/run_status.py`) has only its own.
+way (a console edit, a NULL) is read as missing (`well_formed`) and an odd entry of a list is
+dropped, so one odd status item never stops its queue's reconcile nor fails a command that
+shows it. Writing keeps presence as it was said: an attribute stored as null stays null, one
+never set stays absent. A record read and written back (`parse`, `but`, `to_item`) carries
+attributes this controller does not know of (the partition key, a newer controller's); the
+status a run computes afresh (`domain/run_status.py`) has only its own.
 """
 
 from __future__ import annotations
@@ -51,12 +52,29 @@ _STATUS_TYPES: dict[str, type | tuple[type, ...]] = {
     "ownerSubscriptions": list,
     "ownerContacts": list,
 }
+# The held change's attributes (`heldChange`), and those of each of its jobs at risk.
+_HELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "id": (str, type(None)),
+    "decision": (str, type(None)),
+    "reasons": list,
+    "jobs": list,
+    "changes": list,
+    "atRisk": list,
+    "digest": (str, type(None)),
+    "since": (str, type(None)),
+}
+_HELD_JOB_TYPES: dict[str, type | tuple[type, ...]] = {
+    "jobId": str,
+    "status": (str, type(None)),
+    "why": (str, type(None)),
+}
 
 
 def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
     """A status item without the attributes that do not have the type the controller writes
-    (conditions without a type, non-text alert keys and tag values dropped too)."""
-    out = {k: v for k, v in item.items() if not _mistyped(k, v)}
+    (conditions without a type, non-text alert keys and tag values dropped too; the held
+    change read as `_well_formed_held` reads it)."""
+    out = _typed(item, _STATUS_TYPES)
     if "conditions" in out:
         out["conditions"] = [
             c
@@ -69,11 +87,34 @@ def well_formed(item: Mapping[str, Any]) -> dict[str, Any]:
         isinstance(k, str) and isinstance(v, str) for k, v in out["appliedTags"].items()
     ):
         del out["appliedTags"]
+    if out.get("heldChange") is not None:
+        out["heldChange"] = _well_formed_held(out["heldChange"])
     return out
 
 
-def _mistyped(key: str, value: Any) -> bool:
-    wanted = _STATUS_TYPES.get(key)
+def _well_formed_held(held: Mapping[str, Any]) -> dict[str, Any]:
+    """A held change without its mistyped attributes, and without the entries of its lists
+    that are not what the controller writes (text; a job at risk: a record with a jobId)."""
+    out = _typed(held, _HELD_TYPES)
+    for name in ("reasons", "jobs", "changes"):
+        if name in out:
+            out[name] = [x for x in out[name] if isinstance(x, str)]
+    if "atRisk" in out:
+        out["atRisk"] = [
+            _typed(a, _HELD_JOB_TYPES)
+            for a in out["atRisk"]
+            if isinstance(a, Mapping) and isinstance(a.get("jobId"), str)
+        ]
+    return out
+
+
+def _typed(item: Mapping[str, Any], types: Mapping[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """`item` without the attributes `types` names that do not have their type."""
+    return {k: v for k, v in item.items() if not _mistyped(types, k, v)}
+
+
+def _mistyped(types: Mapping[str, type | tuple[type, ...]], key: str, value: Any) -> bool:
+    wanted = types.get(key)
     return wanted is not None and not isinstance(value, wanted)
 
 
@@ -111,18 +152,28 @@ class StoredCondition(_Record):
     lastTransitionTime: Any = None
 
 
+class HeldJob(_Record):
+    """A job the held change would hurt (status heldChange.atRisk): its id, its status when
+    the change was held, and how the change hurts it."""
+
+    jobId: str
+    status: str | None = None
+    why: str | None = None
+
+
 class HeldChange(_Record):
     """Status heldChange: the change id to approve, the guard's decision and reasons, the jobs
-    at risk and how, the requests, and what dates the hold (their digest, since when)."""
+    at risk (their ids, and each with its status and how), the requests, and what dates the
+    hold (their digest, since when)."""
 
-    id: Any = None
-    decision: Any = None
-    reasons: Any = None
-    jobs: Any = None
-    changes: Any = None
-    atRisk: Any = None
-    digest: Any = None
-    since: Any = None
+    id: str | None = None
+    decision: str | None = None
+    reasons: list[str] = []
+    jobs: list[str] = []
+    changes: list[str] = []
+    atRisk: list[HeldJob] = []
+    digest: str | None = None
+    since: str | None = None
 
 
 class _StatusItem(_Record):
