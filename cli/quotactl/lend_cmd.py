@@ -21,13 +21,13 @@ from quota_controller.adapters.config_store import ConfigChanged, DynamoConfigSt
 from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SORT_KEY,
-    is_config_key,
     plain,
     share_key,
     validate_items,
 )
 from quota_controller.domain.loans import Loan, loan_window, without_ended_loans
 from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
+from quota_controller.domain.table_keys import config_items
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, clock, hint, stamp, who
 
@@ -41,7 +41,8 @@ def cmd_lend(args: argparse.Namespace, out: TextIO) -> int:
     queue = queue or _only_queue(store, target, args.lender, args.borrower)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
         partition = store.load_partition(queue)
-    read = [i for i in partition if is_config_key(i.get(SORT_KEY))]
+    # Every item the reconciler reads as config: a stray one (SHARE-x) rejects the queue.
+    read = config_items(partition)
     status = QueueStatus.parse(next((i for i in partition if i[SORT_KEY] == QUEUE_STATUS), None))
     items = {str(i[SORT_KEY]): i for i in read}
     if QUEUE_ITEM not in items:

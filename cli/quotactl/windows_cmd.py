@@ -9,8 +9,9 @@ import sys
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
-from quota_controller.domain.config.items import SORT_KEY, is_config_key, plain, validate_items
+from quota_controller.domain.config.items import plain, validate_items
 from quota_controller.domain.schedule import ENVIRONMENT, FieldChange, current, next_edges
+from quota_controller.domain.table_keys import config_items
 from quotactl import aws, render
 from quotactl.operating import EXIT_FAILED, EXIT_OK, clock, stamp
 
@@ -22,7 +23,8 @@ def cmd_windows(args: argparse.Namespace, out: TextIO) -> int:
     queue = args.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
-        config = [plain(i) for i in store.load_partition(queue) if is_config_key(i.get(SORT_KEY))]
+        # Every item the reconciler reads as config: a stray one (SHARE-x) rejects the queue.
+        config = [plain(i) for i in config_items(store.load_partition(queue))]
     if not config:
         print(
             f"quotactl windows: job queue {queue} has no config in {target.where()}",

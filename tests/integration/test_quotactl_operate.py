@@ -344,6 +344,48 @@ def test_apply_refuses_a_file_the_reconciler_would_reject_for_a_stray_item(
     assert items(converged) == before
 
 
+def stray_item(stack: LocalStack) -> dict[str, dict[str, Any]]:
+    """A share item with a typo in its sort key, which the reconciler rejects the queue for;
+    the table's items then."""
+    stack.put_item({"queue": QUEUE, "item": "SHARE-team-d", "state": "ENABLED"})
+    stack.run_until_idle()
+    return items(stack)
+
+
+def test_lend_refuses_a_queue_the_reconciler_rejects_for_a_stray_item(
+    stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().env(**g5(4)).build()
+    doc["quotaShares"][0]["capacityLimits"][0]["maxCapacity"] = 2  # team-a has one to lend
+    assert quotactl(stack, "apply", "-f", doc_file(doc)) == 0
+    stack.advance(120)
+    lend = ["lend", QUEUE, "--from", "team-a", "--to", "team-b", "ml.g5.xlarge=1"]
+    lend += ["--until", "2030-01-01T00:00Z"]
+    assert quotactl(stack, *lend, "--dry-run") == 0  # a loan lend makes
+    before = stray_item(stack)
+    capsys.readouterr()
+
+    assert quotactl(stack, *lend) == 1
+
+    err = capsys.readouterr().err
+    assert "config is rejected as it is" in err
+    assert "item 'SHARE-team-d'" in err
+    assert items(stack) == before
+
+
+def test_windows_says_a_queue_rejected_for_a_stray_item_has_no_window_in_force(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stray_item(converged)
+    capsys.readouterr()
+
+    assert quotactl(converged, "windows", QUEUE) == 1
+
+    err = capsys.readouterr().err
+    assert "config is rejected, so no window of it is in force" in err
+    assert "item 'SHARE-team-d'" in err
+
+
 # -- plan --------------------------------------------------------------------------------------
 
 

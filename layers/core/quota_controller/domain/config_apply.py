@@ -21,7 +21,6 @@ from quota_controller.domain.config.items import (
     SHARE_PREFIX,
     SORT_KEY,
     document_to_items,
-    is_config_key,
 )
 from quota_controller.domain.config.model import CHANGE_ID
 from quota_controller.domain.config.validation import ValidationReport, validate_document
@@ -90,7 +89,7 @@ def plan_config_write(
     queue = report.document.queue_name
     out = ConfigWrite(queue, report)
     existing_items = list(existing)
-    current = {i[SORT_KEY]: i for i in existing_items if is_config_key(i.get(SORT_KEY))}
+    current = {i[SORT_KEY]: i for i in config_items(existing_items)}
     wanted = document_to_items(raw, bookkeeping={"updatedBy": by, "updatedAt": at})
     # An approval given with `quotactl approve` survives an apply of a file that does not
     # mention it (write `approvedChange: null` to withdraw it); it only ever matches one change.

@@ -55,7 +55,9 @@ def share_key(name: str) -> str:
 
 
 def is_config_key(sort_key: object) -> bool:
-    """True for the sort keys of config items (the ones that should trigger a reconcile)."""
+    """True for the sort keys a change of which triggers a reconcile (the stream filter's
+    `QUEUE` and `SHARE#...`). Not which items are config: that is `config_items` (a stray key
+    is config too, which rejects the queue)."""
     return isinstance(sort_key, str) and (
         sort_key == QUEUE_ITEM or sort_key.startswith(SHARE_PREFIX)
     )
