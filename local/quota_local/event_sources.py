@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from quota_controller.domain.requeue import MalformedMessage, RequeueMessage
+
 Handler = Callable[[dict[str, Any], Any], Any]
 
 
@@ -241,11 +243,13 @@ class SqsSource:
             self._held.extend(messages)
 
     def _not_before(self, message: dict[str, Any]) -> float:
+        """When the message is due: a requeue message's `notBefore` as the reconcile reads it
+        (`RequeueMessage.parse`), at most SQS's longest delay after it was first seen; any
+        other message (an event, one the reconcile cannot read) at once."""
         try:
-            body = json.loads(message["Body"])
-            wanted = float(body.get("notBefore", 0)) if isinstance(body, dict) else 0.0
-        except (ValueError, TypeError):
-            wanted = 0.0
+            wanted = RequeueMessage.parse(message["Body"], message["MessageId"]).not_before
+        except MalformedMessage:
+            return 0.0
         if wanted != wanted:  # NaN: no delay
             return 0.0
         return min(wanted, self._seen_at.get(message["MessageId"], self._now()) + MAX_SQS_DELAY)

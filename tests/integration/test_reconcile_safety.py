@@ -329,6 +329,26 @@ def test_a_requeue_message_due_in_milliseconds_runs_instead_of_coming_back_forev
     }
 
 
+def test_a_requeue_message_the_reconcile_cannot_read_is_not_held_for_its_not_before(
+    stack: LocalStack,
+) -> None:
+    """A notBefore as text is no requeue message (the controller writes a number): the event
+    source delivers it at once, as SQS delivers a message sent without a delay, and the
+    reconcile reports it rather than it waiting for a time read from it."""
+    stack.apply(guide_layout().build())
+    stack.advance(120)
+    due = str(stack.clock.time() + 600)
+    stack.sqs.send_message(
+        QueueUrl=stack.requeue_url,
+        MessageBody=json.dumps({"queue": QUEUE, "notBefore": due, "reason": "odd"}),
+    )
+    before = stack.requeue.invocations
+
+    stack.advance(1)
+
+    assert stack.requeue.invocations > before
+
+
 @pytest.mark.parametrize(
     "item",
     [
