@@ -13,7 +13,7 @@ from quotactl.history_access import EXIT_OK, history_store, queue_layouts, windo
 def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
     """Every job Batch lists for the queue created since --since, described and merged into the
     history (as the events would have: a job recorded already only gains what it lacked)."""
-    from quota_controller.domain.history import HistoryDetail, observe
+    from quota_controller.domain.history import HistoryDetail, backfill_observation
 
     until = window_end_ms(args)
     since = until - args.since * 1000
@@ -21,7 +21,7 @@ def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
     queue_layouts(target, args.queue)
     store, name = history_store(args, target)
     batch = target.batch_client()
-    seen_at = datetime.fromtimestamp(until / 1000, UTC)
+    window_end = datetime.fromtimestamp(until / 1000, UTC)
     written = unchanged = 0
     with aws.failure(f"list the service jobs of {args.queue} in AWS Batch ({target.region})"):
         # With a filter ListServiceJobs returns jobs of every status (API_ListServiceJobs).
@@ -33,12 +33,9 @@ def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
     for job_id in job_ids:
         with aws.failure(f"describe service job {job_id}"):
             detail = batch.describe_service_job(jobId=job_id)
-        record = observe(HistoryDetail.model_validate(detail), seen_at)
+        record = backfill_observation(HistoryDetail.model_validate(detail), window_end)
         if record is None:
             continue
-        # Read now, not when it happened: a RUNNABLE job has waited since it was created (the
-        # report falls back to createdAt), not since this read.
-        record = record.model_copy(update={"firstRunnableAt": None})
         with aws.failure(f"write job {job_id} to history table {name}"):
             if store.record(record):
                 written += 1

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -93,20 +94,46 @@ def test_export_replays_in_the_simulator(
     assert "team-a" in json.dumps(simulated)
 
 
+def items(stack: LocalStack) -> dict[str, dict[str, Any]]:
+    """The history table's items by job name, as stored (version and expiry included)."""
+    return {i["jobName"]: i for i in stack.history_table.scan()["Items"]}
+
+
 def test_backfill_adds_nothing_the_events_recorded(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    before = {r.jobId: r for r in stack.history(QUEUE)}
-    assert quotactl(stack, "history", "backfill", QUEUE) == 0
-    assert "4 listed by Batch" in capsys.readouterr().out
-    after = {r.jobId: r for r in stack.history(QUEUE)}
-    assert set(after) == set(before)
-    assert {k: (r.status, r.attempts) for k, r in after.items()} == {
-        k: (r.status, r.attempts) for k, r in before.items()
-    }
+    before = items(stack)
+    for _ in range(2):
+        stack.advance(60)  # each run's window ends later
+        assert quotactl(stack, "history", "backfill", QUEUE, "--since", "1d") == 0
+        out = capsys.readouterr().out
+        assert "backfilled 0 job(s) of ml-training" in out
+        assert "(4 already recorded, 4 listed by Batch)" in out
+    assert items(stack) == before
     # `history QUEUE` still lists the change records.
     assert quotactl(stack, "history", QUEUE) == 0
     assert capsys.readouterr().out.startswith("AT ")
+
+
+def test_backfill_records_a_job_the_events_missed_at_its_own_times(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorded = items(stack)["b-own"]
+    stack.history_table.delete_item(Key={"queue": QUEUE, "jobId": recorded["jobId"]})
+    stack.advance(60)
+    assert quotactl(stack, "history", "backfill", QUEUE, "--since", "1d") == 0
+    out = capsys.readouterr().out
+    assert "backfilled 1 job(s)" in out
+    assert "(3 already recorded, 4 listed by Batch)" in out
+    written = items(stack)["b-own"]
+    # Its status is dated when it ended, as its last event was, not when the backfill ran.
+    for key in ("status", "statusAt", "lastSeenAt", "submittedAt", "attempts", "endAt"):
+        assert written[key] == recorded[key], key
+    assert written["expiresAt"] == recorded["expiresAt"]
+    stack.advance(60)
+    assert quotactl(stack, "history", "backfill", QUEUE, "--since", "1d") == 0
+    assert "backfilled 0 job(s)" in capsys.readouterr().out
+    assert items(stack)["b-own"] == written
 
 
 @pytest.mark.parametrize(

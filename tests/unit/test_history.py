@@ -10,7 +10,15 @@ from alert_builders import RECLAIM, SHARE_LIMIT, attempt_arn, queue_blocked, sqs
 from history_builders import at, lifecycle, ms
 
 from quota_controller.domain.alerts.events import BatchEvent
-from quota_controller.domain.history import JobRecord, from_item, merge, to_item
+from quota_controller.domain.history import (
+    HistoryDetail,
+    JobRecord,
+    backfill_observation,
+    from_item,
+    last_known_ms,
+    merge,
+    to_item,
+)
 from quota_controller.services.history_events import handle_history_batch, observation
 
 
@@ -77,6 +85,62 @@ def test_a_requeue_in_the_same_second_as_the_run_reads_as_requeued() -> None:
     requeued = state_change("job-p").status("RUNNABLE").summary(1, reason=RECLAIM).at(at(10))
     job = _fold(_observations([requeued.build(), running]))
     assert job.status == "RUNNABLE"
+
+
+def _answer(event: dict, **fields: object) -> HistoryDetail:
+    """A DescribeServiceJob answer: the job as the event's detail shows it (and `fields`)."""
+    return HistoryDetail.model_validate({**event["detail"], **fields})
+
+
+LATER = at(30 * 86400)  # a backfill's window end, long after the job
+
+
+def test_a_backfilled_answer_is_dated_at_the_job_s_own_last_known_time() -> None:
+    events = lifecycle("job-a")
+    done = _answer(events[-1])
+    assert last_known_ms(done) == ms(at(4300))
+    # Batch's times are milliseconds, EventBridge's whole seconds: dated to the second.
+    assert last_known_ms(_answer(events[-1], stoppedAt=ms(at(4300)) + 400)) == ms(at(4300))
+    # Running: its latest attempt's start; waiting: its creation; nothing known: None.
+    running = _answer(events[5], stoppedAt=None)
+    assert last_known_ms(running) == ms(at(700))
+    assert last_known_ms(_answer(events[0])) == ms(at(0))
+    assert last_known_ms(_answer(events[0], createdAt=None)) is None
+
+    seen = backfill_observation(done, LATER)
+    assert seen is not None
+    assert (seen.status, seen.statusAt, seen.lastSeenAt) == (
+        "SUCCEEDED",
+        ms(at(4300)),
+        ms(at(4300)),
+    )
+    # Neither first RUNNABLE nor first seen: the answer does not say (submittedAt is createdAt).
+    assert (seen.firstRunnableAt, seen.firstSeenAt, seen.submittedAt) == (None, None, ms(at(0)))
+    unknown = backfill_observation(_answer(events[0], createdAt=None), LATER)
+    assert unknown is not None
+    assert unknown.statusAt == ms(LATER)
+
+
+def test_a_backfill_of_a_job_the_events_recorded_changes_nothing() -> None:
+    events = lifecycle("job-a")
+    recorded = _fold(_observations(events))
+    for answer in (_answer(events[-1]), _answer(events[-1], stoppedAt=ms(at(4300)) + 400)):
+        seen = backfill_observation(answer, LATER)
+        assert seen is not None
+        assert merge(recorded, seen) == merge(seen, recorded) == recorded
+    # A running job's answer says nothing its events up to now did not.
+    running = _fold(_observations(events[:6]))
+    seen = backfill_observation(_answer(events[5]), LATER)
+    assert seen is not None
+    assert merge(running, seen) == merge(seen, running) == running
+
+
+def test_observations_of_one_time_merge_to_one_answer_in_any_order() -> None:
+    # Equal in time, count and rank (SUCCEEDED and FAILED): the status itself breaks the tie.
+    ok = state_change("job-t").status("SUCCEEDED").reason("done").at(at(10)).build()
+    failed = state_change("job-t").status("FAILED").reason("done").at(at(10)).build()
+    a, b = _observations([ok, failed])
+    assert merge(a, b) == merge(b, a)
 
 
 def test_a_record_survives_the_table_round_trip() -> None:

@@ -194,6 +194,36 @@ def observe(
     )
 
 
+def last_known_ms(detail: HistoryDetail) -> int | None:
+    """The latest time a job's own answer names (created, scheduled, started, stopped, and each
+    attempt's start and stop), to the second as EventBridge dates events; None when it names
+    none."""
+    times = [detail.createdAt, detail.scheduledAt, detail.startedAt, detail.stoppedAt]
+    for attempt in detail.attempts:
+        times += [attempt.startedAt, attempt.stoppedAt]
+    latest = _max(*times)
+    return None if latest is None else latest // 1000 * 1000
+
+
+def backfill_observation(detail: HistoryDetail, window_end: datetime) -> JobRecord | None:
+    """What a DescribeServiceJob answer read by a backfill says, as an observation dated at the
+    job's own last known time (`last_known_ms`; the window's end only when it names none).
+
+    Dated so, the answer of a job the events recorded completely says nothing they did not
+    (its status is the one their last event showed, at that event's time), so it merges to the
+    same record and a second backfill writes nothing. The answer does not say when the job was
+    first RUNNABLE (a RUNNABLE job has waited since it was created: the report falls back to
+    the submit time), nor when it was first seen: the events first see a job after its
+    `createdAt`, which `submittedAt` keeps, so claiming `createdAt` would rewrite every job
+    they recorded."""
+    known = last_known_ms(detail)
+    seen_at = window_end if known is None else datetime.fromtimestamp(known / 1000, UTC)
+    record = observe(detail, seen_at)
+    if record is None:
+        return None
+    return record.model_copy(update={"firstRunnableAt": None, "firstSeenAt": None})
+
+
 def lacks_identity(record: JobRecord) -> bool:
     """Whether the record misses what the reports group by (share, instance type, count):
     State Change and Queue Blocked details may not carry them (the user guide's examples show
@@ -243,11 +273,12 @@ def _merge_attempt(a: AttemptRecord | None, b: AttemptRecord) -> AttemptRecord:
     )
 
 
-def _status_order(r: JobRecord) -> tuple[int, int, int, str, int]:
+def _status_order(r: JobRecord) -> tuple[int, int, int, str, str, int]:
     return (
         r.statusAt if r.statusAt is not None else -1,
         r.preemptedAttempts,
         STATUS_RANK.get(r.status or "", -1),
+        r.status or "",
         r.statusReason or "",
         r.priority if r.priority is not None else -1,
     )
