@@ -135,6 +135,7 @@ class Target:
     topic_arn: str | None = None
     stack_name: str | None = None
     _clients: dict[str, Any] = field(default_factory=dict)
+    _stacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # DescribeStacks answers
 
     def client(self, service: str, *, mode: str = "standard", max_attempts: int = 5) -> Any:
         """A client of the session with the retry mode set (one per service)."""
@@ -292,10 +293,24 @@ def _session(profile: str | None, region: str | None) -> Any:
 
 def stack_outputs(target: Target, stack_name: str) -> dict[str, str]:
     """The outputs of a CloudFormation stack, by key."""
-    with failure(f"read the outputs of stack {stack_name} in {target.region}"):
-        stacks = target.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
-    outputs = stacks[0].get("Outputs", []) if stacks else []
+    outputs = _stack(target, stack_name).get("Outputs", [])
     return {str(o["OutputKey"]): str(o["OutputValue"]) for o in outputs}
+
+
+def stack_parameters(target: Target, stack_name: str) -> dict[str, str]:
+    """The parameter values a CloudFormation stack was deployed with, by key."""
+    parameters = _stack(target, stack_name).get("Parameters", [])
+    return {str(p["ParameterKey"]): str(p.get("ParameterValue", "")) for p in parameters}
+
+
+def _stack(target: Target, stack_name: str) -> dict[str, Any]:
+    """The DescribeStacks answer of one stack, read once per command."""
+    if stack_name not in target._stacks:
+        with failure(f"read the outputs of stack {stack_name} in {target.region}"):
+            client = target.client("cloudformation")
+            stacks = client.describe_stacks(StackName=stack_name)["Stacks"]
+        target._stacks[stack_name] = dict(stacks[0]) if stacks else {}
+    return target._stacks[stack_name]
 
 
 @contextmanager

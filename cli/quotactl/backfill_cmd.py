@@ -7,7 +7,13 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from quotactl import aws
-from quotactl.history_access import EXIT_OK, history_store, queue_layouts, window_end_ms
+from quotactl.history_access import (
+    EXIT_OK,
+    history_retention,
+    history_store,
+    queue_layouts,
+    window_end_ms,
+)
 
 
 def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
@@ -19,7 +25,8 @@ def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
     since = until - args.since * 1000
     target = aws.connect(args)
     queue_layouts(target, args.queue)
-    store, name = history_store(args, target)
+    retention, retention_from = history_retention(args, target)
+    store, name = history_store(args, target, retention)
     batch = target.batch_client()
     window_end = datetime.fromtimestamp(until / 1000, UTC)
     written = unchanged = 0
@@ -43,7 +50,8 @@ def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
                 unchanged += 1
     print(
         f"backfilled {written} job(s) of {args.queue} into {name} "
-        f"({unchanged} already recorded, {len(job_ids)} listed by Batch)",
+        f"({unchanged} already recorded, {len(job_ids)} listed by Batch); each written job "
+        f"expires {retention} days after its last known time ({retention_from})",
         file=out,
     )
     return EXIT_OK

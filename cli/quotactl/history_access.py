@@ -4,7 +4,9 @@ how their errors are said.
 
 The history table is `--history-table`, else the stack's output `HistoryTableName`, else
 `$QUOTACTL_HISTORY_TABLE`, else the config table's name with `-quota-config` replaced by
-`-job-history` (the template names both from NamePrefix). Every bad input is one line on
+`-job-history` (the template names both from NamePrefix). A backfill's items expire after
+`--retention-days`, else the stack's parameter `HistoryRetentionDays`, else the local stack's,
+else 90 days (`history_retention`). Every bad input is one line on
 stderr naming it (exit 1); nothing here writes to the config table.
 """
 
@@ -30,6 +32,8 @@ from quotactl.values import DURATION_UNITS
 EXIT_OK = 0
 HISTORY_ENV = "QUOTACTL_HISTORY_TABLE"
 HISTORY_OUTPUT = "HistoryTableName"
+RETENTION_PARAMETER = "HistoryRetentionDays"
+DEFAULT_RETENTION_DAYS = 90  # template.yaml's default of HistoryRetentionDays
 
 
 class HistoryError(aws.AwsError):
@@ -66,8 +70,33 @@ def history_table_name(args: argparse.Namespace, target: aws.Target) -> str:
     return re.sub(r"-quota-config$", "", target.table_name) + "-job-history"
 
 
-def history_store(args: argparse.Namespace, target: aws.Target) -> Any:
-    """The history table's adapter and the table's name."""
+def history_retention(args: argparse.Namespace, target: aws.Target) -> tuple[int, str]:
+    """The days a written job stays in the history after its last known time, and where that
+    came from: `--retention-days`, else the stack's parameter `HistoryRetentionDays` (what
+    RecordHistory is deployed with) with `--stack-name`, else the local stack's with
+    `--local`, else the template's default."""
+    if getattr(args, "retention_days", None) is not None:
+        return int(args.retention_days), "--retention-days"
+    if target.stack_name:
+        value = aws.stack_parameters(target, target.stack_name).get(RETENTION_PARAMETER, "")
+        if value.isdigit():
+            return int(value), f"{RETENTION_PARAMETER} of stack {target.stack_name}"
+    if getattr(args, "local", False):
+        from quotactl.local_state import read_state
+
+        local = (read_state() or {}).get("historyRetentionDays")
+        if isinstance(local, int) and not isinstance(local, bool):
+            return local, f"{RETENTION_PARAMETER} of the local stack"
+    return DEFAULT_RETENTION_DAYS, (
+        f"the default; --retention-days or --stack-name to match the deployed {RETENTION_PARAMETER}"
+    )
+
+
+def history_store(
+    args: argparse.Namespace, target: aws.Target, retention_days: int = DEFAULT_RETENTION_DAYS
+) -> tuple[Any, str]:
+    """The history table's adapter and the table's name; the adapter writes items that expire
+    `retention_days` after their job's last known time."""
     from quota_controller.adapters.history_store import DynamoHistoryStore
 
     name = history_table_name(args, target)
@@ -75,7 +104,8 @@ def history_store(args: argparse.Namespace, target: aws.Target) -> Any:
         resource = target.session.resource(
             "dynamodb", region_name=target.region, endpoint_url=target.endpoint_url
         )
-    return DynamoHistoryStore(resource.Table(name)), name
+    store = DynamoHistoryStore(resource.Table(name), retention_days)
+    return store, name
 
 
 def window_end_ms(args: argparse.Namespace) -> int:

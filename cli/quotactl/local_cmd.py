@@ -146,6 +146,8 @@ def run_up(
             "topic": stack.topic_arn,
             "alertsQueue": stack.alerts_url,
             "historyTable": stack.history_table_name,
+            # What RecordHistory runs with: `history backfill --local` writes the same expiry.
+            "historyRetentionDays": stack.shape.history_retention_days,
             # The stack's clock runs `speed` times the wall clock from here: commands that
             # need "now" (quotactl report --local) read it from this.
             "clock": {"virtual": stack.clock.time(), "wall": time.time(), "speed": speed},

@@ -301,6 +301,13 @@ def _add_history_commands(sub: Any) -> None:
         metavar="DURATION",
         help="jobs created this long ago or later (default 90d)",
     )
+    p.add_argument(
+        "--retention-days",
+        type=whole(1, 3650),  # template.yaml bounds HistoryRetentionDays so
+        metavar="N",
+        help="days a written job stays after its last known time, 1-3650 (default: the "
+        "stack's HistoryRetentionDays with --stack-name or --local, else 90)",
+    )
     _history_options(p)
 
 

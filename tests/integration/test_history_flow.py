@@ -109,6 +109,7 @@ def test_backfill_adds_nothing_the_events_recorded(
         out = capsys.readouterr().out
         assert "backfilled 0 job(s) of ml-training" in out
         assert "(4 already recorded, 4 listed by Batch)" in out
+        assert "expires 90 days after its last known time (the default;" in out
     assert items(stack) == before
     # `history QUEUE` still lists the change records.
     assert quotactl(stack, "history", QUEUE) == 0
@@ -121,19 +122,60 @@ def test_backfill_records_a_job_the_events_missed_at_its_own_times(
     recorded = items(stack)["b-own"]
     stack.history_table.delete_item(Key={"queue": QUEUE, "jobId": recorded["jobId"]})
     stack.advance(60)
-    assert quotactl(stack, "history", "backfill", QUEUE, "--since", "1d") == 0
+    argv = ["history", "backfill", QUEUE, "--since", "1d", "--retention-days", "7"]
+    assert quotactl(stack, *argv) == 0
     out = capsys.readouterr().out
     assert "backfilled 1 job(s)" in out
     assert "(3 already recorded, 4 listed by Batch)" in out
+    assert "expires 7 days after its last known time (--retention-days)" in out
     written = items(stack)["b-own"]
     # Its status is dated when it ended, as its last event was, not when the backfill ran.
     for key in ("status", "statusAt", "lastSeenAt", "submittedAt", "attempts", "endAt"):
         assert written[key] == recorded[key], key
-    assert written["expiresAt"] == recorded["expiresAt"]
+    assert written["expiresAt"] == written["lastSeenAt"] // 1000 + 7 * 86400
     stack.advance(60)
     assert quotactl(stack, "history", "backfill", QUEUE, "--since", "1d") == 0
     assert "backfilled 0 job(s)" in capsys.readouterr().out
     assert items(stack)["b-own"] == written
+
+
+def test_backfill_expires_jobs_as_the_deployed_stack_does(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    template = {
+        "Parameters": {"HistoryRetentionDays": {"Type": "Number", "Default": 90}},
+        "Resources": {"Inbox": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {
+            "ConfigTableName": {"Value": stack.table_name},
+            "HistoryTableName": {"Value": stack.history_table_name},
+        },
+    }
+    stack.client("cloudformation").create_stack(
+        StackName="quotas-30d",
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": "HistoryRetentionDays", "ParameterValue": "30"}],
+    )
+    recorded = items(stack)["a-own"]
+    stack.history_table.delete_item(Key={"queue": QUEUE, "jobId": recorded["jobId"]})
+    argv = ["history", "backfill", QUEUE, "--since", "1d", "--stack-name", "quotas-30d"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "backfilled 1 job(s)" in out
+    assert (
+        "expires 30 days after its last known time (HistoryRetentionDays of stack quotas-30d)"
+        in out
+    )
+    written = items(stack)["a-own"]
+    assert written["expiresAt"] == written["lastSeenAt"] // 1000 + 30 * 86400
+    # --retention-days wins over the stack's; out of the template's bounds it is a usage error.
+    stack.history_table.delete_item(Key={"queue": QUEUE, "jobId": recorded["jobId"]})
+    assert main([*argv, "--retention-days", "5"]) == 0
+    assert "expires 5 days" in capsys.readouterr().out
+    assert items(stack)["a-own"]["expiresAt"] == written["lastSeenAt"] // 1000 + 5 * 86400
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--retention-days", "3651"])
+    assert exited.value.code == 2
+    assert "'3651' is not a whole number 1-3650" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,12 @@ def test_local_up_serves_the_cli_in_another_process(tmp_path: Path) -> None:
         plan = quotactl("plan", "-f", str(EXAMPLE))
         assert plan.returncode == 0, plan.stderr
         assert "0 actions" in plan.stdout
+        # A backfill writes the expiry the stack's RecordHistory writes.
+        backfill = quotactl("history", "backfill", "ml-training")
+        assert backfill.returncode == 0, backfill.stderr
+        assert "expires 90 days after its last known time (HistoryRetentionDays of the local" in (
+            backfill.stdout
+        )
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=30)
