@@ -5,6 +5,7 @@ a self-contained page."""
 from __future__ import annotations
 
 import argparse
+from math import isfinite
 from pathlib import Path
 from typing import TextIO
 
@@ -21,7 +22,7 @@ from quotactl.history_access import (
 
 
 def read_prices(path: str) -> dict[str, float]:
-    """The price table: a mapping of instance type to hourly price (>= 0)."""
+    """The price table: a mapping of instance type to hourly price (finite, >= 0)."""
     import yaml
 
     try:
@@ -37,12 +38,25 @@ def read_prices(path: str) -> dict[str, float]:
         )
     prices: dict[str, float] = {}
     for unit, price in data.items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or price < 0:
+        hourly = _hourly(price)
+        if hourly is None:
             raise HistoryError(
-                f"--prices {path}: {unit}: the price must be a number >= 0 (got {price!r})"
+                f"--prices {path}: {unit}: the price must be a finite number >= 0 (got {price!r})"
             )
-        prices[str(unit)] = float(price)
+        prices[str(unit)] = hourly
     return prices
+
+
+def _hourly(price: object) -> float | None:
+    """A price as a float, None unless it is a finite number >= 0 (YAML reads `.nan` and
+    `.inf` as floats)."""
+    if isinstance(price, bool) or not isinstance(price, int | float):
+        return None
+    try:
+        number = float(price)
+    except OverflowError:  # an integer too large for a float
+        return None
+    return number if isfinite(number) and number >= 0 else None
 
 
 def cmd_report(args: argparse.Namespace, out: TextIO) -> int:

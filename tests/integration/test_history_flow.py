@@ -212,6 +212,27 @@ def test_a_price_missing_for_a_type_is_named(
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (f"{G5}: .nan\n", f"{G5}: the price must be a finite number >= 0 (got nan)"),
+        (f"{G5}: .inf\n", f"{G5}: the price must be a finite number >= 0 (got inf)"),
+        (f"{G5}: -1\n", f"{G5}: the price must be a finite number >= 0 (got -1)"),
+        (f"{G5}: 1{'0' * 400}\n", f"{G5}: the price must be a finite number >= 0"),
+    ],
+)
+def test_a_price_that_is_not_a_finite_number_is_refused(
+    stack: LocalStack, tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(text, encoding="utf-8")
+    assert quotactl(stack, "report", QUEUE, "--since", "1d", "--prices", str(prices)) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"quotactl report: --prices {prices}: {message}")
+    assert captured.err.count("\n") == 1
+
+
 def test_an_empty_history_says_how_to_fill_it(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
