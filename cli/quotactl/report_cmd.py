@@ -26,11 +26,19 @@ def read_prices(path: str) -> dict[str, float]:
     import yaml
 
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise HistoryError(f"--prices {path}: cannot read it ({err.strerror})") from err
+    except UnicodeDecodeError as err:
+        raise HistoryError(
+            f"--prices {path}: not YAML or JSON (byte {err.start + 1}: not UTF-8 text)"
+        ) from err
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise HistoryError(f"--prices {path}: not YAML or JSON ({err})") from err
+        raise HistoryError(
+            f"--prices {path}: not YAML or JSON ({yaml_problem(err, text)})"
+        ) from err
     if not isinstance(data, dict) or not data:
         raise HistoryError(
             f"--prices {path}: must map instance types to hourly prices, "
@@ -45,6 +53,25 @@ def read_prices(path: str) -> dict[str, float]:
             )
         prices[str(unit)] = hourly
     return prices
+
+
+def yaml_problem(err: Exception, text: str) -> str:
+    """PyYAML's error about `text` in one line, `line L, column C: what` (its own message spans
+    several, quoting the text with a caret under the fault)."""
+    import yaml
+
+    if isinstance(err, yaml.reader.ReaderError):  # a control character such as NUL
+        line = text.count("\n", 0, err.position) + 1
+        column = err.position - text.rfind("\n", 0, err.position)
+        return f"line {line}, column {column}: unacceptable character #x{err.character:04x}"
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None) or " ".join(str(err).split())
+    context = getattr(err, "context", None)
+    if context:
+        problem = f"{context}, {problem}"
+    if mark is None:
+        return problem
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def _hourly(price: object) -> float | None:

@@ -183,15 +183,54 @@ def test_backfill_expires_jobs_as_the_deployed_stack_does(
     [
         (["report", "nope"], "unknown job queue nope"),
         (["workload", "export", "nope"], "unknown job queue nope"),
+        (["history", "backfill", "nope"], "unknown job queue nope"),
         (["report", QUEUE, "--until", "2026-01-01T00:00:00Z", "--since", "1d"], "no job of"),
+        (["workload", "export", QUEUE, "--until", "2026-01-01T00:00:00Z"], "no job of"),
         (["report", QUEUE, "--until", "yesterday"], "--until 'yesterday' is not an ISO 8601"),
+        (["history", "backfill", QUEUE, "--until", "now"], "--until 'now' is not an ISO 8601"),
+        (["report", QUEUE, "--since", "1d", "--html", "/nonexistent/r.html"], "cannot write it"),
+        (["report", QUEUE, "--prices", "/nonexistent/prices.yaml"], "cannot read it"),
     ],
 )
 def test_bad_input_is_named(
     stack: LocalStack, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert quotactl(stack, *argv) == 1
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            f"{G5}: 1.0\nml.p4d.24xlarge: [2\n",
+            "line 3, column 1: while parsing a flow sequence, expected ',' or ']', "
+            "but got '<stream end>'",
+        ),
+        (
+            f"{G5}: 1.0\n  ml.p4d.24xlarge: 2\n",
+            "line 2, column 18: mapping values are not allowed here",
+        ),
+        (f"{G5}: 1.0\nml.p4d.24xlarge: \x01\n", "line 2, column 18: unacceptable character #x0001"),
+        (f"{G5}: *price\n", "line 1, column 15: found undefined alias 'price'"),
+    ],
+)
+def test_a_malformed_price_file_is_one_line_naming_where(
+    stack: LocalStack, tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(text, encoding="utf-8")
+    assert quotactl(stack, "report", QUEUE, "--prices", str(prices)) == 1
+    assert capsys.readouterr().err == (
+        f"quotactl report: --prices {prices}: not YAML or JSON ({message})\n"
+    )
+    prices.write_bytes(b"ml.g5.xlarge: \xff\n")
+    assert quotactl(stack, "report", QUEUE, "--prices", str(prices)) == 1
+    assert capsys.readouterr().err == (
+        f"quotactl report: --prices {prices}: not YAML or JSON (byte 15: not UTF-8 text)\n"
+    )
 
 
 def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -207,9 +246,9 @@ def test_a_price_missing_for_a_type_is_named(
     prices = tmp_path / "prices.yaml"
     prices.write_text(yaml.safe_dump({"ml.p4d.24xlarge": 30}), encoding="utf-8")
     assert quotactl(stack, "report", QUEUE, "--prices", str(prices)) == 1
-    assert "no hourly price for ml.g5.xlarge (used by team-a, team-b, team-c)" in (
-        capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert "no hourly price for ml.g5.xlarge (used by team-a, team-b, team-c)" in err
+    assert err.count("\n") == 1
 
 
 @pytest.mark.parametrize(
@@ -240,5 +279,6 @@ def test_an_empty_history_says_how_to_fill_it(
     stack.run_until_idle()
     assert quotactl(stack, "report", "ml-idle") == 1
     err = capsys.readouterr().err
+    assert err.count("\n") == 1
     assert "job history of ml-idle in table local-job-history is empty" in err
     assert "quotactl history backfill ml-idle" in err
