@@ -88,7 +88,7 @@ def _hourly(price: object) -> float | None:
 
 def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     """Figures per share and in total for the window; optionally the HTML page."""
-    from quotactl.report import ReportError, build_report, in_window
+    from quota_local.history_report import ReportError, build_report, in_window
     from quotactl.report_html import render_html
 
     prices = read_prices(args.prices) if args.prices else None

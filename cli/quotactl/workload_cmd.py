@@ -12,8 +12,8 @@ from quotactl.history_access import EXIT_OK, history_records, no_jobs, queue_lay
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """The window's jobs as the simulator's workload CSV on stdout; what was left out on stderr."""
+    from quota_local.history_report import workload
     from quota_local.workload import write_workload
-    from quotactl.report import workload
 
     until = window_end_ms(args)
     since = until - args.since * 1000

@@ -9,10 +9,11 @@ share's quota. Every job goes through the real stack: Batch's events reach the a
 functions and RecordHistory, and the history table, as deployed.
 
 Then, what `quotactl` does with that history, through the functions under its commands:
-`quotactl report` (`quotactl.report.build_report`), `quotactl workload export`
-(`quotactl.report.workload`, written and read back as the workload CSV), `quotactl recommend`
-(`quota_local.recommend.recommend`, seeded) and `quotactl plan -f` against the live queue (the
-reconciler's planner and reduction guard, as the preview calls them). The recommendation is
+`quotactl report` (`quota_local.history_report.build_report`), `quotactl workload export`
+(`quota_local.history_report.workload`, written and read back as the workload CSV),
+`quotactl recommend` (`quota_local.recommend.recommend`, seeded) and `quotactl plan -f`
+against the live queue (the reconciler's planner and reduction guard, as the preview calls
+them). The recommendation is
 not applied. Every figure comes from the run; `quotactl demo --json` has them as data.
 
 The scheduled resync (every 5 minutes) is paused for the week: it would find nothing to
@@ -39,13 +40,13 @@ from quota_controller.domain.plan_records import Scope
 from quota_controller.domain.status import read_status
 from quota_controller.domain.table_keys import config_items
 from quota_controller.services.decision import decide
+from quota_local.history_report import Report, build_report, workload
 from quota_local.recommend import DEFAULT_BUDGET, Recommendation, recommend
 from quota_local.recommend_explain import duration, explain
 from quota_local.recommend_layout import ShareLayout, distance, document_data
 from quota_local.stack import LocalStack
 from quota_local.stack_resources import ACCOUNT
 from quota_local.workload import read_workload, write_workload
-from quotactl.report import Report, build_report, workload
 
 WEEK_S = 7 * 86400
 SEED = 0

@@ -18,7 +18,7 @@ from builders import guide_layout
 from history_builders import at, ms, record
 
 from quota_controller.domain.config.model import QuotaDocument
-from quotactl.report import build_report
+from quota_local.history_report import build_report
 from quotactl.report_html import render_html
 
 H = 3600

@@ -16,7 +16,7 @@ from builders import guide_layout
 from history_builders import at, ms, record
 
 from quota_controller.domain.config.model import QuotaDocument
-from quotactl.report import ReportError, build_report, percentile, workload
+from quota_local.history_report import ReportError, build_report, percentile, workload
 
 H = 3600
 DOC = QuotaDocument.model_validate(guide_layout().build())
