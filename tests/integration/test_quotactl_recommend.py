@@ -236,12 +236,8 @@ def _why(out: str) -> list[str]:
     return [line.strip() for line in lines[start:] if line.startswith("  ")]
 
 
-def test_why_gives_before_and_after_of_what_changed_and_nothing_else(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """team-a keeps two idle instances to itself while team-b queues behind its one: lending
-    is the recommendation, and its sentence says what lending did, not what a RESERVE share
-    could not have done (borrow)."""
+def _idle_reserve_and_a_busy_borrower() -> tuple[dict[str, Any], list[WorkloadJob]]:
+    """team-a (RESERVE, 2) runs one short job; team-b (1, borrows) queues 24 jobs behind it."""
     document = (
         DocBuilder(QUEUE)
         .env(**{G5: 3})
@@ -251,6 +247,16 @@ def test_why_gives_before_and_after_of_what_changed_and_nothing_else(
     )
     jobs = [WorkloadJob(600.0 * k, "team-b", G5, 1, 1800.0) for k in range(24)]
     jobs.append(WorkloadJob(0.0, "team-a", G5, 1, 600.0))
+    return document, jobs
+
+
+def test_why_gives_before_and_after_of_what_changed_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """team-a keeps two idle instances to itself while team-b queues behind its one: lending
+    is the recommendation, and its sentence says what lending did, not what a RESERVE share
+    could not have done (borrow)."""
+    document, jobs = _idle_reserve_and_a_busy_borrower()
     assert _recommend(tmp_path, document, jobs, "--keep", "team-a.limits", "--keep", "team-b") == 0
     assert _why(capsys.readouterr().out) == [
         "team-a: strategy RESERVE -> LEND: may lend its idle quota to shares that borrow (lent "
@@ -288,15 +294,7 @@ def test_layouts_that_behave_alike_are_one_row_saying_how_many(
     """Whether team-a lends or lends and borrows (at any limit) makes no difference when it
     never needs to borrow: those layouts are one row, the simplest, and the rows left say how
     they differ from #1."""
-    document = (
-        DocBuilder(QUEUE)
-        .env(**{G5: 3})
-        .share("team-a", **{G5: 2})
-        .share("team-b", "LEND_AND_BORROW", -1, **{G5: 1})
-        .build()
-    )
-    jobs = [WorkloadJob(600.0 * k, "team-b", G5, 1, 1800.0) for k in range(24)]
-    jobs.append(WorkloadJob(0.0, "team-a", G5, 1, 600.0))
+    document, jobs = _idle_reserve_and_a_busy_borrower()
     keeps = ["--keep", "team-a.limits", "--keep", "team-b", "--format", "json"]
     assert _recommend(tmp_path, document, jobs, *keeps) == 0
     data = json.loads(capsys.readouterr().out)
