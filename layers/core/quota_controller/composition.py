@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from quota_controller.adapters.config_store import DynamoConfigStore
     from quota_controller.adapters.history_store import DynamoHistoryStore
     from quota_controller.adapters.settings import Settings
-    from quota_controller.domain.status import AppliedShareTags, ResyncView
+    from quota_controller.domain.status import ResyncView
     from quota_controller.ports import Clock
     from quota_controller.services.reconcile import Deps
     from quota_controller.services.tag_drift import TagDriftReport
@@ -271,9 +271,7 @@ def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]
     from quota_controller.services.tag_drift import find_tag_drift
 
     reader = BotoAlertReader(batch_client())
-    by_queue: dict[str, list[AppliedShareTags]] = {}
-    for record in view.applied_share_tags:
-        by_queue.setdefault(record.queue, []).append(record)
+    by_queue = view.applied_by_queue()
 
     def check(queue: str, report: TagDriftReport) -> None:
         find_tag_drift(by_queue.get(queue, []), {queue}, reader.share_tags, report)

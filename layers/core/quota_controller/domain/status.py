@@ -185,3 +185,10 @@ class ResyncView:
 
     queues: list[str] = field(default_factory=list)
     applied_share_tags: list[AppliedShareTags] = field(default_factory=list)
+
+    def applied_by_queue(self) -> dict[str, list[AppliedShareTags]]:
+        """The applied tags grouped by queue, each queue's shares in the order read."""
+        by_queue: dict[str, list[AppliedShareTags]] = {}
+        for record in self.applied_share_tags:
+            by_queue.setdefault(record.queue, []).append(record)
+        return by_queue
