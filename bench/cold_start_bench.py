@@ -120,6 +120,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.services.log_safety",
         "quota_controller.adapters.sqs_requeuer",
         "quota_controller.adapters.settings",
+        "quota_controller.services.resync",
         "quota_controller.services.tag_drift",
         "quota_controller.services.usage_metrics",
     ),

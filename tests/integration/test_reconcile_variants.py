@@ -137,6 +137,7 @@ def test_the_resync_skips_a_queue_batch_no_longer_has(
     opened: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from quota_controller import composition
+    from quota_controller.services.resync import publish_usage
 
     stack = opened
     converge(stack)
@@ -149,7 +150,7 @@ def test_the_resync_skips_a_queue_batch_no_longer_has(
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
 
     # What the resync function calls for its share-usage metrics, on the stack's clients.
-    usage = composition.publish_share_usage([QUEUE], "BatchQuotaController")
+    usage = publish_usage(composition.resync_deps("BatchQuotaController"), [QUEUE])
 
     assert usage.failed == {}
     assert usage.skipped == {QUEUE: "job queue does not exist"}

@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +22,9 @@ if TYPE_CHECKING:
     from quota_controller.adapters.config_store import DynamoConfigStore
     from quota_controller.adapters.history_store import DynamoHistoryStore
     from quota_controller.adapters.settings import Settings
-    from quota_controller.domain.status import ResyncView
     from quota_controller.ports import Clock
     from quota_controller.services.reconcile import Deps
-    from quota_controller.services.tag_drift import TagDriftReport
-    from quota_controller.services.usage_metrics import UsageReport
+    from quota_controller.services.resync import ResyncDeps
 
 
 class UtcClock:
@@ -265,41 +263,23 @@ def owner_notify_deps(context: Any) -> Any:
     )
 
 
-def share_tag_checker(view: ResyncView) -> Callable[[str, TagDriftReport], None]:
-    """Checks one queue's shares: their tags in Batch against those status says were applied."""
-    from quota_controller.adapters.batch_reader import BotoAlertReader
-    from quota_controller.services.tag_drift import find_tag_drift
-
-    reader = BotoAlertReader(batch_client())
-    by_queue = view.applied_by_queue()
-
-    def check(queue: str, report: TagDriftReport) -> None:
-        find_tag_drift(by_queue.get(queue, []), {queue}, reader.share_tags, report)
-
-    return check
-
-
-def publish_share_usage(
-    queues: Sequence[str], namespace: str | None, has_time: Callable[[], bool] | None = None
-) -> UsageReport:
-    """ShareUsage and ShareQuota of every managed queue, from GetJobQueueSnapshot and
-    ListQuotaShares, as EMF lines
-    on stdout. Nothing is read when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
+def resync_deps(namespace: str | None) -> ResyncDeps:
+    """Everything the resync needs, bound to AWS; the usage metrics (EMF lines on stdout, in
+    `namespace`) read nothing when metrics are off (POWERTOOLS_METRICS_DISABLED, as locally)."""
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-    from quota_controller.services.usage_metrics import UsageReport, publish_share_usage
-
-    if is_metrics_disabled():
-        return UsageReport(disabled=True)
     from quota_controller.adapters.batch_reader import BotoAlertReader
+    from quota_controller.services.resync import ResyncDeps
 
-    return publish_share_usage(
-        queues,
-        BotoAlertReader(batch_client()),
-        functools.partial(print, flush=True),
-        namespace=namespace or "BatchQuotaController",
+    reader = BotoAlertReader(batch_client())
+    return ResyncDeps(
+        store=config_store(),
+        tags=reader,
+        requeuer=requeuer(),
         clock=clock(),
-        has_time=has_time,
+        usage=None if is_metrics_disabled() else reader,
+        emit=functools.partial(print, flush=True),
+        namespace=namespace or "BatchQuotaController",
     )
 
 

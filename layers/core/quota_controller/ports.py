@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.observed import ObservedState
     from quota_controller.domain.owner_contacts import TopicSubscription
     from quota_controller.domain.plan_records import Action, Scope
+    from quota_controller.domain.status import ResyncView
 
 
 class RetryableError(Exception):
@@ -233,6 +234,23 @@ class UsageReader(Protocol):
 
     def quota_shares(self, queue: str) -> list[dict[str, Any]] | None:
         """The queue's quota shares as Batch lists them, None when the queue does not exist."""
+        ...
+
+
+class ResyncSource(Protocol):
+    """The config table, as the resync reads it (one scan)."""
+
+    def resync_view(self) -> ResyncView:
+        """The queues to reconcile and the tags each share's status says were applied."""
+        ...
+
+
+class ShareTagReader(Protocol):
+    """ListTagsForResource of a quota share, as the resync's tag check reads it."""
+
+    def share_tags(self, share_arn: str) -> dict[str, str] | None:
+        """The share's tags; None when the share no longer exists. Raises RetryableError
+        (throttled) or ReadRefused (refused while the share exists)."""
         ...
 
 
