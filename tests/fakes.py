@@ -1245,3 +1245,76 @@ if TYPE_CHECKING:
     _alert_reader: AlertReader = FakeAlertReader()
     _claims: Claims = FakeClaims()
     _usage_reader: UsageReader = FakeUsageReader({}, {})
+
+
+# -- The resync's reads and requeues ---------------------------------------------------------
+
+
+class FakeResyncSource:
+    """The config table's one scan for the resync (ResyncSource): the view it is given, a
+    fresh copy at each read."""
+
+    def __init__(self, view: ResyncView) -> None:
+        self.view = view
+        self.reads = 0
+
+    def resync_view(self) -> ResyncView:
+        self.reads += 1
+        return copy.deepcopy(self.view)
+
+
+class FakeShareTags:
+    """ListTagsForResource by share ARN (ShareTagReader): tags, None (the share is gone) or an
+    exception, raised (the adapter's RetryableError or ReadRefused). Records the ARNs read."""
+
+    def __init__(self, tags: Mapping[str, Mapping[str, str] | Exception | None]) -> None:
+        self.tags = dict(tags)
+        self.read: list[str] = []
+
+    def share_tags(self, share_arn: str) -> dict[str, str] | None:
+        self.read.append(share_arn)
+        answer = self.tags.get(share_arn)
+        if isinstance(answer, Exception):
+            raise answer
+        return None if answer is None else dict(answer)
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """One requeue message, as FakeRequeuer took it."""
+
+    queue: str
+    delay_seconds: int
+    reason: str
+    read_share_tags: tuple[str, ...] = ()
+    chain: str | None = None
+    locked_since: float | None = None
+
+
+class FakeRequeuer:
+    """The requeue queue (Requeuer): the messages sent, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[Requeued] = []
+
+    def requeue(
+        self,
+        queue: str,
+        delay_seconds: int,
+        reason: str,
+        read_share_tags: Sequence[str] = (),
+        chain: str | None = None,
+        locked_since: float | None = None,
+    ) -> None:
+        self.sent.append(
+            Requeued(queue, delay_seconds, reason, tuple(read_share_tags), chain, locked_since)
+        )
+
+
+if TYPE_CHECKING:
+    from quota_controller.domain.status import ResyncView
+    from quota_controller.ports import Requeuer, ResyncSource, ShareTagReader
+
+    _resync_source: ResyncSource = FakeResyncSource(ResyncView())
+    _share_tags: ShareTagReader = FakeShareTags({})
+    _requeuer: Requeuer = FakeRequeuer()
