@@ -63,14 +63,12 @@ _CHANGE_SLACK = timedelta(minutes=5)
 
 
 class _QueueContext:
-    def __init__(
-        self,
-        queue: str,
-        deps: AlertDeps,
-        changes_since: datetime | None,
-        at: datetime | None = None,
-    ):
+    def __init__(self, queue: str, deps: AlertDeps, at: datetime):
+        """`at`: the batch's first event's time. The document is validated at it (Batch's
+        time, not this function's clock: a delayed or retried batch sees the layout in force
+        when its events happened), and change records are read from before it."""
         self.queue = queue
+        changes_since = at - ATTRIBUTION_WINDOW - _CHANGE_SLACK
         items = deps.store.load_partition(queue)
         # The reconciler's view of the config: every item the controller did not write.
         config = config_items(items)
@@ -131,9 +129,6 @@ def handle_alert_batch(
             say("malformed event", message_id=message_id, error=loggable(exc))
             outcome.malformed.append(message_id)
             failed.add(message_id)
-    earliest = min((e.time for _, e, _ in parsed), default=None)
-    changes_since = None if earliest is None else earliest - ATTRIBUTION_WINDOW - _CHANGE_SLACK
-
     for message_id, batch_event, job_id in parsed:
         try:
             if job_id not in described:
@@ -150,7 +145,10 @@ def handle_alert_batch(
                 say("not an alert", job_id=job_id, detail_type=batch_event.detail_type)
                 continue
             if obs.queue not in contexts:
-                contexts[obs.queue] = _QueueContext(obs.queue, deps, changes_since, earliest)
+                # Every parsed event has a time (BatchEvent.time is required), so a batch
+                # always has a first one here; with no event parsed no context is built.
+                first = min(e.time for _, e, _ in parsed)
+                contexts[obs.queue] = _QueueContext(obs.queue, deps, first)
             queue_ctx = contexts[obs.queue]
             if not queue_ctx.managed:
                 outcome.ignored += 1
