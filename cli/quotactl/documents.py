@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from quota_controller.domain.config import Problem, ValidationReport, validate_document
@@ -46,7 +46,8 @@ def load_and_validate(path: str, now: datetime | None = None) -> FileResult:
         result = FileResult(path, None, ValidationReport(errors=[problem]))
         result.located = [(problem, exc.line, exc.column)]
         return result
-    report = validate_document(source.data, now)
+    # The CLI's clock when the command names no moment (`--at`, `--start`): the domain reads none.
+    report = validate_document(source.data, now if now is not None else datetime.now(UTC))
     result = FileResult(path, source, report)
     for problem in [*report.errors, *report.warnings]:
         pos = source.position(problem.path)

@@ -150,7 +150,8 @@ def queue_layouts(
             "(quotactl status lists the managed queues)"
         )
     until = None if until_ms is None else datetime.fromtimestamp(until_ms / 1000, UTC)
-    _, report = validate_items(queue, config, until)
+    # Without `until`, the layout in force now, on the CLI's clock.
+    _, report = validate_items(queue, config, until if until is not None else datetime.now(UTC))
     document = None if report.queue_wide_errors else report.valid_part
     if document is None:
         raise HistoryError(

@@ -168,7 +168,8 @@ def preview_plan(stack: LocalStack, queue: str, raw: dict[str, Any]) -> Preview:
     items = [plain(i) for i in DynamoConfigStore(stack.table).load_partition(queue)]
     stamp = stack.clock.now().isoformat(timespec="seconds").replace("+00:00", "Z")
     write = plan_config_write(raw, items, by="quotactl plan", at=stamp, prune=False)
-    assembled, report = validate_items(queue, after_write(items, write))
+    # The stack's virtual clock, as the reconcile of the stack validates at it.
+    assembled, report = validate_items(queue, after_write(items, write), stack.clock.now())
     batch = BotoBatchGateway(stack.batch, Scope(ACCOUNT, stack.region))
     decision = decide(queue, report, read_status(items), batch, assembled=assembled, guard="always")
     after = {
@@ -185,7 +186,7 @@ def table_document(stack: LocalStack, queue: str) -> QuotaDocument:
     """The queue's layout as the config table holds it (what `quotactl report` reads)."""
     items = DynamoConfigStore(stack.table).load_partition(queue)
     config = config_items(items)
-    _, report = validate_items(queue, config)
+    _, report = validate_items(queue, config, stack.clock.now())  # the stack's virtual clock
     document = report.valid_part
     if document is None:
         raise AssertionError(f"the config of {queue} is invalid: {report.errors}")

@@ -6,6 +6,7 @@ capacity arithmetic of the AWS docs, and the generated instance-type list.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,9 @@ from quota_controller.domain.config.model import TOP_LEVEL_FIELDS, QuotaShareSpe
 from quota_controller.domain.config.source import DocumentSyntaxError, parse_text
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 from quota_controller.domain.table_keys import BOOKKEEPING_FIELDS, CONFIG_ATTRIBUTES, config_items
+
+# The moment every table document is validated at (validate_items reads no clock).
+NOW = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
 M5 = "ml.m5.xlarge"
@@ -374,7 +378,7 @@ def test_decimal_numbers_from_dynamodb_become_ints() -> None:
     items = as_dynamodb(document_to_items(raw))
     assert isinstance(items[1]["capacityLimits"][0]["maxCapacity"], Decimal)
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert assembled.raw == raw
     max_capacity = assembled.raw["quotaShares"][0]["capacityLimits"][0]["maxCapacity"]
@@ -411,7 +415,7 @@ def test_a_binary_set_typed_in_the_console_is_an_error_of_that_share() -> None:
     items[1]["tags"] = {Binary(b"a"), Binary(b"b")}
     items[2]["quotaShareName"] = Binary(b"team-b")
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     problems = [assembled.describe(p) for p in report.errors]
     assert "item SHARE#team-a: tags: must be a mapping of fields (got a list)" in problems
@@ -429,7 +433,7 @@ def test_fractional_decimal_stays_float_and_is_rejected() -> None:
     items = as_dynamodb(document_to_items(example_raw()))
     items[1]["capacityLimits"][0]["maxCapacity"] = Decimal("1.5")
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     [problem] = report.errors
     assert problem.location == "quotaShares[0].capacityLimits[0].maxCapacity"
@@ -445,7 +449,7 @@ def test_bookkeeping_attributes_are_not_config() -> None:
     items = document_to_items(example_raw(), bookkeeping=stamp)
     assert items[0]["updatedBy"] == "alice"
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert report.ok, [str(p) for p in report.errors]
     assert assembled.raw == example_raw()
@@ -460,7 +464,7 @@ def test_controller_items_are_ignored() -> None:
         {"queue": "ml-training", "item": "CHANGE#2025-01-01T00:00:00Z", "diff": ["whatever"]},
     ]
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert report.ok, [str(p) for p in report.errors]
     assert assembled.share_items == ["SHARE#team-a", "SHARE#team-b", "SHARE#team-c"]
@@ -472,7 +476,7 @@ def test_controller_items_are_ignored() -> None:
 def test_unknown_sort_key_is_a_queue_wide_error(sort_key: str) -> None:
     items = [*document_to_items(example_raw()), {"queue": "ml-training", "item": sort_key}]
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert not report.ok
     [problem] = report.queue_wide_errors
@@ -484,7 +488,7 @@ def test_unknown_sort_key_is_a_queue_wide_error(sort_key: str) -> None:
 def test_share_items_without_a_queue_item_are_a_queue_wide_error() -> None:
     items = document_to_items(example_raw())[1:]
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert assembled.raw is None
     assert not assembled.removed
@@ -497,7 +501,7 @@ def test_share_items_without_a_queue_item_are_a_queue_wide_error() -> None:
 
 
 def test_no_items_means_the_queue_is_removed() -> None:
-    assembled, report = validate_items("ml-training", [])
+    assembled, report = validate_items("ml-training", [], NOW)
 
     assert assembled.removed
     assert assembled.raw is None
@@ -506,7 +510,7 @@ def test_no_items_means_the_queue_is_removed() -> None:
 
 def test_only_controller_items_means_removed() -> None:
     assembled, _ = validate_items(
-        "ml-training", [{"queue": "ml-training", "item": "STATUS#team-a"}]
+        "ml-training", [{"queue": "ml-training", "item": "STATUS#team-a"}], NOW
     )
 
     assert assembled.removed
@@ -516,7 +520,7 @@ def test_share_name_mismatch_is_an_error_on_that_share_only() -> None:
     items = document_to_items(example_raw())
     items[2]["quotaShareName"] = "team-x"
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert report.queue_wide_errors == []
     mismatch = [p for p in report.errors if "does not match" in p.message]
@@ -534,7 +538,7 @@ def test_a_share_item_naming_another_share_concerns_that_item_only() -> None:
     items = document_to_items(example_raw())
     items.append({**items[2], "item": "SHARE#team-x", "quotaShareName": "team-a"})
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     assert report.queue_wide_errors == []
     assert {p.share for p in report.errors} == {"team-x"}
@@ -549,7 +553,7 @@ def test_share_name_may_be_left_out_of_the_item() -> None:
     items = document_to_items(example_raw())
     del items[1]["quotaShareName"]
 
-    _, report = validate_items("ml-training", items)
+    _, report = validate_items("ml-training", items, NOW)
 
     assert report.ok
     assert [s.quotaShareName for s in report.shares] == ["team-a", "team-b", "team-c"]
@@ -559,7 +563,7 @@ def test_job_queue_name_mismatch_is_queue_wide() -> None:
     items = document_to_items(example_raw())
     items[0]["jobQueue"] = {**items[0]["jobQueue"], "jobQueueName": "other"}
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     [problem] = report.queue_wide_errors
     assert problem.location == "jobQueue.jobQueueName"
@@ -574,7 +578,7 @@ def test_describe_queue_item_problem() -> None:
     items = document_to_items(example_raw())
     items[0]["jobQueue"] = {**items[0]["jobQueue"], "priority": 1001}
 
-    assembled, report = validate_items("ml-training", items)
+    assembled, report = validate_items("ml-training", items, NOW)
 
     [problem] = report.errors
     assert assembled.describe(problem) == (

@@ -335,3 +335,9 @@ def test_a_warning_a_windows_layout_brings_is_said_once_at_its_first_moment() ->
         at("2026-12-02T21:00Z"),
     )
     assert str(during.warnings[0]).startswith("windows[0]: now (windows in force: nights): ")
+
+
+def test_a_document_with_windows_is_validated_only_at_a_moment_the_caller_gives() -> None:
+    # The domain reads no clock: the reconcile, the CLI and the alert function pass theirs.
+    with pytest.raises(ValueError, match="pass `now`"):
+        validate_document(document(nights()))

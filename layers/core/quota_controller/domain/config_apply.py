@@ -76,7 +76,8 @@ def plan_config_write(
     prune: bool,
 ) -> ConfigWrite:
     """Validate `raw` and work out the item writes against the queue's `existing` items.
-    `at` (ISO-8601, the write's time) is also the moment quota windows are checked from."""
+    `at` (ISO-8601, the write's time) is also the moment quota windows are checked from: a
+    document with windows needs it to parse (`validate_document` reads no clock)."""
     try:
         now: datetime | None = datetime.fromisoformat(at.replace("Z", "+00:00"))
     except ValueError:

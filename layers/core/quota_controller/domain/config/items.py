@@ -191,7 +191,7 @@ def items_to_document(queue: str, items: Iterable[Mapping[str, Any]]) -> Assembl
 
 
 def validate_items(
-    queue: str, items: Iterable[Mapping[str, Any]], now: datetime | None = None
+    queue: str, items: Iterable[Mapping[str, Any]], now: datetime
 ) -> tuple[AssembledDocument, ValidationReport]:
     """Rebuild a queue's document from its items and validate it (its layout in force at
     `now`, when it has windows); item problems come first."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -103,21 +103,27 @@ def validate_document(raw: object, now: datetime | None = None) -> ValidationRep
     """Validate a parsed quota document (the mapping read from YAML, JSON or the config table).
 
     With `windows`, each window is checked alone and then every moment's layout from `now`
-    (default: the current time) for a year; the first moment a combination of windows makes
-    invalid is reported. The report's settings and shares are then the layout in force at
-    `now` (`quota_controller.domain.config.timeline`), and it says which windows are in force
-    and when the layout next changes."""
+    for a year; the first moment a combination of windows makes invalid is reported. The
+    report's settings and shares are then the layout in force at `now`
+    (`quota_controller.domain.config.timeline`), and it says which windows are in force and
+    when the layout next changes.
+
+    `now` is the caller's clock (the reconcile's run, the CLI's now or `--at`, an event's
+    time): the domain reads none, so a document with windows without `now` is a caller's bug
+    (ValueError). Only a single layout, without windows, may leave it out (the recommend
+    search and the simulator validate those)."""
     if not isinstance(raw, Mapping) or "windows" not in raw:
         return _validate_layout(raw)
-    when = now or datetime.now(UTC)
+    if now is None:
+        raise ValueError("a document with windows is validated at a moment: pass `now`")
     report = _validate_layout(apply(raw, ()))
-    windows = _check_windows(raw, report, when)
+    windows = _check_windows(raw, report, now)
     if windows is None:
         return report
     report.windows = windows
-    active = in_force(windows, when)
+    active = in_force(windows, now)
     report.in_force = tuple(w.name for w in active)
-    report.next_edge = next_edge(windows, when)
+    report.next_edge = next_edge(windows, now)
     if active:
         effective = _validate_layout(apply(raw, active))
         invalid = {p.share_index for p in report.errors if p.share_index is not None}
