@@ -14,6 +14,7 @@ from quota_controller.domain.history import (
     HistoryDetail,
     JobRecord,
     backfill_observation,
+    enrich,
     from_item,
     last_known_ms,
     merge,
@@ -141,6 +142,74 @@ def test_observations_of_one_time_merge_to_one_answer_in_any_order() -> None:
     failed = state_change("job-t").status("FAILED").reason("done").at(at(10)).build()
     a, b = _observations([ok, failed])
     assert merge(a, b) == merge(b, a)
+
+
+def test_a_backfill_of_a_scheduled_job_keeps_when_it_was_scheduled() -> None:
+    """Batch's scheduledAt has milliseconds; the backfill's observation is dated to the second:
+    the job was first SCHEDULED when the answer says, not at that rounded time (its event came
+    in the next second, as EventBridge dates events to the second)."""
+    events = lifecycle("job-s")[:2]
+    scheduled_at = ms(at(60)) + 500
+    events[-1]["detail"]["scheduledAt"] = scheduled_at
+    events[-1]["time"] = state_change("job-s").at(at(61)).build()["time"]
+    recorded = _fold(_observations(events))
+    assert (recorded.status, recorded.firstScheduledAt) == ("SCHEDULED", scheduled_at)
+    seen = backfill_observation(_answer(events[-1]), LATER)
+    assert seen is not None
+    assert seen.firstScheduledAt == scheduled_at
+    assert merge(recorded, seen) == recorded
+
+
+def test_what_a_describe_adds_does_not_decide_which_status_of_one_second_wins() -> None:
+    """A requeued job's RUNNABLE and SCHEDULED events of one second, without a preemption
+    summary (the guide's event shape), and the DescribeServiceJob answer counting the
+    preemption: in one batch or in two, the job ends SCHEDULED."""
+    runnable, scheduled = _observations(
+        [
+            state_change("job-p").status("RUNNABLE").at(at(100)).build(),
+            state_change("job-p").status("SCHEDULED").at(at(100)).build(),
+        ]
+    )
+    answer = _answer(
+        state_change("job-p").status("SCHEDULED").at(at(100)).summary().reason(RECLAIM).build()
+    )
+    one_batch = enrich(merge(runnable, scheduled), answer)
+    two_batches = merge(enrich(runnable, answer), scheduled)
+    assert one_batch.status == two_batches.status == "SCHEDULED"
+    assert one_batch == two_batches
+
+
+def _random_record(rng: random.Random) -> JobRecord:
+    status = rng.choice([None, "RUNNABLE", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED"])
+    return JobRecord(
+        queue="q",
+        jobId="j",
+        jobName=rng.choice([None, "a", "b"]),
+        share=rng.choice([None, "s1", "s2"]),
+        # Every observation with a status names the job's priority (events and answers do).
+        priority=rng.choice([0, 5]) if status else rng.choice([None, 0, 5]),
+        submittedAt=rng.choice([None, 1, 2]),
+        status=status,
+        statusAt=rng.choice([10, 10, 11]) if status else None,
+        statusReason=rng.choice([None, "x", "y"]) if status else None,
+        statusPreempted=rng.choice([0, 1]) if status else None,
+        firstRunnableAt=rng.choice([None, 3, 4]),
+        preemptedAttempts=rng.choice([0, 0, 1, 2]),
+        firstSeenAt=rng.choice([None, 1, 2]),
+        lastSeenAt=rng.choice([None, 8, 9]),
+    )
+
+
+def test_merge_is_a_join_whatever_was_merged_first() -> None:
+    """Commutative, associative and idempotent: a record does not depend on how its events
+    were batched, replayed or ordered, also with describe answers (no status, a higher
+    preempted count) among them."""
+    rng = random.Random(7)
+    for _ in range(5000):
+        a, b, c = _random_record(rng), _random_record(rng), _random_record(rng)
+        assert merge(a, b) == merge(b, a)
+        assert merge(merge(a, b), c) == merge(a, merge(b, c))
+        assert merge(a, a) == a
 
 
 def test_a_record_survives_the_table_round_trip() -> None:

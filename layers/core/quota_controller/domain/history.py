@@ -97,10 +97,13 @@ class JobRecord(_Record):
     priority: int | None = None
     retries: int | None = None  # preemptionRetriesBeforeTermination
     submittedAt: int | None = None
-    # The latest status and the time of the observation that showed it.
+    # The latest status and the time of the observation that showed it, and how many
+    # preempted attempts that observation counted (what orders two observations of one
+    # second; None in records written before it was kept: their preemptedAttempts).
     status: str | None = None
     statusAt: int | None = None
     statusReason: str | None = None
+    statusPreempted: int | None = None
     firstRunnableAt: int | None = None
     firstScheduledAt: int | None = None
     stuckReasons: tuple[str, ...] = ()
@@ -168,6 +171,7 @@ def observe(
     config = detail.preemptionConfiguration
     retries = config.preemptionRetriesBeforeTermination if config else None
     code = stuck_code(detail.statusReason or "") if state == "RUNNABLE" else None
+    preempted = summary.preemptedAttemptCount if summary else 0
     return JobRecord(
         queue=queue,
         jobId=job_id,
@@ -181,13 +185,14 @@ def observe(
         status=state,
         statusAt=at if state else None,
         statusReason=detail.statusReason,
+        statusPreempted=preempted if state else None,
         firstRunnableAt=at if state == "RUNNABLE" else None,
         firstScheduledAt=_min(
             detail.scheduledAt,
             at if state == "SCHEDULED" else None,
         ),
         stuckReasons=(code,) if code else (),
-        preemptedAttempts=summary.preemptedAttemptCount if summary else 0,
+        preemptedAttempts=preempted,
         attempts=attempts,
         firstSeenAt=at,
         lastSeenAt=at,
@@ -221,7 +226,15 @@ def backfill_observation(detail: HistoryDetail, window_end: datetime) -> JobReco
     record = observe(detail, seen_at)
     if record is None:
         return None
-    return record.model_copy(update={"firstRunnableAt": None, "firstSeenAt": None})
+    # When it was first SCHEDULED is the answer's own `scheduledAt`, not the observation's
+    # time (rounded to the second, it would move an event's millisecond time earlier).
+    return record.model_copy(
+        update={
+            "firstRunnableAt": None,
+            "firstSeenAt": None,
+            "firstScheduledAt": detail.scheduledAt,
+        }
+    )
 
 
 def lacks_identity(record: JobRecord) -> bool:
@@ -274,9 +287,12 @@ def _merge_attempt(a: AttemptRecord | None, b: AttemptRecord) -> AttemptRecord:
 
 
 def _status_order(r: JobRecord) -> tuple[int, int, int, str, str, int]:
+    # The preempted attempts its status observation counted, not the record's (a merge keeps
+    # the most any observation counted, also one without a status: ordering on that would make
+    # the answer depend on what was merged first).
     return (
         r.statusAt if r.statusAt is not None else -1,
-        r.preemptedAttempts,
+        r.statusPreempted if r.statusPreempted is not None else r.preemptedAttempts,
         STATUS_RANK.get(r.status or "", -1),
         r.status or "",
         r.statusReason or "",
@@ -308,6 +324,7 @@ def merge(a: JobRecord | None, b: JobRecord) -> JobRecord:
         status=latest.status,
         statusAt=latest.statusAt,
         statusReason=latest.statusReason,
+        statusPreempted=latest.statusPreempted,
         firstRunnableAt=_min(a.firstRunnableAt, b.firstRunnableAt),
         firstScheduledAt=_min(a.firstScheduledAt, b.firstScheduledAt),
         stuckReasons=tuple(sorted(set(a.stuckReasons) | set(b.stuckReasons))),
