@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from quota_controller.domain.config.model import QuotaDocument
 from quota_local.recommend_layout import Layout, ShareLayout
@@ -114,6 +115,8 @@ def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]
     by_name = {s.name: s for s in current}
     # Per own limit, the --keep expressions that bound it: a refusal names them.
     bound_by: dict[tuple[str, str], list[str]] = {}
+    # Per share, the --keep expressions that pin its strategy or its borrowLimit.
+    pinned_by: dict[tuple[str, str], list[str]] = {}
     for keep in keeps:
         if keep.share != "*" and keep.share not in by_name:
             raise RecommendError(
@@ -121,7 +124,7 @@ def search_space(document: QuotaDocument, current: Layout, keeps: Sequence[Keep]
                 f"(shares: {', '.join(by_name) or 'none'})"
             )
         for share in current if keep.share == "*" else [by_name[keep.share]]:
-            _apply_keep(keep, share, bounds, strategies, borrow)
+            _apply_keep(keep, share, bounds, strategies, borrow, pinned_by)
             if keep.field in ("share", "limits", "limit"):
                 for unit, _ in share.limits:
                     if keep.unit in (None, unit):
@@ -179,6 +182,7 @@ def _apply_keep(
     bounds: dict[tuple[str, str], tuple[int, int]],
     strategies: dict[str, tuple[str, ...]],
     borrow: dict[str, tuple[int | None, ...]],
+    pinned_by: dict[tuple[str, str], list[str]],
 ) -> None:
     name = share.name
     if keep.field in ("share", "limits"):
@@ -187,11 +191,13 @@ def _apply_keep(
             bounds[(name, unit)] = (max(lo, n), min(hi, n))  # with the other keeps
     if keep.field in ("share", "strategy"):
         strategy = str(keep.value) if keep.value is not None else share.strategy
-        strategies[name] = (strategy,)
+        strategies[name] = _pin(strategies[name], strategy, "strategy", keep, name, pinned_by)
         if strategy != "LEND_AND_BORROW":
             borrow[name] = (None,)
         elif keep.field == "share":
-            borrow[name] = (share.borrow_limit,)
+            borrow[name] = _pin(
+                borrow[name], share.borrow_limit, "borrowLimit", keep, name, pinned_by
+            )
     if keep.field == "borrowLimit":
         value = keep.value if keep.value is not None else share.borrow_limit
         if keep.value is None and share.strategy != "LEND_AND_BORROW":
@@ -199,8 +205,11 @@ def _apply_keep(
                 f"--keep {keep.text!r}: share {name!r} has no borrowLimit "
                 f"(its strategy is {share.strategy}); give one, e.g. {name}.borrowLimit=100"
             )
-        borrow[name] = (value if isinstance(value, int) else None,)
-        strategies[name] = ("LEND_AND_BORROW",)
+        limit = value if isinstance(value, int) else None
+        strategies[name] = _pin(
+            strategies[name], "LEND_AND_BORROW", "strategy", keep, name, pinned_by
+        )
+        borrow[name] = _pin(borrow[name], limit, "borrowLimit", keep, name, pinned_by)
     if keep.field == "limit":
         assert keep.unit is not None
         key = (name, keep.unit)
@@ -219,6 +228,30 @@ def _apply_keep(
         else:
             hi = min(hi, value)
         bounds[key] = (lo, hi)
+
+
+def _pin(
+    allowed: tuple[Any, ...],
+    value: Any,
+    what: str,
+    keep: Keep,
+    name: str,
+    pinned_by: dict[tuple[str, str], list[str]],
+) -> tuple[Any, ...]:
+    """A share's strategy or borrowLimit kept at `value` by `keep`: the first keep that pins it
+    sets it (a borrowLimit kept may be one the search would not try); a later one must agree
+    with the earlier ones, or they are refused together."""
+    texts = pinned_by.setdefault((name, what), [])
+    texts.append(keep.text)
+    if len(texts) == 1:
+        return (value,)
+    if value not in allowed:
+        shown = "unlimited" if value == -1 else value
+        raise RecommendError(
+            f"{_keeps(texts)} cannot all hold: they keep share {name!r}'s {what} at "
+            f"{', '.join(str(v) for v in allowed)} and at {shown} (loosen a --keep)"
+        )
+    return (value,)
 
 
 def within(space: SearchSpace, layout: Layout) -> bool:

@@ -253,3 +253,53 @@ def test_keeps_that_contradict_each_other_are_refused_naming_both() -> None:
         f"--keep 'team-a.{G5}<=2', 'team-a': share 'team-a' would need {G5} of at least 3 and "
         "at most 2: no value fits"
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "message"),
+    [
+        pytest.param(
+            "team-a.strategy=RESERVE",
+            "team-a.borrowLimit=100",
+            "--keep 'team-a.strategy=RESERVE', 'team-a.borrowLimit=100' cannot all hold: they "
+            "keep share 'team-a''s strategy at RESERVE and at LEND_AND_BORROW (loosen a --keep)",
+            id="a strategy, then a borrow limit (which needs LEND_AND_BORROW)",
+        ),
+        pytest.param(
+            "team-a.borrowLimit=100",
+            "team-a.strategy=RESERVE",
+            "--keep 'team-a.borrowLimit=100', 'team-a.strategy=RESERVE' cannot all hold: they "
+            "keep share 'team-a''s strategy at LEND_AND_BORROW and at RESERVE (loosen a --keep)",
+            id="the same, the other way round",
+        ),
+        pytest.param(
+            "team-a.strategy=LEND",
+            "team-a.strategy=RESERVE",
+            "--keep 'team-a.strategy=LEND', 'team-a.strategy=RESERVE' cannot all hold: they "
+            "keep share 'team-a''s strategy at LEND and at RESERVE (loosen a --keep)",
+            id="two strategies",
+        ),
+        pytest.param(
+            "team-a.borrowLimit=50",
+            "team-a.borrowLimit=400",
+            "--keep 'team-a.borrowLimit=50', 'team-a.borrowLimit=400' cannot all hold: they "
+            "keep share 'team-a''s borrowLimit at 50 and at 400 (loosen a --keep)",
+            id="two borrow limits",
+        ),
+    ],
+)
+def test_keeps_pinning_a_strategy_or_borrow_limit_two_ways_are_refused(
+    first: str, second: str, message: str
+) -> None:
+    keeps = [parse_keep(first), parse_keep(second)]
+    with pytest.raises(RecommendError) as error:
+        recommend(lopsided(), busy_b(), keeps=keeps, budget=2)
+    assert str(error.value) == message
+
+
+def test_keeps_pinning_a_strategy_and_its_borrow_limit_agree() -> None:
+    keeps = [parse_keep("team-a.strategy=LEND_AND_BORROW"), parse_keep("team-a.borrowLimit=50")]
+    result = recommend(lopsided(), busy_b(), keeps=keeps, budget=4)
+    for ranked in result.ranked:
+        team_a = next(s for s in ranked.layout if s.name == "team-a")
+        assert (team_a.strategy, team_a.borrow_limit) == ("LEND_AND_BORROW", 50)
