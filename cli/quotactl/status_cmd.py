@@ -112,8 +112,11 @@ def _print_status(
         for c in share.get("ownerContacts") or []
     ]
     print_list("Owner contacts:", owners, out)
-    if held is not None and held.to_item():  # `{}` holds nothing
-        print(f"Held change {held.id} ({held.decision}):", file=out)
+    # A held change names what it holds (its id, its requests); `{}` or unknown attributes only
+    # (a hand edit) hold nothing to show.
+    if held is not None and (held.id or held.changes):
+        what = f" ({held.decision})" if held.decision else ""
+        print(f"Held change {held.id or '(no id)'}{what}:", file=out)
         for change in held.changes:
             print(f"  - {render.shown(change)}", file=out)
         if held.jobs:

@@ -740,6 +740,18 @@ def test_status_reads_a_held_change_edited_by_hand_as_far_as_it_is_well_formed(
     assert "j-1" not in out  # not a job record: dropped
 
 
+def test_status_shows_no_held_change_for_one_that_holds_nothing_it_can_name(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hold_by_hand(converged, {"extra": "only", "id": 42})
+
+    assert quotactl(converged, "status", QUEUE) == 0
+
+    out = capsys.readouterr().out
+    assert "Held change" not in out
+    assert "None" not in out
+
+
 def test_approve_of_a_held_change_edited_by_hand_writes_and_says_so(
     converged: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
