@@ -87,6 +87,11 @@ def history_retention(args: argparse.Namespace, target: aws.Target) -> tuple[int
         local = (read_state() or {}).get("historyRetentionDays")
         if isinstance(local, int) and not isinstance(local, bool):
             return local, f"{RETENTION_PARAMETER} of the local stack"
+    if target.stack_name:
+        return DEFAULT_RETENTION_DAYS, (
+            f"the default: stack {target.stack_name} has no {RETENTION_PARAMETER} parameter "
+            "(deployed before it existed?); --retention-days to give one"
+        )
     return DEFAULT_RETENTION_DAYS, (
         f"the default; --retention-days or --stack-name to match the deployed {RETENTION_PARAMETER}"
     )

@@ -178,6 +178,28 @@ def test_backfill_expires_jobs_as_the_deployed_stack_does(
     assert "'3651' is not a whole number 1-3650" in capsys.readouterr().err
 
 
+def test_backfill_says_a_stack_without_the_retention_parameter_gets_the_default(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    template = {
+        "Resources": {"Inbox": {"Type": "AWS::SQS::Queue"}},
+        "Outputs": {
+            "ConfigTableName": {"Value": stack.table_name},
+            "HistoryTableName": {"Value": stack.history_table_name},
+        },
+    }
+    stack.client("cloudformation").create_stack(
+        StackName="quotas-old", TemplateBody=json.dumps(template)
+    )
+    argv = ["history", "backfill", QUEUE, "--since", "1d", "--stack-name", "quotas-old"]
+    assert main(argv) == 0
+    assert (
+        "expires 90 days after its last known time (the default: stack quotas-old has no "
+        "HistoryRetentionDays parameter (deployed before it existed?); --retention-days to give "
+        "one)" in capsys.readouterr().out
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
