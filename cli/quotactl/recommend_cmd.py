@@ -286,11 +286,17 @@ def _print(
 
 def _data(result: Any, args: argparse.Namespace, jobs: list[Any], seconds: float) -> dict[str, Any]:
     from quota_local.recommend_explain import explain
-    from quota_local.recommend_layout import distance
+    from quota_local.recommend_layout import differences, distance
 
     def layout(evaluation: Any, alike: int | None = None) -> dict[str, Any]:
+        against = (
+            {"against_first": differences(result.best.layout, evaluation.layout)}
+            if alike is not None and result.best is not None and evaluation is not result.best
+            else {}
+        )
         return {
             **({} if alike is None else {"alike": alike}),
+            **against,
             "score": list(evaluation.score),
             "wait_p95_s": evaluation.wait_p95_s,
             "wait_mean_s": evaluation.wait_mean_s,

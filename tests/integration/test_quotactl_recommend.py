@@ -306,6 +306,8 @@ def test_layouts_that_behave_alike_are_one_row_saying_how_many(
     # LEND_AND_BORROW at -1, 50, 100, 200 and 400 % (never 0: that borrows nothing).
     assert best["alike"] == 5
     assert [r["changes"] for r in rest] == [0], "only the current layout behaves otherwise"
+    assert "against_first" not in best
+    assert [r["against_first"] for r in rest] == [["team-a RESERVE"]]
     assert all(s["borrowLimit"] != 0 for r in data["ranked"] for s in r["shares"])
 
     assert _recommend(tmp_path, document, jobs, *keeps[:-2]) == 0
