@@ -13,7 +13,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import (
@@ -24,25 +24,23 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
-from quota_controller.domain.status import (
-    CHANGE_PREFIX,
-    LEASE_ITEM,
-    QUEUE_STATUS,
-    AppliedShareTags,
-    ResyncView,
-    lease_bound,
-    share_status_key,
-)
-from quota_controller.domain.status_records import ShareStatus
 from quota_controller.domain.table_keys import (
+    CHANGE_PREFIX,
     CONFIG_ATTRIBUTES,
     CONTROLLER_PREFIXES,
+    LEASE_ITEM,
     PARTITION_KEY,
     QUEUE_ITEM,
+    QUEUE_STATUS,
+    SHARE_STATUS_PREFIX,
     SORT_KEY,
+    lease_bound,
     plain,
 )
 from quota_controller.ports import RetryableError
+
+if TYPE_CHECKING:
+    from quota_controller.domain.status import ResyncView
 
 _RETRYABLE = frozenset(
     {
@@ -273,9 +271,14 @@ class DynamoConfigStore:
     def resync_view(self) -> ResyncView:
         """What the resync needs, in one scan: the queues to reconcile (see `list_queues`) and
         the tags each share's status says were applied, with the share's ARN."""
+        # The status records are the resync's alone here: the alert function, which reads
+        # the table through this adapter too, does not load them (its cold start).
+        from quota_controller.domain.status import AppliedShareTags, ResyncView
+        from quota_controller.domain.status_records import ShareStatus
+
         view = ResyncView()
         queues: set[str] = set()
-        share_status = share_status_key("")
+        share_status = SHARE_STATUS_PREFIX
         kwargs: dict[str, Any] = {
             "ProjectionExpression": "#q, #i, quotaShareArn, appliedTags",
             "ExpressionAttributeNames": {"#q": PARTITION_KEY, "#i": SORT_KEY},

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from quota_controller.domain.reductions import Reduction, ReductionKind
 from quota_controller.domain.service_limits import cut
-from quota_controller.domain.status import CHANGE_PREFIX
-from quota_controller.domain.table_keys import SORT_KEY
+from quota_controller.domain.table_keys import CHANGE_PREFIX, SORT_KEY
 
 if TYPE_CHECKING:
     # Types only: the alert function reads records without loading the planner.

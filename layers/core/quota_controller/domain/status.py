@@ -27,22 +27,11 @@ from quota_controller.domain.table_keys import (
     SORT_KEY,
     plain,
 )
-
-STATUS_PREFIX = "STATUS#"
-SHARE_STATUS_PREFIX = f"{STATUS_PREFIX}SHARE#"
-CHANGE_PREFIX = "CHANGE#"
-LEASE_ITEM = "LOCK#RECONCILE"
-# Room for clock skew between two functions on top of a lease's own length.
-LEASE_MARGIN_SECONDS = 60
-
-
-def lease_bound(lease_seconds: int) -> int:
-    """The longest a lease can hold a queue: a reconcile writes `expiresAt` at most
-    `lease_seconds` (the reconcile function's timeout) ahead, so an expiry later than this
-    from now is stale (not a running reconcile's), and a queue found locked for longer than
-    this was held by something other than one reconcile."""
-    return lease_seconds + LEASE_MARGIN_SECONDS
-
+from quota_controller.domain.table_keys import CHANGE_PREFIX as CHANGE_PREFIX
+from quota_controller.domain.table_keys import LEASE_ITEM as LEASE_ITEM
+from quota_controller.domain.table_keys import SHARE_STATUS_PREFIX as SHARE_STATUS_PREFIX
+from quota_controller.domain.table_keys import STATUS_PREFIX as STATUS_PREFIX
+from quota_controller.domain.table_keys import lease_bound as lease_bound
 
 ConditionType = Literal["Valid", "Applied", "Healthy", "Blocked"]
 CONDITION_TYPES: tuple[ConditionType, ...] = ("Valid", "Applied", "Healthy", "Blocked")

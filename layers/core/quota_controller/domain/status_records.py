@@ -20,9 +20,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict
 
+from quota_controller.domain.table_keys import QUEUE_STATUS as QUEUE_STATUS
 from quota_controller.domain.table_keys import SORT_KEY
-
-QUEUE_STATUS = "STATUS#QUEUE"
 
 # Status attributes the controller reads back, and the type each must have. An item the
 # controller did not write that way (a console edit, a NULL) is read as if the attribute were

@@ -18,7 +18,25 @@ PARTITION_KEY = "queue"
 SORT_KEY = "item"
 QUEUE_ITEM = "QUEUE"
 SHARE_PREFIX = "SHARE#"
-CONTROLLER_PREFIXES: tuple[str, ...] = ("STATUS#", "CHANGE#", "LOCK#")
+# The controller's own items: status (the queue's, each share's), change records, the lease.
+STATUS_PREFIX = "STATUS#"
+QUEUE_STATUS = f"{STATUS_PREFIX}QUEUE"
+SHARE_STATUS_PREFIX = f"{STATUS_PREFIX}SHARE#"
+CHANGE_PREFIX = "CHANGE#"
+LEASE_ITEM = "LOCK#RECONCILE"
+CONTROLLER_PREFIXES: tuple[str, ...] = (STATUS_PREFIX, CHANGE_PREFIX, "LOCK#")
+# Room for clock skew between two functions on top of a lease's own length.
+LEASE_MARGIN_SECONDS = 60
+
+
+def lease_bound(lease_seconds: int) -> int:
+    """The longest a lease (`LEASE_ITEM`) can hold a queue: a reconcile writes `expiresAt` at
+    most `lease_seconds` (the reconcile function's timeout) ahead, so an expiry later than
+    this from now is stale (not a running reconcile's), and a queue found locked for longer
+    than this was held by something other than one reconcile."""
+    return lease_seconds + LEASE_MARGIN_SECONDS
+
+
 # Attributes the controller and quotactl keep on config items; not part of the document.
 BOOKKEEPING_FIELDS: tuple[str, ...] = ("updatedBy", "updatedAt")
 # The fields of a quota document, in the order they are written (re-exported by config.model).
