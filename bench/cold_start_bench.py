@@ -123,6 +123,8 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.services.resync",
         "quota_controller.services.tag_drift",
         "quota_controller.services.usage_metrics",
+        # The config store loads the status records when the resync reads its view.
+        "quota_controller.domain.status",
     ),
     "alert": (
         "botocore.config",
