@@ -155,11 +155,13 @@ def recommend(
         if within(space, layout):
             run(layout)
 
-    def _rank(evaluation: Evaluation) -> tuple[float, float, int, int, str]:
-        # The score, then fewer stuck jobs, then the smaller change, then a fixed order of
-        # layouts: deterministic.
+    def _rank(evaluation: Evaluation) -> tuple[int, float, float, int, str]:
+        # Fewer stuck jobs first (jobs the layout can never run: no objective is worth
+        # stranding them, and one that counts no wait or preemption for them would prefer it),
+        # then the score, then the smaller change, then a fixed order of layouts:
+        # deterministic.
         layout = evaluation.layout
-        return (*evaluation.score, evaluation.stuck, distance(current, layout), repr(layout))
+        return (evaluation.stuck, *evaluation.score, distance(current, layout), repr(layout))
 
     rng = random.Random(seed)
     candidates = [e for e in seen.values() if within(space, e.layout) and not e.invalid]

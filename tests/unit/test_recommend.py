@@ -303,3 +303,22 @@ def test_keeps_pinning_a_strategy_and_its_borrow_limit_agree() -> None:
     for ranked in result.ranked:
         team_a = next(s for s in ranked.layout if s.name == "team-a")
         assert (team_a.strategy, team_a.borrow_limit) == ("LEND_AND_BORROW", 50)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_objective_strands_jobs_the_current_layout_runs(seed: int) -> None:
+    """team-a borrows all day and is preempted when team-b's 2-instance jobs take their quota
+    back. Lowering team-b's quota below its jobs ends every preemption (and counts no wait for
+    jobs that never run): the `preempted` objective must not buy that by stranding them."""
+    current = doc(
+        DocBuilder()
+        .env(**{G5: 6})
+        .share("team-a", "LEND_AND_BORROW", -1, **{G5: 1})
+        .share("team-b", "LEND", **{G5: 2})
+    )
+    jobs = [WorkloadJob(1800.0 * k, "team-a", G5, 1, 3600.0) for k in range(40) for _ in "xy"]
+    jobs += [WorkloadJob(14400.0 * k + 900, "team-b", G5, 2, 900.0) for k in range(8)]
+    result = recommend(current, jobs, objective="preempted", seed=seed, budget=16)
+    assert result.current.stuck == 0
+    assert result.best.stuck == 0
+    assert all(e.stuck == 0 for e in result.ranked)
