@@ -268,7 +268,11 @@ def _print(
     print(file=out)
     best = result.best
     if best.layout == result.current.layout:
-        print("no layout scored better than the current one: keep it", file=out)
+        print(
+            "no layout ranked better than the current one (fewer stuck jobs, then the "
+            "objective): keep it",
+            file=out,
+        )
     else:
         print(f"#1 against the current layout, per share ({args.file}):", file=out)
         share_rows = _share_rows(result.current, best)

@@ -13,7 +13,8 @@ The search: the current layout; allocations of each type in proportion to the sh
 (mean and peak instances the workload asks for), each with the current strategies and with
 borrowing for all; then a local search from the best so far (move quota from a share with idle
 quota to one whose jobs wait, change one strategy or borrowLimit), each step kept only if it
-scores better, until the budget of simulations is spent. docs/recommend.md says more.
+ranks better (fewer stuck jobs, then the score), until the budget of simulations is spent.
+docs/recommend.md says more.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Recommendation:
 
     @property
     def best(self) -> Evaluation:
-        """The chosen layout (the current one when nothing scored better)."""
+        """The chosen layout (the current one when nothing ranked better)."""
         return self.ranked[0]
 
 
@@ -167,8 +168,9 @@ def recommend(
     candidates = [e for e in seen.values() if within(space, e.layout) and not e.invalid]
     best = min(candidates, key=_rank) if candidates else baseline
     stale = 0
-    # Nothing scores below no wait and no preemption: a step from there only adds changes.
-    while len(seen) < limit and stale < 50 * limit and best.score != (0.0, 0.0):
+    # Nothing ranks below no stuck job, no wait and no preemption: a step from there only adds
+    # changes.
+    while len(seen) < limit and stale < 50 * limit and (best.stuck or best.score != (0.0, 0.0)):
         step = moves(space, best.layout, best, rng)
         if step is None or step in seen or not within(space, step):
             stale += 1

@@ -246,10 +246,13 @@ def _pin(
     if len(texts) == 1:
         return (value,)
     if value not in allowed:
-        shown = "unlimited" if value == -1 else value
+
+        def shown(v: Any) -> str:
+            return "unlimited" if v == -1 and what == "borrowLimit" else str(v)
+
         raise RecommendError(
             f"{_keeps(texts)} cannot all hold: they keep share {name!r}'s {what} at "
-            f"{', '.join(str(v) for v in allowed)} and at {shown} (loosen a --keep)"
+            f"{', '.join(shown(v) for v in allowed)} and at {shown(value)} (loosen a --keep)"
         )
     return (value,)
 

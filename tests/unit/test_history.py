@@ -212,6 +212,27 @@ def test_merge_is_a_join_whatever_was_merged_first() -> None:
         assert merge(a, a) == a
 
 
+def test_an_item_stored_before_status_preempted_merges_one_way_in_any_order() -> None:
+    """A job open when the controller was upgraded: its stored item has no statusPreempted.
+    A describe answer (no status, more preempted attempts) and a RUNNABLE event of the same
+    second then give the same record whichever comes first; a replay of its own event still
+    writes nothing."""
+    running = JobRecord(
+        queue="q", jobId="j", status="RUNNING", statusAt=100, statusPreempted=1,
+        preemptedAttempts=1, priority=0,
+    )  # fmt: skip
+    item = to_item(running, 90)
+    del item["statusPreempted"]
+    stored = from_item(item)
+    described = JobRecord(queue="q", jobId="j", preemptedAttempts=3)
+    runnable = JobRecord(
+        queue="q", jobId="j", status="RUNNABLE", statusAt=100, statusPreempted=2,
+        preemptedAttempts=2, priority=0,
+    )  # fmt: skip
+    assert merge(merge(stored, described), runnable) == merge(merge(stored, runnable), described)
+    assert merge(stored, running) == stored
+
+
 def test_a_record_survives_the_table_round_trip() -> None:
     job = _fold(_observations(lifecycle("job-a")))
     item = json.loads(json.dumps(to_item(job, 90)))

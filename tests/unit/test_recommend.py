@@ -322,3 +322,13 @@ def test_no_objective_strands_jobs_the_current_layout_runs(seed: int) -> None:
     assert result.current.stuck == 0
     assert result.best.stuck == 0
     assert all(e.stuck == 0 for e in result.ranked)
+
+
+def test_an_unlimited_borrow_limit_reads_the_same_in_either_keep() -> None:
+    for keeps in (["-1", "50"], ["50", "-1"]):
+        parsed = [parse_keep(f"team-a.borrowLimit={k}") for k in keeps]
+        with pytest.raises(RecommendError) as error:
+            recommend(lopsided(), busy_b(), keeps=parsed, budget=2)
+        assert "unlimited" in str(error.value)
+        assert "-1 and" not in str(error.value)
+        assert "at -1" not in str(error.value)

@@ -375,8 +375,13 @@ def to_item(record: JobRecord, retention_days: int) -> dict[str, Any]:
 
 
 def from_item(item: dict[str, Any]) -> JobRecord:
-    """A table item back to its record (DynamoDB's Decimals become ints)."""
-    return JobRecord.model_validate(_plain(item))
+    """A table item back to its record (DynamoDB's Decimals become ints). An item written
+    before `statusPreempted` was kept orders its status by its preempted count, the best
+    known for it: read so, later observations merge with it the same way in any order."""
+    record = JobRecord.model_validate(_plain(item))
+    if record.status is not None and record.statusPreempted is None:
+        record = record.model_copy(update={"statusPreempted": record.preemptedAttempts})
+    return record
 
 
 def _plain(value: Any) -> Any:
