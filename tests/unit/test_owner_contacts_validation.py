@@ -306,6 +306,34 @@ def test_every_bad_contact_of_a_share_is_reported_at_once() -> None:
     assert [p.location for p in report.errors] == [f"{OWN}[0].email", f"{OWN}[1].sqs", f"{OWN}[2]"]
 
 
+def test_every_repeated_contact_is_reported_at_its_own_index() -> None:
+    from quota_controller.domain.config import validate_document
+
+    report = validate_document(
+        owners(
+            {"email": "a@example.com"},
+            {"sqs": QUEUE_ARN},
+            {"email": "A@example.com"},
+            {"sqs": QUEUE_ARN},
+            {"email": "a@EXAMPLE.com"},
+        )
+    )
+    assert [(p.location, p.message) for p in report.errors] == [
+        (
+            f"{OWN}[2]",
+            "is the same contact as owners[0] (email:A@example.com); list each contact once",
+        ),
+        (
+            f"{OWN}[3]",
+            f"is the same contact as owners[1] (sqs:{QUEUE_ARN}); list each contact once",
+        ),
+        (
+            f"{OWN}[4]",
+            "is the same contact as owners[0] (email:a@EXAMPLE.com); list each contact once",
+        ),
+    ]
+
+
 def test_a_contact_names_its_protocol_and_endpoint() -> None:
     by_mail = OwnerContact(email="a@example.com")
     by_queue = OwnerContact(sqs=QUEUE_ARN)

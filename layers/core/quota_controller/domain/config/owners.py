@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StrictStr, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, Field, StrictStr, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from quota_controller.domain.config.fields import StrictModel
 from quota_controller.domain.owner_topics import check_topic_arn
@@ -117,17 +117,29 @@ class OwnerContact(StrictModel):
 
 
 def _unique_contacts(contacts: list[OwnerContact]) -> list[OwnerContact]:
-    # E-mail addresses compare without case (what a reader means); queue ARNs exactly.
+    # E-mail addresses compare without case (what a reader means); queue ARNs exactly. Every
+    # repeat is reported, each at its own index: a ValidationError raised here is merged into
+    # the model's, its locations under `owners` (pydantic-core does so; a test pins it).
     seen: dict[tuple[str, str], int] = {}
+    repeats: list[InitErrorDetails] = []
     for index, contact in enumerate(contacts):
         endpoint = contact.endpoint.lower() if contact.email else contact.endpoint
         first = seen.setdefault((contact.protocol, endpoint), index)
         if first != index:
-            raise PydanticCustomError(
-                "quota_rule_at",
-                "is the same contact as owners[{first}] ({contact}); list each contact once",
-                {"first": first, "contact": contact.label, "field": index},
+            repeats.append(
+                InitErrorDetails(
+                    type=PydanticCustomError(
+                        "quota_rule",
+                        "is the same contact as owners[{first}] ({contact}); "
+                        "list each contact once",
+                        {"first": first, "contact": contact.label},
+                    ),
+                    loc=(index,),
+                    input=contact.label,
+                )
             )
+    if repeats:
+        raise ValidationError.from_exception_data("owners", repeats)
     return contacts
 
 
