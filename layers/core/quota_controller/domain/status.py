@@ -19,7 +19,6 @@ from quota_controller.domain.status_records import (
     QueueStatus,
     ShareStatus,
     StoredCondition,
-    well_formed,
 )
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
@@ -76,8 +75,9 @@ class StatusSnapshot:
     """A queue partition's status items as one read found them (`read_status`): what every
     decision reads (the reconcile, `quotactl plan`, the demo's preview), so an item edited by
     hand is read the same way by all of them. Each item is parsed once, when read: the queue's
-    status and each share's, as typed records. `stored` keeps every status item as read
-    (well-formed), by sort key: what a write is compared with, and what a run may delete."""
+    status and each share's, as typed records. `stored` keeps every status item as stored, by
+    sort key: what a write is compared with (so an attribute mangled by hand is written over
+    when the run writes that item again), and what a run may delete."""
 
     stored: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     queue: QueueStatus = field(default_factory=_empty_queue_status)
@@ -98,7 +98,7 @@ class StatusSnapshot:
 def read_status(items: Iterable[Mapping[str, Any]]) -> StatusSnapshot:
     """The status among a queue partition's items (config and others are left out)."""
     stored = {
-        str(i[SORT_KEY]): well_formed(i)
+        str(i[SORT_KEY]): dict(i)
         for i in items
         if str(i.get(SORT_KEY, "")).startswith(STATUS_PREFIX)
     }
