@@ -26,7 +26,11 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     with aws.failure(f"read {target.where()}"):
         queues = [args.queue] if args.queue else store.list_queues()
         partitions = [(q, [plain(i) for i in store.load_partition(q)]) for q in queues]
-    views = [status_view(q, items) for q, items in partitions]
+    snapshots = [read_status(items) for _, items in partitions]
+    views = [
+        status_view(q, items, status)
+        for (q, items), status in zip(partitions, snapshots, strict=True)
+    ]
     if args.queue and not exists(views[0]):
         print(
             f"quotactl status: job queue {args.queue} has no config and no status in "
@@ -39,11 +43,10 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     if not views:
         print(f"No job queues in {target.where()}.", file=out)
-    for n, (view, (_, items)) in enumerate(zip(views, partitions, strict=True)):
+    for n, (view, status) in enumerate(zip(views, snapshots, strict=True)):
         if n:
             print(file=out)
-        held = read_status(items).queue.heldChange
-        _print_status(view, held, args, out, conditions=args.conditions)
+        _print_status(view, status.queue.heldChange, args, out, conditions=args.conditions)
     return EXIT_OK
 
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from quota_controller.domain.status import QUEUE_STATUS, SHARE_STATUS_PREFIX, generation
-from quota_controller.domain.status_records import QueueStatus, ShareStatus, StoredCondition
+from quota_controller.domain.status import (
+    QUEUE_STATUS,
+    SHARE_STATUS_PREFIX,
+    StatusSnapshot,
+    generation,
+    read_status,
+)
+from quota_controller.domain.status_records import StoredCondition
 from quota_controller.domain.table_keys import (
     QUEUE_ITEM,
     SHARE_PREFIX,
@@ -20,11 +26,16 @@ def _conditions(conds: Sequence[StoredCondition]) -> dict[str, dict[str, Any]]:
     return {c.type: c.to_item() for c in conds}
 
 
-def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """A queue's status: conditions per queue and share, and whether each is current."""
+def status_view(
+    queue: str, items: Iterable[Mapping[str, Any]], status: StatusSnapshot | None = None
+) -> dict[str, Any]:
+    """A queue's status: conditions per queue and share, and whether each is current.
+    `status`: the partition's status as `read_status` read it (read here when not given)."""
     by_key = {str(i[SORT_KEY]): plain(dict(i)) for i in items}
+    if status is None:
+        status = read_status(by_key.values())
     stored = by_key.get(QUEUE_STATUS)
-    queue_status = QueueStatus.parse(stored)
+    queue_status = status.queue
     queue_config = by_key.get(QUEUE_ITEM)
     view: dict[str, Any] = {
         "jobQueue": queue,
@@ -53,16 +64,17 @@ def status_view(queue: str, items: Iterable[Mapping[str, Any]]) -> dict[str, Any
     names |= {k[len(SHARE_STATUS_PREFIX) :] for k in by_key if k.startswith(SHARE_STATUS_PREFIX)}
     for name in sorted(names):
         stored_share = by_key.get(SHARE_STATUS_PREFIX + name)
-        status = ShareStatus.parse(SHARE_STATUS_PREFIX + name, stored_share)
+        share_status = status.share(name)
         config = by_key.get(SHARE_PREFIX + name)
         view["shares"][name] = {
             "configured": config is not None,
-            "current": stored_share is not None and status.observedGeneration == generation(config),
-            "conditions": _conditions(status.conditions),
-            "quotaShareArn": status.quotaShareArn,
-            "lastAppliedAt": status.lastAppliedAt,
+            "current": stored_share is not None
+            and share_status.observedGeneration == generation(config),
+            "conditions": _conditions(share_status.conditions),
+            "quotaShareArn": share_status.quotaShareArn,
+            "lastAppliedAt": share_status.lastAppliedAt,
         }
-        contacts = status.ownerContacts
+        contacts = share_status.ownerContacts
         if isinstance(contacts, list) and contacts:
             # The share's owners' subscriptions of the alerts topic, as the last run left them.
             view["shares"][name]["ownerContacts"] = [
