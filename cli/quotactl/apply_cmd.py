@@ -127,13 +127,8 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     for note in write.notes:
         print(f"note: {note}", file=out)
     if write.kept:
-        one = len(write.kept) == 1
-        print(
-            f"note: {plural(len(write.kept), 'share item')} in the table but not in the file "
-            f"{'was' if one else 'were'} kept ({', '.join(write.kept)}); "
-            f"run with --prune to delete {'it' if one else 'them'}",
-            file=out,
-        )
+        kept = "was kept" if len(write.kept) == 1 else "were kept"
+        _say_kept(write.kept, "share item", kept, "delete", out)
     _say_loans(write, args, out)
     _warn_conflicts(queue, conflicts, args)
     if not write.puts and not write.deletes:
@@ -176,16 +171,23 @@ def _warn_conflicts(queue: str, conflicts: Sequence[str], args: argparse.Namespa
         print(f"  - {conflict}", file=sys.stderr)
 
 
+def _say_kept(
+    names: Sequence[str], noun: str, kept: str, prune: str, out: TextIO, *, now: bool = False
+) -> None:
+    """What the table holds and the file does not name, kept by this apply; what --prune does."""
+    them = "it" if len(names) == 1 else "them"
+    print(
+        f"note: {plural(len(names), noun)} in the table but not in the file {kept} "
+        f"({', '.join(names)}); run with --prune to {prune} {them}{' now' if now else ''}",
+        file=out,
+    )
+
+
 def _say_loans(write: Any, args: argparse.Namespace, out: TextIO) -> None:
     """Loans the file does not name: kept until they end, or ended by --prune."""
     if write.loans_kept:
-        one = len(write.loans_kept) == 1
-        print(
-            f"note: {plural(len(write.loans_kept), 'loan')} in the table but not in the file "
-            f"kept until {'it ends' if one else 'they end'} ({', '.join(write.loans_kept)}); "
-            f"run with --prune to end {'it' if one else 'them'} now",
-            file=out,
-        )
+        kept = "kept until it ends" if len(write.loans_kept) == 1 else "kept until they end"
+        _say_kept(write.loans_kept, "loan", kept, "end", out, now=True)
     if write.loans_ended:
         verb = "would be ended" if args.dry_run else "ended"
         print(
