@@ -116,15 +116,13 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "botocore.config",
         "aws_lambda_powertools.metrics.functions",
         "quota_controller.adapters.batch_reader",
-        "quota_controller.adapters.config_store",
+        "quota_controller.adapters.queue_scan",
         "quota_controller.services.log_safety",
         "quota_controller.adapters.sqs_requeuer",
         "quota_controller.adapters.settings",
         "quota_controller.services.resync",
         "quota_controller.services.tag_drift",
         "quota_controller.services.usage_metrics",
-        # The config store loads the status records when the resync reads its view.
-        "quota_controller.domain.status",
     ),
     "alert": (
         "botocore.config",

@@ -18,6 +18,7 @@ import sys
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import ConfigChanged, DynamoConfigStore
+from quota_controller.adapters.queue_scan import DynamoQueueScan
 from quota_controller.domain.config.items import (
     QUEUE_ITEM,
     SORT_KEY,
@@ -134,7 +135,7 @@ def _words(words: list[tuple[str, int] | str]) -> tuple[list[tuple[str, int]], s
 def _only_queue(store: DynamoConfigStore, target: aws.Target, lender: str, borrower: str) -> str:
     """The table's one job queue, or its one queue with both shares (UsageError otherwise)."""
     with aws.failure(f"read {target.where()}"):
-        queues = store.list_queues()
+        queues = DynamoQueueScan(target.table).list_queues()
         if len(queues) == 1:
             return queues[0]
         found = [

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
+from quota_controller.adapters.queue_scan import DynamoQueueScan
 from quota_controller.domain.status import CONDITION_TYPES, read_status
 from quota_controller.domain.status_records import HeldChange
 from quota_controller.domain.status_view import status_view
@@ -24,7 +25,7 @@ def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     target = aws.connect(args)
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read {target.where()}"):
-        queues = [args.queue] if args.queue else store.list_queues()
+        queues = [args.queue] if args.queue else DynamoQueueScan(target.table).list_queues()
         partitions = [(q, [plain(i) for i in store.load_partition(q)]) for q in queues]
     snapshots = [read_status(items) for _, items in partitions]
     views = [

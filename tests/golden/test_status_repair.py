@@ -19,16 +19,19 @@ def _converged() -> Harness:
 def test_a_mangled_status_attribute_is_written_over_by_the_next_run() -> None:
     h = _converged()
     share = h.store.item(QUEUE, "STATUS#SHARE#team-a")
-    assert share is not None and isinstance(share.get("appliedTags"), dict)
+    assert share is not None
+    assert isinstance(share.get("appliedTags"), dict)
     queue = h.store.item(QUEUE, "STATUS#QUEUE")
-    assert queue is not None and isinstance(queue.get("conditions"), list)
+    assert queue is not None
+    assert isinstance(queue.get("conditions"), list)
     # A console edit: tags as text, conditions as a number.
     h.store.put({**share, "appliedTags": "team=a"})
     h.store.put({**queue, "conditions": 7})
 
     result = h.run("after the edit")
 
-    assert result is not None and result.outcome == "converged"
+    assert result is not None
+    assert result.outcome == "converged"
     repaired = h.store.status(QUEUE)
     # Read as missing (the tags last applied are unknown now), and written so.
     assert repaired["STATUS#SHARE#team-a"].get("appliedTags") != "team=a"

@@ -269,11 +269,12 @@ def resync_deps(namespace: str | None) -> ResyncDeps:
     from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
     from quota_controller.adapters.batch_reader import BotoAlertReader
+    from quota_controller.adapters.queue_scan import DynamoQueueScan
     from quota_controller.services.resync import ResyncDeps
 
     reader = BotoAlertReader(batch_client())
     return ResyncDeps(
-        store=config_store(),
+        store=DynamoQueueScan(config_table()),
         tags=reader,
         requeuer=requeuer(),
         clock=clock(),

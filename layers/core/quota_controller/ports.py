@@ -75,10 +75,6 @@ class ConfigStore(Protocol):
         """Give the lease back (only if still ours)."""
         ...
 
-    def list_queues(self) -> list[str]:
-        """Every queue with a config or status item."""
-        ...
-
 
 class BatchGateway(Protocol):
     """AWS Batch, as the reconciler needs it."""
@@ -238,7 +234,7 @@ class UsageReader(Protocol):
 
 
 class ResyncSource(Protocol):
-    """The config table, as the resync reads it (one scan)."""
+    """The config table scanned across queues, as the resync reads it (one scan)."""
 
     def resync_view(self) -> ResyncView:
         """The queues to reconcile and the tags each share's status says were applied."""

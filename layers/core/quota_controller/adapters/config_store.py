@@ -8,12 +8,10 @@ criteria and the handler both check the sort key.
 
 from __future__ import annotations
 
-import functools
-import operator
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from boto3.dynamodb.conditions import Attr, Key
 from botocore.exceptions import (
@@ -27,20 +25,14 @@ from botocore.exceptions import (
 from quota_controller.domain.table_keys import (
     CHANGE_PREFIX,
     CONFIG_ATTRIBUTES,
-    CONTROLLER_PREFIXES,
     LEASE_ITEM,
     PARTITION_KEY,
     QUEUE_ITEM,
-    QUEUE_STATUS,
-    SHARE_STATUS_PREFIX,
     SORT_KEY,
     lease_bound,
     plain,
 )
 from quota_controller.ports import RetryableError
-
-if TYPE_CHECKING:
-    from quota_controller.domain.status import ResyncView
 
 _RETRYABLE = frozenset(
     {
@@ -123,6 +115,19 @@ def _conditions_failed(err: Exception, keys: Sequence[str]) -> list[str]:
     ]
 
 
+def guard(what: str, err: Exception) -> None:
+    """Raise what a failed table request means: RetryableError when a retry may succeed
+    (throttling, a service error, a connection), the error itself when it cannot."""
+    if isinstance(err, NoCredentialsError | PartialCredentialsError | ParamValidationError):
+        raise err  # retrying cannot fix missing credentials or a malformed request
+    if isinstance(err, ClientError):
+        code = err.response.get("Error", {}).get("Code", "")
+        if code in _RETRYABLE:
+            raise RetryableError(f"{what}: {code}") from err
+        raise err
+    raise RetryableError(f"{what}: {err}") from err
+
+
 class DynamoConfigStore:
     """ConfigStore on a boto3 DynamoDB Table resource."""
 
@@ -130,14 +135,7 @@ class DynamoConfigStore:
         self._table = table
 
     def _guard(self, what: str, err: Exception) -> None:
-        if isinstance(err, NoCredentialsError | PartialCredentialsError | ParamValidationError):
-            raise err  # retrying cannot fix missing credentials or a malformed request
-        if isinstance(err, ClientError):
-            code = err.response.get("Error", {}).get("Code", "")
-            if code in _RETRYABLE:
-                raise RetryableError(f"{what}: {code}") from err
-            raise err
-        raise RetryableError(f"{what}: {err}") from err
+        guard(what, err)
 
     def load_partition(self, queue: str) -> list[dict[str, Any]]:
         """The queue's config, status and lease items, strongly consistent (the reconcile must
@@ -261,60 +259,6 @@ class DynamoConfigStore:
                 self._guard("release lease", err)
         except BotoCoreError as err:
             self._guard("release lease", err)
-
-    def list_queues(self) -> list[str]:
-        """Queues with any item the controller did not write (a QUEUE item, share items, or an
-        item with a mistyped sort key, which the reconcile then rejects) or a queue status item
-        (a removed queue still tears down). Change records and leases alone do not count."""
-        return self.resync_view().queues
-
-    def resync_view(self) -> ResyncView:
-        """What the resync needs, in one scan: the queues to reconcile (see `list_queues`) and
-        the tags each share's status says were applied, with the share's ARN."""
-        # The status records are the resync's alone here: the alert function, which reads
-        # the table through this adapter too, does not load them (its cold start).
-        from quota_controller.domain.status import AppliedShareTags, ResyncView
-        from quota_controller.domain.status_records import ShareStatus
-
-        view = ResyncView()
-        queues: set[str] = set()
-        share_status = SHARE_STATUS_PREFIX
-        kwargs: dict[str, Any] = {
-            "ProjectionExpression": "#q, #i, quotaShareArn, appliedTags",
-            "ExpressionAttributeNames": {"#q": PARTITION_KEY, "#i": SORT_KEY},
-            "FilterExpression": Attr(SORT_KEY).eq(QUEUE_STATUS)
-            | Attr(SORT_KEY).begins_with(share_status)
-            | ~functools.reduce(
-                operator.or_, (Attr(SORT_KEY).begins_with(p) for p in CONTROLLER_PREFIXES)
-            ),
-        }
-        try:
-            while True:
-                page = self._table.scan(**kwargs)
-                for item in page.get("Items", []):
-                    queue, key = str(item[PARTITION_KEY]), str(item.get(SORT_KEY, ""))
-                    if not key.startswith(share_status):
-                        queues.add(queue)
-                        continue
-                    # A status item edited by hand into another shape is not compared (read as
-                    # the reconcile reads it).
-                    status = ShareStatus.parse(key, plain(item))
-                    if status.quotaShareArn and status.appliedTags is not None:
-                        view.applied_share_tags.append(
-                            AppliedShareTags(
-                                queue,
-                                key[len(share_status) :],
-                                str(status.quotaShareArn),
-                                dict(status.appliedTags),
-                            )
-                        )
-                if "LastEvaluatedKey" not in page:
-                    view.queues = sorted(queues)
-                    return view
-                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        except (ClientError, BotoCoreError) as err:
-            self._guard("list queues", err)
-            raise
 
     # -- writing config (quotactl apply, delete and approve) -------------------------------------
 
