@@ -424,11 +424,16 @@ def test_plan_of_a_lowered_share_shows_the_jobs_at_risk_and_writes_nothing(
         f"`quotactl status {QUEUE} --table {busy.table_name}` shows it, then quotactl approve "
         "that id" in out
     )
+    # No id anywhere: one computed now would be refused by approve once the hold is dated.
+    assert "blocked by reductionPolicy block: once held, approve its change id" in out
+    assert "approve change" not in out
+    assert "approvedChange:" not in out
 
     assert quotactl(busy, "plan", "-f", path, "-o", "yaml") == 0
     data = yaml.safe_load(capsys.readouterr().out)
     (action,) = data["actions"]
     assert action["decision"] == "blocked"
+    assert action["reason"] == "blocked by reductionPolicy block: once held, approve its change id"
     assert action["reductions"] == ["share team-b: ml.g5.xlarge 2 -> 1"]
     assert [j["jobName"] for j in action["risks"][0]["jobs"]] == ["train-0"]
     assert action["risks"][0]["jobs"][0]["status"] == "RUNNING"
@@ -691,6 +696,12 @@ def test_approve_then_reconcile_applies_a_blocked_change(
     # Applied False and Blocked True, with the reason once (both conditions give it).
     assert row.split()[3:7] == ["True", "False", "True", "True"]
     assert row.count(f"approve change {held['id']}") == 1, row
+
+    # Once held, plan quotes the id the reconciler holds it under, the one approve takes.
+    assert quotactl(busy, "plan", "-f", doc_file(team_b_at(1, reductionPolicy="block"))) == 0
+    out = capsys.readouterr().out
+    assert f"approve change {held['id']} (set approvedChange: {held['id']}" in out
+    assert f"To approve change {held['id']}:" in out
 
     assert quotactl(busy, "approve", QUEUE, held["id"], "--by", "carol") == 0
     assert f"Approved change {held['id']}" in capsys.readouterr().out

@@ -98,6 +98,8 @@ def guard(
     extra_risks: Mapping[int, Sequence[Risk]] | None = None,
     previous_hold: HeldChange | None = None,
     now: str | None = None,
+    *,
+    preview: bool = False,
 ) -> tuple[list[GuardedAction], str | None]:
     """Decide per action: apply, apply with a warning, block, drain or wait for idle.
 
@@ -106,7 +108,9 @@ def guard(
     or of the queue: `queue_jobs` are its unfinished jobs) first waits until no job of it is
     dispatched; the queued jobs it would then terminate are left to the reduction policy.
     `extra_risks` (by action index, `layout_risks`) adds the jobs of other shares a request
-    hurts; `previous_hold` (status `heldChange`) and `now` date the hold (`hold_since`).
+    hurts; `previous_hold` (status `heldChange`) and `now` date the hold (`hold_since`). A
+    `preview` (no `now`: nothing is held by it) gives a change not held yet no id: the reasons
+    say to approve its id once held, and the id returned is None.
     """
     decided: list[GuardedAction] = []
     risky: list[GuardedAction] = []
@@ -160,14 +164,23 @@ def guard(
     if not risky:
         return decided, None
     held = [g.action for g in risky]
-    held_id = change_id(held, last_approved, hold_since(held, previous_hold, now))
+    since = hold_since(held, previous_hold, now)
+    # A preview's hold that has not begun has no id yet: the reconciler dates a hold when it
+    # holds it (the id depends on when), and only that id can be approved.
+    held_id = None if preview and since is None else change_id(held, last_approved, since)
+    approve = (
+        f"approve change {held_id} (set approvedChange: {held_id} on the queue)"
+        if held_id is not None
+        else "once held, approve its change id"
+    )
     for guarded in risky:
-        approved = approved_change == held_id
+        approved = held_id is not None and approved_change == held_id
         if reduction_policy == "block" and not approved:
             guarded.decision = "blocked"
             guarded.reason = (
-                f"blocked by reductionPolicy block: approve change {held_id} "
-                f"(set approvedChange: {held_id} on the queue) to apply it"
+                f"blocked by reductionPolicy block: {approve} to apply it"
+                if held_id is not None
+                else f"blocked by reductionPolicy block: {approve}"
             )
         elif reduction_policy == "drain" and any(not j.queued for j in guarded.at_risk):
             guarded.decision = "draining"
@@ -182,7 +195,6 @@ def guard(
             guarded.reason = (
                 f"held by reductionPolicy drain: {len(guarded.at_risk)} queued job(s) "
                 f"({names}) would be terminated and may never start in a DISABLED share; "
-                f"cancel them, or approve change {held_id} (set approvedChange: {held_id} on "
-                "the queue) to terminate them"
+                f"cancel them, or {approve} to terminate them"
             )
     return decided, held_id

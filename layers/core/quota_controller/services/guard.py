@@ -26,7 +26,8 @@ def guard_plan(
     a plan with a reduction reads every unfinished job of the queue (ListServiceJobs per
     status). No queue, no jobs: nothing is read. In a run that applies a reduction, the
     requests that loosen wait for the next run (`defer_loosening`): they are added to the
-    plan's waits. `now` dates a new hold (the change id of a later hold differs)."""
+    plan's waits. `now` dates a new hold (the change id of a later hold differs); without it (a
+    preview: `quotactl plan`, a warning of a window's edge) a change not held yet has no id."""
     jobs: dict[str, list[ActiveJob]] = {}
     every: list[ActiveJob] = []
     queue_jobs: list[ActiveJob] = []
@@ -55,6 +56,7 @@ def guard_plan(
         extra_risks=layout_risks(the_plan.actions, observed, every),
         previous_hold=desired.held_change,
         now=now,
+        preview=now is None,
     )
     decided, waits = defer_loosening(decided)
     the_plan.waits.extend(waits)
