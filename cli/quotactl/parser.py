@@ -288,10 +288,12 @@ def _add_history_commands(sub: Any) -> None:
     )
     _history_options(e)
 
+    # Reached only through `history backfill` (main rewrites it): no `help`, so the command
+    # list shows `history` once and not this internal name.
     p = sub.add_parser(
         "history-backfill",
         prog="quotactl history backfill",
-        help="(as `history backfill QUEUE`) record jobs Batch still lists into the job history",
+        description="Record the jobs Batch still lists into the job history.",
     )
     p.add_argument("queue", metavar="QUEUE", help="the job queue to backfill")
     p.add_argument(

@@ -65,7 +65,11 @@ def add_operator_commands(sub: Any) -> None:
         help="one row per condition, with its reason and message (default: one row per resource)",
     )
 
-    p = command("history", "a queue's change records, newest first")
+    p = command(
+        "history",
+        "a queue's change records, newest first (`history backfill QUEUE`: record the jobs "
+        "Batch still lists into the job history)",
+    )
     p.add_argument("queue", metavar="QUEUE", help="job queue")
     p.add_argument("--limit", type=positive, default=20, metavar="N", help="records to show")
 

@@ -627,3 +627,21 @@ def test_every_option_has_help_and_names_its_default() -> None:
         assert "usage:" in text
     assert missing == []
     assert undefaulted == []
+
+
+def test_help_lists_history_backfill_under_history_not_by_its_internal_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as listed:
+        main(["--help"])
+    commands = capsys.readouterr().out
+    assert listed.value.code == 0
+    assert "history-backfill" not in commands
+    assert "`history backfill" in " ".join(commands.split())
+
+    with pytest.raises(SystemExit) as own:
+        main(["history", "backfill", "--help"])
+    usage = capsys.readouterr().out
+    assert own.value.code == 0
+    assert usage.startswith("usage: quotactl history backfill ")
+    assert "--until TIME" in usage
