@@ -158,7 +158,8 @@ def _client_error(message: str) -> EmulatorError:
 
 
 # What every ClientException says under error_wording=terse: AWS documents the code, not the
-# text (API reference, CommonErrors), so a client must not depend on the emulator's wording.
+# text (API reference, each action's Errors section), so a client must not depend on the
+# emulator's wording.
 TERSE_MESSAGE = "The request is invalid."
 
 

@@ -51,7 +51,7 @@ PREEMPTION_STARTED = "Batch Service Job Preemption Started"
 PREEMPTION_COMPLETED = "Batch Service Job Preemption Completed"
 QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
 # The fields of the user guide's State Change and Queue Blocked examples
-# (batch-service-job-events.html, batch-service-job-queue-blocked-events.html).
+# (service-job-events.html, batch-service-job-queue-blocked-events.html).
 DOCUMENTED_EVENT_FIELDS = frozenset(
     {
         "attempts",

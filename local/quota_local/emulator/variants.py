@@ -134,8 +134,9 @@ _ALL = (
         "emulator",
         "terse",
         ("emulator", "terse"),
-        _API + "CommonErrors.html (ClientException and ServerException carry free text; no "
-        "wording is documented)",
+        _API + "API_SubmitServiceJob.html#API_SubmitServiceJob_Errors (each action's Errors "
+        "section lists ClientException and ServerException with free text; no wording is "
+        "documented)",
         "the message of every ClientException: the emulator's own, or one short generic text",
     ),
     Variant(
@@ -162,8 +163,13 @@ _ALL = (
         "listed",
         "absent",
         ("listed", "absent"),
-        _API + 'API_ServiceJobSummary.html (capacityUsage: the capacity "being used"; whether '
-        "a job not yet scheduled carries it is " + NOT_DOCUMENTED + ")",
+        _API
+        + 'API_ServiceJobSummary.html (capacityUsage: the capacity "being used"), '
+        + _API
+        + 'API_DescribeServiceJob.html (capacityUsage: "The configured capacity for the service '
+        'job", whose number of instances "should be the same value as the '
+        'serviceRequestPayload.InstanceCount field"; whether a job not yet scheduled carries it '
+        "in ListServiceJobs is " + NOT_DOCUMENTED + ")",
         "capacityUsage of a SUBMITTED, PENDING or RUNNABLE job in ListServiceJobs and "
         "DescribeServiceJob: listed (what it will use), or absent until it is scheduled",
     ),
@@ -172,7 +178,7 @@ _ALL = (
         "describe_like",
         "documented_example",
         ("describe_like", "documented_example"),
-        _GUIDE + "batch-service-job-events.html, " + _GUIDE + "batch-service-job-queue-blocked-"
+        _GUIDE + "service-job-events.html, " + _GUIDE + "batch-service-job-queue-blocked-"
         "events.html (the examples show no quotaShareName, capacityUsage, schedulingPriority or "
         "preemptionSummary; whether real events carry them is " + NOT_DOCUMENTED + ")",
         "the detail of State Change and Queue Blocked events: DescribeServiceJob's answer (no "

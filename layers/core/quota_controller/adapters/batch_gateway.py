@@ -3,11 +3,11 @@
 Throttling (429 TooManyRequestsException) and 5xx are retried by botocore's retry mode
 (configured where the client is built, see `composition`); what still fails surfaces as
 RetryableError so the event source retries the record. Batch reports every refusal as a
-ClientException whose text is not documented (API reference, CommonErrors), so no decision
-rests on it: a refused create is read back, and when the resource exists with the shape asked
-for it counts as done (two reconciles racing to create the same resource both succeed).
-Describes of names or ARNs that may not exist yet go through `describe_existing`, which works
-whether Batch leaves them out or refuses them.
+ClientException whose text is not documented (API reference, each action's Errors section),
+so no decision rests on it: a refused create is read back, and when the resource exists with
+the shape asked for it counts as done (two reconciles racing to create the same resource both
+succeed). Describes of names or ARNs that may not exist yet go through `describe_existing`,
+which works whether Batch leaves them out or refuses them.
 """
 
 from __future__ import annotations

@@ -130,9 +130,9 @@ class BotoAlertReader:
     queue's quota shares, a share's tags.
 
     Batch reports a missing resource as a ClientException whose text is not documented
-    (API reference, CommonErrors), so "gone" is never read from the message: a read settles it
-    (the queue's DescribeJobQueues, the share's ListQuotaShares), and when that read shows the
-    resource the refusal stands."""
+    (API reference, each action's Errors section), so "gone" is never read from the message: a
+    read settles it (the queue's DescribeJobQueues, the share's ListQuotaShares), and when that
+    read shows the resource the refusal stands."""
 
     def __init__(self, client: Any):
         self._client = client

@@ -41,8 +41,8 @@ TERMINAL = ("SUCCEEDED", "FAILED")
 
 # Preemption causes from the reason Batch gives a preempted attempt. Batch documents only the
 # cross-share text ("Cross-share preemption triggered to reclaim borrowed capacity",
-# batch/latest/userguide/service-job-preemption-events.html); a reason that names none of these
-# stays UNKNOWN with its text kept.
+# batch/latest/userguide/batch-service-job-preemption-events.html); a reason that names none of
+# these stays UNKNOWN with its text kept.
 CAUSE_WORDS = (
     ("cross-share", "CAPACITY_RECLAIM"),
     ("reclaim", "CAPACITY_RECLAIM"),
