@@ -705,7 +705,8 @@ def test_queue_blocked_event_announces_the_stuck_job_at_the_front_of_its_share(
     described = batch.job(first)
     described.pop("ResponseMetadata")
     assert blocked["detail"] == {
-        k: v for k, v in described.items() if k not in ("tags", "serviceRequestPayload")
+        "attempts": [],  # as the guide's example shows; DescribeServiceJob leaves it out
+        **{k: v for k, v in described.items() if k not in ("tags", "serviceRequestPayload")},
     }
     assert keys(blocked) == {**keys(sample("queue-blocked-stuck.json")), "detail": keys(
         blocked["detail"])}  # fmt: skip
@@ -723,6 +724,25 @@ def test_queue_blocked_event_announces_the_stuck_job_at_the_front_of_its_share(
     batch.client.terminate_service_job(jobId=first, reason="too big")
     assert _reasons(batch, second)[0].startswith(SE_MAX)
     assert [t for t, _ in _event_reasons(batch, second)] == [STATE_CHANGE, QUEUE_BLOCKED]
+
+
+@pytest.mark.parametrize(
+    "variant_batch",
+    [{"event_detail_fields": "describe_like"}, {"event_detail_fields": "documented_example"}],
+    indirect=True,
+)
+def test_a_queue_blocked_job_that_never_ran_shows_no_attempts_as_an_empty_list(
+    variant_batch: Batch,
+) -> None:
+    batch = variant_batch
+    batch.stack("qm", {G5: 3}, STUCK_SHARE)
+    stuck = batch.submit("qm", "team", 2)
+
+    (blocked,) = batch.events(stuck, QUEUE_BLOCKED)
+    assert blocked["detail"]["attempts"] == sample("queue-blocked-stuck.json")["detail"][
+        "attempts"
+    ] == []  # fmt: skip
+    assert blocked["detail"]["statusReason"] == SHARE_LIMIT
 
 
 @pytest.mark.parametrize(

@@ -482,7 +482,11 @@ class Scheduler:
                 return  # no longer stuck: the reason goes, silently
         elif move.kind is Kind.BLOCKED:
             job.status_reason = move.reason
-            self._emit(QUEUE_BLOCKED, job, self._event_detail(job))
+            detail = self._event_detail(job)
+            # The guide's Queue Blocked example shows `"attempts": []` for a job that never ran,
+            # where DescribeServiceJob leaves the empty list out.
+            detail.setdefault("attempts", [])
+            self._emit(QUEUE_BLOCKED, job, detail)
             return
         elif move.kind is Kind.DISPATCH:
             job.status_reason = None
