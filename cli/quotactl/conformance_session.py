@@ -212,17 +212,28 @@ class ProbeSession:
         self._lags.append({"write": f"create {what}", "visibleAfterSeconds": secs(start, self)})
 
     def _submit(self, name: str, share: str, request: Mapping[str, Any], priority: int) -> str:
-        job = self._must(
-            "SubmitServiceJob",
-            jobName=f"{self.prefix}-probe-{name}",
-            jobQueue=self.queue_arn,
-            serviceJobType="SAGEMAKER_TRAINING",
-            serviceRequestPayload=json.dumps(request),
-            quotaShareName=share,
-            schedulingPriority=priority,
+        from botocore.exceptions import ClientError
+
+        from quota_local.service_jobs import submit_service_job
+
+        submit = {
+            "jobName": f"{self.prefix}-probe-{name}",
+            "jobQueue": self.queue_arn,
+            "serviceJobType": "SAGEMAKER_TRAINING",
+            "serviceRequestPayload": json.dumps(request),
+            "quotaShareName": share,
+            "schedulingPriority": priority,
             # Batch itself ends every attempt by then: the bound the cost estimate rests on.
-            timeoutConfig={"attemptDurationSeconds": self.attempt_seconds},
-        )
+            "timeoutConfig": {"attemptDurationSeconds": self.attempt_seconds},
+        }
+        try:
+            # A retried submit Batch refuses as a repeat is found by its (unique) name.
+            job = submit_service_job(self.batch, submit)
+        except ClientError as err:
+            error = err.response.get("Error", {})
+            raise ProbeError(
+                f"SubmitServiceJob failed: {error.get('Code')}: {error.get('Message')}"
+            ) from None
         self.created.append(Created("job", job["jobArn"], job["jobId"]))
         return str(job["jobId"])
 

@@ -230,13 +230,13 @@ def run_submit(
         return 2
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from quota_local.service_jobs import service_job_request
+    from quota_local.service_jobs import service_job_request, submit_service_job
 
     request = service_job_request(
         queue, share, instance_type, count, priority=priority, runtime_s=run_time, name=name
     )
     try:
-        job_id = _client(state, "batch").submit_service_job(**request)["jobId"]
+        job_id = submit_service_job(_client(state, "batch"), request)["jobId"]
     except ClientError as err:
         message = err.response.get("Error", {}).get("Message") or str(err)
         # Batch's wording is not documented: say what was asked, whatever the message says.

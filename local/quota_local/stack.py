@@ -29,7 +29,7 @@ from quota_local.event_sources import SqsSource, StreamSource
 from quota_local.function_loader import load_handler
 from quota_local.loopback import CaptureServer
 from quota_local.process_patches import SnsDeliveryFailure, sns_delivery_failures
-from quota_local.service_jobs import service_job_request
+from quota_local.service_jobs import service_job_request, submit_service_job
 from quota_local.stack_resources import ACCOUNT
 from quota_local.template import StackShape, load_template, stack_shape
 
@@ -209,7 +209,7 @@ class LocalStack:
             name=name,
             retries_before_termination=retries_before_termination,
         )
-        return str(self.batch.submit_service_job(**request)["jobId"])
+        return str(submit_service_job(self.batch, request)["jobId"])
 
     def run_until_idle(self, max_rounds: int = 200) -> int:
         """Deliver stream records and due SQS messages until nothing is due; returns invocations.

@@ -15,6 +15,7 @@ from moto import mock_aws
 from moto.batch import urls as batch_urls
 
 from quota_local import emulator
+from quota_local.service_jobs import service_job_request, submit_service_job
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -71,6 +72,14 @@ def error_of(call: Callable[[], Any]) -> tuple[str, str, int]:
         error["Message"],
         info.value.response["ResponseMetadata"]["HTTPStatusCode"],
     )
+
+
+def named(batch: Any, name: str) -> list[str]:
+    """The IDs of the queue's jobs of that name, whatever their status."""
+    jobs = batch.list_service_jobs(
+        jobQueue="qm-queue", filters=[{"name": "JOB_NAME", "values": [name]}]
+    )["jobSummaryList"]
+    return [j["jobId"] for j in jobs]
 
 
 def strip_metadata(response: dict[str, Any]) -> dict[str, Any]:
@@ -695,9 +704,11 @@ def test_refused_requests_name_the_resource_and_the_rule(
     assert actual == message
 
 
+@pytest.mark.parametrize("reuse", ["rejected", "same_job"])
 def test_job_lifecycle_usage_idempotency_and_termination(
-    batch: Any, guide_stack: Any, payload: Any
+    batch: Any, guide_stack: Any, payload: Any, reuse: str
 ) -> None:
+    emulator.configure(variants={"client_token_reuse": reuse})
     guide_stack(batch)
     first = batch.submit_service_job(
         jobName="train",
@@ -708,15 +719,18 @@ def test_job_lifecycle_usage_idempotency_and_termination(
         serviceRequestPayload=payload(INSTANCE, 2),
         clientToken="tok-1",
     )
-    again = batch.submit_service_job(
-        jobName="train",
-        jobQueue="qm-queue",
-        serviceJobType="SAGEMAKER_TRAINING",
-        quotaShareName="team-a",
-        schedulingPriority=5,
-        serviceRequestPayload=payload(INSTANCE, 2),
-        clientToken="tok-1",
-    )
+    try:
+        again = batch.submit_service_job(
+            jobName="train",
+            jobQueue="qm-queue",
+            serviceJobType="SAGEMAKER_TRAINING",
+            quotaShareName="team-a",
+            schedulingPriority=5,
+            serviceRequestPayload=payload(INSTANCE, 2),
+            clientToken="tok-1",
+        )["jobId"]
+    except ClientError as err:
+        again = err.response["Error"]["Code"]
     _, message, _ = error_of(
         lambda: batch.submit_service_job(
             jobName="other",
@@ -728,7 +742,10 @@ def test_job_lifecycle_usage_idempotency_and_termination(
         )
     )
 
-    assert again["jobId"] == first["jobId"]
+    # The model: the same token and payload "are considered the same request and the second
+    # request is rejected" (`rejected`); `same_job` answers with the first job instead.
+    assert again == ("ClientException" if reuse == "rejected" else first["jobId"])
+    assert named(batch, "train") == [first["jobId"]]
     assert message == "clientToken tok-1 was already used with a different SubmitServiceJob request"
     job = batch.describe_service_job(jobId=first["jobId"])
     assert job["status"] == "RUNNABLE"
@@ -755,6 +772,46 @@ def test_job_lifecycle_usage_idempotency_and_termination(
     assert message == (
         f"Service job {first['jobId']} is FAILED; the priority of a finished job cannot be updated"
     )
+
+
+@pytest.mark.parametrize("reuse", ["rejected", "same_job"])
+def test_a_submit_whose_answer_was_lost_is_not_a_failed_submit(
+    batch: Any, guide_stack: Any, payload: Any, reuse: str
+) -> None:
+    emulator.configure(variants={"client_token_reuse": reuse})
+    guide_stack(batch)
+    emu = emulator.emulator_for(ACCOUNT, REGION)
+
+    served: list[str] = []
+
+    def taken_then_lost(request: dict[str, Any]) -> bool:
+        if served:
+            return False  # this call is the serving below, or botocore's retry
+        served.append("")
+        # The first attempt is served; its answer is lost (a 500).
+        served[0] = emu.submit_service_job(request)["jobId"]
+        return True
+
+    emu.inject(emulator.Fault(frozenset({"SubmitServiceJob"}), "ServerException", 500,
+                              "Internal server error", when=taken_then_lost))  # fmt: skip
+    request = service_job_request("qm-queue", "team-a", INSTANCE, 1, name="lost-answer")
+
+    # botocore retries the 500 with the token it filled; Batch may refuse the repeat.
+    answer = submit_service_job(batch, request)
+
+    assert named(batch, "lost-answer") == served == [answer["jobId"]]
+    assert answer["jobName"] == "lost-answer"
+
+
+def test_a_refused_first_submit_stays_refused(batch: Any, guide_stack: Any, payload: Any) -> None:
+    guide_stack(batch)
+    request = service_job_request("qm-queue", "no-such-share", INSTANCE, 1)
+
+    with pytest.raises(ClientError) as info:
+        submit_service_job(batch, request)
+
+    assert info.value.response["Error"]["Code"] == "ClientException"
+    assert named(batch, request["jobName"]) == []
 
 
 def test_list_service_jobs_follows_the_model_semantics(

@@ -1779,6 +1779,13 @@ class BatchQuotaEmulator:
                         f"clientToken {token} was already used with a different SubmitServiceJob "
                         "request"
                     )
+                if self.variant("client_token_reuse") == "rejected":
+                    # The model: the same token and payload "are considered the same request
+                    # and the second request is rejected".
+                    raise _client_error(
+                        f"clientToken {token} was already used: this SubmitServiceJob request "
+                        "was received before and is rejected"
+                    )
                 job = self.jobs[job_id]
                 return {"jobArn": job.arn, "jobName": job.name, "jobId": job.job_id}
         name = _name(_require(request, "jobName", op), "Job name")

@@ -193,6 +193,17 @@ _ALL = (
         "below what runs)",
         "whether lowering the service environment's limits below its usage preempts jobs",
     ),
+    Variant(
+        "client_token_reuse",
+        "rejected",
+        "rejected",
+        ("rejected", "same_job"),
+        _API + 'API_SubmitServiceJob.html (clientToken: two requests "with identical payloads '
+        'and clientTokens" are "considered the same request and the second request is '
+        'rejected"; botocore fills the token and reuses it when it retries)',
+        "a SubmitServiceJob repeating an earlier one's clientToken and request: refused with a "
+        "ClientException (the model's words), or answered with the earlier job",
+    ),
 )
 
 VARIANTS: Mapping[str, Variant] = {v.name: v for v in _ALL}
