@@ -121,6 +121,11 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     for row in [*data["shares"], data["total"]]:
         if row["preemptionsByCause"]:
             causes = ", ".join(f"{k} {v}" for k, v in sorted(row["preemptionsByCause"].items()))
+            if row["preemptionsFromUndocumentedText"]:
+                causes += (
+                    f" ({row['preemptionsFromUndocumentedText']} read from reason texts AWS "
+                    "does not document)"
+                )
             print(f"preemptions of {row['share']}: {causes}", file=out)
     if args.html:
         print(f"wrote {args.html}", file=out)

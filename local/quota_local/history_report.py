@@ -49,6 +49,8 @@ class Figures:
     waitedJobs: int = 0
     preemptions: int = 0
     preemptionsByCause: dict[str, int] = field(default_factory=dict)
+    # Of `preemptions`, those whose cause comes from a reason text AWS does not document.
+    preemptionsFromUndocumentedText: int = 0
     preemptedHours: float = 0.0
     stuckJobs: int = 0
     stuckByReason: dict[str, int] = field(default_factory=dict)
@@ -193,6 +195,7 @@ def build_report(
                 cause = a.cause or "UNKNOWN"
                 f.preemptions += 1
                 f.preemptionsByCause[cause] = f.preemptionsByCause.get(cause, 0) + 1
+                f.preemptionsFromUndocumentedText += int(a.cause_undocumented)
                 if a.startedAt is not None:
                     f.preemptedHours += (a.stoppedAt - a.startedAt) * (r.count or 0) / HOUR_MS
                 preempt_series[cause][bucket(a.stoppedAt)] += 1
@@ -321,6 +324,7 @@ def _total(shares: list[Figures], waits: list[float]) -> Figures:
             setattr(total, name, getattr(total, name) + getattr(f, name))
         for cause, n in f.preemptionsByCause.items():
             total.preemptionsByCause[cause] = total.preemptionsByCause.get(cause, 0) + n
+        total.preemptionsFromUndocumentedText += f.preemptionsFromUndocumentedText
         for code, n in f.stuckByReason.items():
             total.stuckByReason[code] = total.stuckByReason.get(code, 0) + n
         if f.costOwn is not None:

@@ -410,6 +410,29 @@ def test_raising_priority_preempts_in_share_and_exhausted_retries_fail_the_job(
     assert completed["preemptionSummary"]["preemptedAttemptCount"] == 1
 
 
+@pytest.mark.parametrize(
+    ("variant_batch", "expected"),
+    [({"preemption_reason_text": "emulator"}, "In-share preemption triggered to run a "
+      "higher-priority job of the same quota share"),
+     ({"preemption_reason_text": "cross_share_only"},
+      "Cross-share preemption triggered to reclaim borrowed capacity")],
+    indirect=["variant_batch"],
+)  # fmt: skip
+def test_an_in_share_preemption_carries_the_reason_text_of_the_variant(
+    variant_batch: Batch, expected: str
+) -> None:
+    batch = variant_batch
+    batch.stack("qm", {G5: 1}, {"team": {"limits": {G5: 1}, "inShare": "ENABLED"}})
+    low = batch.submit("qm", "team", schedulingPriority=1)
+    batch.later(20)
+    batch.submit("qm", "team", schedulingPriority=9)
+
+    started = batch.events(low, "Batch Service Job Preemption Started")[0]["detail"]
+    assert started["statusReason"] == f"PREEMPTION_IN_PROGRESS: {expected}"
+    (attempt,) = batch.job(low)["preemptionSummary"]["recentPreemptedAttempts"]
+    assert attempt["statusReason"] == expected
+
+
 def test_lowering_a_reserve_share_below_its_usage_preempts(batch: Batch) -> None:
     arns = batch.stack("qm", {G5: 3}, {"team": {"limits": {G5: 3}}})
     first = batch.submit("qm", "team", 2)

@@ -17,6 +17,7 @@ from history_builders import at, ms, record
 
 from quota_controller.domain.config.model import QuotaDocument
 from quota_local.history_report import ReportError, build_report, percentile, workload
+from quota_local.scheduling import CAPACITY_LIMIT_PREEMPTION, IN_SHARE_PREEMPTION
 
 H = 3600
 DOC = QuotaDocument.model_validate(guide_layout().build())
@@ -68,6 +69,29 @@ def test_waits_preemptions_and_stuck_jobs() -> None:
     assert figures["TOTAL"]["stuckByReason"] == {
         "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED": 1
     }
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause", "undocumented"),
+    [(RECLAIM, "CAPACITY_RECLAIM", 0),
+     (IN_SHARE_PREEMPTION, "IN_SHARE_PRIORITY", 1),
+     (CAPACITY_LIMIT_PREEMPTION, "QUOTA_REDUCTION", 1),
+     ("Preempted", "UNKNOWN", 0)],
+)  # fmt: skip
+def test_causes_read_from_reason_texts_aws_does_not_document_are_counted_apart(
+    reason: str, cause: str, undocumented: int
+) -> None:
+    # The emulator's in-share and limit texts are its own: a cause read from them is counted.
+    preempted = (
+        record("p1").share("team-a").submitted(0, 0).ran(0, H, preempted=reason)
+        .status("RUNNABLE", H).build()
+    )  # fmt: skip
+    report = build_report("ml-training", [preempted], DOC, SINCE, UNTIL)
+    figures = {f.share: f.rounded() for f in [*report.shares, report.total]}
+
+    assert figures["team-a"]["preemptionsByCause"] == {cause: 1}
+    assert figures["team-a"]["preemptionsFromUndocumentedText"] == undocumented
+    assert figures["TOTAL"]["preemptionsFromUndocumentedText"] == undocumented
 
 
 def test_showback_splits_cost_into_own_and_borrowed() -> None:

@@ -31,6 +31,7 @@ from quota_local.emulator.core import (
     ServiceJob,
 )
 from quota_local.scheduling import (
+    CROSS_SHARE_PREEMPTION,
     PREEMPTION_IN_PROGRESS,
     RESERVE,
     RUNNABLE,
@@ -168,6 +169,9 @@ class Scheduler:
         )
         self._environment_preempts = emulator.variant("environment_reduction_preempts") == "yes"
         self._documented_detail = emulator.variant("event_detail_fields") == "documented_example"
+        self._cross_share_text_only = (
+            emulator.variant("preemption_reason_text") == "cross_share_only"
+        )
         self._saved_dispatch_order = emulator.dispatch_order
         self._saved_dispatch_key = emulator.dispatch_key
         now = emulator.clock()
@@ -496,7 +500,8 @@ class Scheduler:
         elif move.kind is Kind.TIME_LIMIT:
             emulator.terminate_job(job.job_id, move.reason or "")
         else:
-            reason = move.reason or ""
+            # preemption_reason_text: AWS documents only the cross-share text.
+            reason = CROSS_SHARE_PREEMPTION if self._cross_share_text_only else move.reason or ""
             self._emit(
                 PREEMPTION_STARTED,
                 job,

@@ -204,6 +204,17 @@ _ALL = (
         "a SubmitServiceJob repeating an earlier one's clientToken and request: refused with a "
         "ClientException (the model's words), or answered with the earlier job",
     ),
+    Variant(
+        "preemption_reason_text",
+        "emulator",
+        "cross_share_only",
+        ("emulator", "cross_share_only"),
+        _GUIDE + "batch-service-job-preemption-events.html (the only preemption reason shown is "
+        '"Cross-share preemption triggered to reclaim borrowed capacity"; the text of an '
+        "in-share preemption or of one after a limit was lowered is " + NOT_DOCUMENTED + ")",
+        "the reason of a preempted attempt: the emulator's own text per kind, or the documented "
+        "cross-share text for every preemption",
+    ),
 )
 
 VARIANTS: Mapping[str, Variant] = {v.name: v for v in _ALL}

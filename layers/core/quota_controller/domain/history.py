@@ -50,12 +50,26 @@ CAUSE_WORDS = (
     ("higher-priority", "IN_SHARE_PRIORITY"),
     ("capacity limits", "QUOTA_REDUCTION"),
 )
+# The words of the documented text. A cause read from any other word rests on a text AWS does
+# not document (the local emulator's own, by default): the report counts those apart.
+DOCUMENTED_CAUSE_WORDS = frozenset({"cross-share", "reclaim"})
 
 
 def preemption_cause(reason: str | None) -> str:
     """CAPACITY_RECLAIM, IN_SHARE_PRIORITY, QUOTA_REDUCTION or UNKNOWN from Batch's reason."""
+    return _cause_word(reason)[1]
+
+
+def cause_from_undocumented_text(reason: str | None) -> bool:
+    """Whether the cause `preemption_cause` reads from this reason rests on a word AWS does not
+    document (not UNKNOWN, and not from the documented cross-share text)."""
+    word, _ = _cause_word(reason)
+    return word is not None and word not in DOCUMENTED_CAUSE_WORDS
+
+
+def _cause_word(reason: str | None) -> tuple[str | None, str]:
     text = (reason or "").lower()
-    return next((cause for word, cause in CAUSE_WORDS if word in text), "UNKNOWN")
+    return next(((word, cause) for word, cause in CAUSE_WORDS if word in text), (None, "UNKNOWN"))
 
 
 class HistoryDetail(JobDetail):
@@ -83,6 +97,11 @@ class AttemptRecord(_Record):
     def cause(self) -> str | None:
         """The preemption cause, None for an attempt that was not preempted."""
         return preemption_cause(self.reason) if self.preempted else None
+
+    @property
+    def cause_undocumented(self) -> bool:
+        """A preempted attempt whose cause comes from a reason text AWS does not document."""
+        return self.preempted and cause_from_undocumented_text(self.reason)
 
 
 class JobRecord(_Record):
