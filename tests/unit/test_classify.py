@@ -87,6 +87,11 @@ IN_SHARE_ON = document(
     .share("team-c", "LEND", **g5(1))
 )
 
+# team-d: a RESERVE share (it never borrows) whose jobs preempt each other by priority.
+RESERVE_IN_SHARE_ON = document(
+    guide_layout().env(**g5(4)).add(ShareBuilder("team-d", g5(1)).in_share_preemption())
+)
+
 
 def sample(name: str) -> BatchEvent:
     return BatchEvent.model_validate(json.loads((SAMPLES / name).read_text()))
@@ -841,6 +846,24 @@ def minutes_before(n: float) -> datetime:
             context(),
             ("PREEMPTION", "CAPACITY_RECLAIM", None),
             id="cross-share-text-any-case",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM, share="team-c"),
+            context(snap=snapshot().usage("team-c", **g5(1))),
+            ("PREEMPTION", "UNKNOWN", None),
+            id="cross-share-text-on-a-share-that-cannot-borrow",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM, share="team-d"),
+            context(doc=RESERVE_IN_SHARE_ON),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", None),
+            id="cross-share-text-on-a-reserve-share-with-in-share-on",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(snap=A_WITHIN),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="cross-share-text-beats-a-snapshot-read-after-it",
         ),
         pytest.param(
             observation(reason="capacity reclaimed by its owner"),
@@ -1836,3 +1859,12 @@ def test_a_risk_alert_says_what_protects_the_jobs_given_the_guards_decision(
     line = protection("PREEMPTION_RISK", None, share, decision=decision, borrowers=borrowers)
     assert line is not None
     assert expected in line
+
+
+def test_a_reclaim_text_on_a_share_that_cannot_borrow_is_not_believed() -> None:
+    """AWS documents one preemption reason, the cross-share one, so it may be what every
+    preemption says: on a share that cannot borrow it is no cause, and the alert says why."""
+    verdict = classify(observation(reason=RECLAIM, share="team-c"), context())
+    assert verdict.cause == "UNKNOWN"
+    assert verdict.evidence == RECLAIM
+    assert "quota share team-c does not borrow (strategy LEND)" in verdict.missing

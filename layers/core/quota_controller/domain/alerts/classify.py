@@ -92,7 +92,15 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
             ),
         )
     borrowing = _borrowing(obs, ctx)
-    if "cross-share" in text or "reclaim" in text or borrowing:
+    says_reclaim = "cross-share" in text or "reclaim" in text
+    # Batch's reason is trusted unless the share cannot borrow (its strategy): only borrowed
+    # capacity is reclaimed, and AWS documents no other reason text, so the cross-share text
+    # may be the one every preemption carries (emulator variant `preemption_reason_text`). A
+    # snapshot that shows the share within its quota is no such proof: it is read after the
+    # preemption, and jobs of the share may have ended in between.
+    strategy = share.resourceSharingConfiguration.strategy if share is not None else None
+    cannot_borrow = strategy is not None and strategy != "LEND_AND_BORROW"
+    if borrowing or (says_reclaim and not cannot_borrow):
         return Verdict(
             "PREEMPTION",
             "CAPACITY_RECLAIM",
@@ -111,6 +119,12 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
             "PREEMPTION",
             "IN_SHARE_PRIORITY",
             evidence="in-share preemption is on and the share was within its quota",
+        )
+    if says_reclaim:  # the share cannot borrow (above)
+        missing = (
+            f"what preempted it: Batch's reason says borrowed capacity was reclaimed, but quota "
+            f"share {obs.share} does not borrow (strategy {strategy}) and its in-share "
+            "preemption is off"
         )
     return Verdict("PREEMPTION", "UNKNOWN", evidence=obs.reason, missing=missing)
 
