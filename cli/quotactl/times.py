@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
+from quota_controller.domain.config.windows import FIRST_YEAR, LAST_YEAR
+
 
 def moment(value: str) -> datetime:
-    """An ISO-8601 time with its zone (`2026-12-05T18:00Z`, `2026-12-05T19:00+01:00`), UTC."""
+    """An ISO-8601 time with its zone (`2026-12-05T18:00Z`, `2026-12-05T19:00+01:00`), UTC,
+    in the years a quota window can name (a year's look-ahead from it stays in range)."""
     try:
         when = datetime.fromisoformat(value)
     except ValueError:
@@ -18,6 +21,8 @@ def moment(value: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{value!r} has no time zone: add Z for UTC or an offset (e.g. {value}Z)"
         )
+    if not FIRST_YEAR <= when.year <= LAST_YEAR:
+        raise argparse.ArgumentTypeError(f"{value!r} is outside the years {FIRST_YEAR}-{LAST_YEAR}")
     return when.astimezone(UTC)
 
 

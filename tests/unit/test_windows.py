@@ -215,6 +215,21 @@ def test_valid_windows_pass() -> None:
             "every, priority, quotaShares, serviceEnvironment, description, lentBy)",
         ),
         (
+            loan(until="9999-12-31T23:59Z"),
+            "windows[0].until: 9999-12-31T23:59:00+00:00 is outside the years 1970-9000 a "
+            "window can name",
+        ),
+        (
+            loan(**{"from": "0001-01-01T00:00+05:00"}),
+            "windows[0].from: 0001-01-01T00:00:00+05:00 is outside the years 1970-9000 a "
+            "window can name",
+        ),
+        (
+            nights(**{"from": "9999-12-01T00:00Z"}),
+            "windows[0].from: 9999-12-01T00:00:00+00:00 is outside the years 1970-9000 a "
+            "window can name",
+        ),
+        (
             # Wednesdays only, bounded to a Monday and a Tuesday.
             nights(
                 every={**nights()["every"], "days": ["WED"]},

@@ -59,6 +59,10 @@ RECURRING_PRIORITY = 0
 # of every zone, and so every combination recurring windows in different zones can make.
 HORIZON = timedelta(days=366)
 _DAY = timedelta(days=1)
+# The years a window's from/until (and a moment the CLI is given) may name: far enough from
+# Python's year 1 and year 9999 that a year's look-ahead and a day's margin stay in range.
+FIRST_YEAR = 1970
+LAST_YEAR = 9000
 
 
 class _Strict(BaseModel):
@@ -96,6 +100,19 @@ def _clock(value: str) -> tuple[int, int] | None:
     if (hour, minute) == (24, 0) or (hour < 24 and minute < 60):
         return hour, minute
     return None
+
+
+def _check_year(value: datetime) -> datetime:
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise PydanticCustomError(
+            "quota_rule",
+            "{value} is outside the years {first}-{last} a window can name",
+            {"value": value.isoformat(), "first": FIRST_YEAR, "last": LAST_YEAR},
+        )
+    return value
+
+
+WindowTime = Annotated[AwareDatetime, AfterValidator(_check_year)]
 
 
 def _unique_days(days: list[Day]) -> list[Day]:
@@ -225,8 +242,8 @@ class Window(_Strict):
     """One window of the document."""
 
     name: Name
-    from_: AwareDatetime | None = Field(default=None, alias="from")
-    until: AwareDatetime | None = None
+    from_: WindowTime | None = Field(default=None, alias="from")
+    until: WindowTime | None = None
     every: Recurrence | None = None
     priority: Annotated[StrictInt, Field(ge=0, le=1000)] | None = None
     quotaShares: Annotated[list[ShareOverride], AfterValidator(_unique_shares)] = Field(

@@ -1,0 +1,113 @@
+"""Bad input to quotactl's commands that need no AWS: a clear error naming the option or the
+field and the rule, a usage error (exit 2) for a malformed argument, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from quotactl.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "quotas.yaml"
+WORKLOAD = ROOT / "examples" / "workload.csv"
+G5 = "ml.g5.xlarge"
+
+
+def with_window(tmp_path: Path, **window: object) -> str:
+    """The example with one window giving team-b two instances; returns the file's path."""
+    doc = yaml.safe_load(EXAMPLE.read_text("utf-8"))
+    doc["windows"] = [
+        {
+            "name": "boost",
+            **window,
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-b",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}],
+                }
+            ],
+        }
+    ]
+    path = tmp_path / "windows.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+ONE_OFF = {"from": "2026-12-05T18:00Z", "until": "2026-12-06T18:00Z"}
+NIGHTS = {"every": {"days": ["MON", "TUE"], "start": "20:00", "end": "08:00", "timeZone": "UTC"}}
+
+
+def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Runs a command that must stop with a usage error; returns its stderr."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(
+    "when", ["9999-12-31T00:00Z", "0001-01-01T00:00Z", "9999-12-31T23:59-05:00"]
+)
+@pytest.mark.parametrize(
+    ("command", "window", "option"),
+    [
+        (["plan", "--table", "t", "--region", "eu-west-1"], ONE_OFF, "--at"),
+        (["simulate", "--workload", str(WORKLOAD)], NIGHTS, "--start"),
+        (["simulate", "--workload", str(WORKLOAD)], ONE_OFF, "--start"),
+        (["recommend", "--workload", str(WORKLOAD), "--budget", "1"], NIGHTS, "--start"),
+    ],
+)
+def test_a_time_near_the_ends_of_the_calendar_is_a_usage_error_naming_the_option(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    window: dict[str, object],
+    option: str,
+    when: str,
+) -> None:
+    doc = with_window(tmp_path, **window)
+    err = usage_error([*command, "-f", doc, option, when], capsys)
+    assert f"argument {option}: {when!r} is outside the years 1970-9000" in err
+
+
+def test_a_loan_until_the_end_of_the_calendar_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["lend", "--from", "team-a", "--to", "team-b", f"{G5}=1", "--until"]
+    err = usage_error([*argv, "9999-12-31T23:58Z", "--table", "t"], capsys)
+    assert "argument --until: '9999-12-31T23:58Z' is outside the years 1970-9000" in err
+
+
+@pytest.mark.parametrize(
+    ("window", "field", "value"),
+    [
+        ({"from": "2026-12-05T18:00Z", "until": "9999-12-31T23:00Z"}, "until", "9999-12-31"),
+        ({"from": "0001-01-01T00:00Z", "until": "2026-12-06T18:00Z"}, "from", "0001-01-01"),
+        ({**NIGHTS, "from": "9999-12-01T00:00Z"}, "from", "9999-12-01"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [["validate"], ["plan", "--table", "t"], ["apply", "--table", "t"]],
+)
+def test_a_window_near_the_ends_of_the_calendar_is_an_invalid_document(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    window: dict[str, object],
+    field: str,
+    value: str,
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert main([*command, "-f", with_window(tmp_path, **window)]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert f"windows[0].{field}: {value}T" in out + err
+    assert "is outside the years 1970-9000 a window can name" in out + err
