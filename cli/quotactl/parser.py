@@ -11,7 +11,7 @@ from quotactl import aws
 from quotactl.parser_operators import add_operator_commands
 from quotactl.parser_options import document_options, output_option
 from quotactl.times import start_option
-from quotactl.values import duration, speed, whole
+from quotactl.values import MAX_HISTORY_DAYS, duration, speed, whole
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,7 +305,7 @@ def _add_history_commands(sub: Any) -> None:
     )
     p.add_argument(
         "--retention-days",
-        type=whole(1, 3650),  # template.yaml bounds HistoryRetentionDays so
+        type=whole(1, MAX_HISTORY_DAYS),
         metavar="N",
         help="days a written job stays after its last known time, 1-3650 (default: the "
         "stack's HistoryRetentionDays with --stack-name or --local, else 90)",

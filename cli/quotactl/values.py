@@ -12,6 +12,9 @@ from collections.abc import Callable
 MAX_SPEED = 1000
 UNIT_COUNT = re.compile(r"([^=\s]+)=([0-9]+)")
 DURATION_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# The longest a job stays in the history (template.yaml bounds HistoryRetentionDays so): no
+# window over it reaches further back.
+MAX_HISTORY_DAYS = 3650
 
 
 def whole(low: int, high: int) -> Callable[[str], int]:
@@ -67,10 +70,16 @@ def loan_word(value: str) -> tuple[str, int] | str:
 
 
 def duration(value: str) -> int:
-    """`30d`, `12h`, `90m`, `2w` -> seconds."""
+    """`30d`, `12h`, `90m`, `2w` -> seconds, at most MAX_HISTORY_DAYS (a history window)."""
     match = re.fullmatch(r"(\d+)([mhdw])", value.strip())
     if not match or int(match.group(1)) == 0:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a duration: a whole number > 0 and a unit m, h, d or w (e.g. 30d)"
         )
-    return int(match.group(1)) * DURATION_UNITS[match.group(2)]
+    seconds = int(match.group(1)) * DURATION_UNITS[match.group(2)]
+    if seconds > MAX_HISTORY_DAYS * 86400:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is longer than {MAX_HISTORY_DAYS}d: the job history keeps a job "
+            f"{MAX_HISTORY_DAYS} days at most"
+        )
+    return seconds

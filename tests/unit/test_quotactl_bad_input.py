@@ -111,3 +111,21 @@ def test_a_window_near_the_ends_of_the_calendar_is_an_invalid_document(
     assert "Traceback" not in out + err
     assert f"windows[0].{field}: {value}T" in out + err
     assert "is outside the years 1970-9000 a window can name" in out + err
+
+
+@pytest.mark.parametrize("since", ["740000d", "1000000d", "99999999999999999999999999w", "3651d"])
+@pytest.mark.parametrize(
+    "command", [["report", "q"], ["workload", "export", "q"], ["history", "backfill", "q"]]
+)
+def test_a_history_window_longer_than_the_history_keeps_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], command: list[str], since: str
+) -> None:
+    err = usage_error([*command, "--since", since, "--table", "t"], capsys)
+    assert f"argument --since: {since!r} is longer than 3650d: the job history keeps a job " in err
+
+
+def test_the_longest_history_window_is_accepted() -> None:
+    from quotactl.parser import build_parser
+
+    args = build_parser().parse_args(["report", "q", "--since", "3650d"])
+    assert args.since == 3650 * 86400
