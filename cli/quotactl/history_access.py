@@ -6,8 +6,8 @@ The history table is `--history-table`, else the stack's output `HistoryTableNam
 `$QUOTACTL_HISTORY_TABLE`, else the config table's name with `-quota-config` replaced by
 `-job-history` (the template names both from NamePrefix). A backfill's items expire after
 `--retention-days`, else the stack's parameter `HistoryRetentionDays`, else the local stack's,
-else 90 days (`history_retention`). Every bad input is one line on
-stderr naming it (exit 1); nothing here writes to the config table.
+else 90 days (`history_retention`). Every bad input is one line on stderr naming it (exit 1; a
+malformed option is a usage error, exit 2); nothing here writes to the config table.
 """
 
 from __future__ import annotations
@@ -116,16 +116,8 @@ def history_store(
 def window_end_ms(args: argparse.Namespace) -> int:
     """The end of the window in epoch ms: `--until`, else the local stack's virtual clock
     with `--local`, else now."""
-    if args.until:
-        try:
-            when = datetime.fromisoformat(args.until.replace("Z", "+00:00"))
-        except ValueError as err:
-            raise HistoryError(
-                f"--until {args.until!r} is not an ISO 8601 time (e.g. 2026-03-16T19:00:00Z)"
-            ) from err
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return int(when.timestamp() * 1000)
+    if args.until is not None:
+        return int(args.until.timestamp() * 1000)
     if getattr(args, "local", False):
         from quotactl.local_state import read_state
 

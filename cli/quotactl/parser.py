@@ -10,7 +10,7 @@ from typing import Any
 from quotactl import aws
 from quotactl.parser_operators import add_operator_commands
 from quotactl.parser_options import document_options, output_option
-from quotactl.times import start_option
+from quotactl.times import moment, start_option
 from quotactl.values import MAX_HISTORY_DAYS, duration, speed, whole
 
 
@@ -320,6 +320,8 @@ def _history_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--until",
+        type=moment,
         metavar="TIME",
-        help="end of the window, ISO 8601 (default: now; the local stack's clock with --local)",
+        help="end of the window, ISO-8601 with a zone, e.g. 2026-12-05T18:00Z (default: now; "
+        "the local stack's clock with --local)",
     )

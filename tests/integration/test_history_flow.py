@@ -208,8 +208,6 @@ def test_backfill_says_a_stack_without_the_retention_parameter_gets_the_default(
         (["history", "backfill", "nope"], "unknown job queue nope"),
         (["report", QUEUE, "--until", "2026-01-01T00:00:00Z", "--since", "1d"], "no job of"),
         (["workload", "export", QUEUE, "--until", "2026-01-01T00:00:00Z"], "no job of"),
-        (["report", QUEUE, "--until", "yesterday"], "--until 'yesterday' is not an ISO 8601"),
-        (["history", "backfill", QUEUE, "--until", "now"], "--until 'now' is not an ISO 8601"),
         (["report", QUEUE, "--since", "1d", "--html", "/nonexistent/r.html"], "cannot write it"),
         (["report", QUEUE, "--prices", "/nonexistent/prices.yaml"], "cannot read it"),
     ],

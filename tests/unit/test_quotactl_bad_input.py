@@ -129,3 +129,21 @@ def test_the_longest_history_window_is_accepted() -> None:
 
     args = build_parser().parse_args(["report", "q", "--since", "3650d"])
     assert args.since == 3650 * 86400
+
+
+@pytest.mark.parametrize(
+    ("until", "rule"),
+    [
+        ("garbage", "is not an ISO-8601 time"),
+        ("2026-03-16T19:00", "has no time zone"),
+        ("9999-12-31T23:59Z", "is outside the years 1970-9000"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command", [["report", "q"], ["workload", "export", "q"], ["history", "backfill", "q"]]
+)
+def test_a_malformed_history_until_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], command: list[str], until: str, rule: str
+) -> None:
+    err = usage_error([*command, "--until", until, "--table", "t"], capsys)
+    assert f"argument --until: {until!r} {rule}" in err
