@@ -22,8 +22,11 @@ from quotactl.history_access import (
 
 
 def read_prices(path: str) -> dict[str, float]:
-    """The price table: a mapping of instance type to hourly price (finite, >= 0)."""
-    import yaml
+    """The price table: a mapping of SageMaker Training instance type to hourly price (finite,
+    >= 0), read as quota documents are (a key given twice is refused, not replaced)."""
+    from quota_controller.domain.config.fields import closest_instance_type
+    from quota_controller.domain.config.source import DocumentSyntaxError, parse_text
+    from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -34,11 +37,9 @@ def read_prices(path: str) -> dict[str, float]:
             f"--prices {path}: not YAML or JSON (byte {err.start + 1}: not UTF-8 text)"
         ) from err
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise HistoryError(
-            f"--prices {path}: not YAML or JSON ({yaml_problem(err, text)})"
-        ) from err
+        data = parse_text(text).data
+    except DocumentSyntaxError as err:
+        raise HistoryError(f"--prices {path}: not YAML or JSON ({err})") from err
     if not isinstance(data, dict) or not data:
         raise HistoryError(
             f"--prices {path}: must map instance types to hourly prices, "
@@ -46,6 +47,12 @@ def read_prices(path: str) -> dict[str, float]:
         )
     prices: dict[str, float] = {}
     for unit, price in data.items():
+        if unit not in TRAINING_INSTANCE_TYPES:
+            hint = closest_instance_type(str(unit))
+            raise HistoryError(
+                f"--prices {path}: {unit!r} is not a SageMaker Training instance "
+                "type" + (f" (did you mean {hint!r}?)" if hint else "")
+            )
         hourly = _hourly(price)
         if hourly is None:
             raise HistoryError(
@@ -53,25 +60,6 @@ def read_prices(path: str) -> dict[str, float]:
             )
         prices[str(unit)] = hourly
     return prices
-
-
-def yaml_problem(err: Exception, text: str) -> str:
-    """PyYAML's error about `text` in one line, `line L, column C: what` (its own message spans
-    several, quoting the text with a caret under the fault)."""
-    import yaml
-
-    if isinstance(err, yaml.reader.ReaderError):  # a control character such as NUL
-        line = text.count("\n", 0, err.position) + 1
-        column = err.position - text.rfind("\n", 0, err.position)
-        return f"line {line}, column {column}: unacceptable character #x{err.character:04x}"
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    problem = getattr(err, "problem", None) or " ".join(str(err).split())
-    context = getattr(err, "context", None)
-    if context:
-        problem = f"{context}, {problem}"
-    if mark is None:
-        return problem
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def _hourly(price: object) -> float | None:

@@ -253,6 +253,36 @@ def test_a_malformed_price_file_is_one_line_naming_where(
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            f"{G5}: 5\n{G5}: 1\n",
+            "not YAML or JSON (line 2, column 1: key 'ml.g5.xlarge' appears twice in one mapping "
+            "(first on line 1); the second would silently replace the first)",
+        ),
+        (
+            f"{G5}: 1\nfoo: 3\n",
+            "'foo' is not a SageMaker Training instance type",
+        ),
+        (
+            f"{G5}: 1\ng5.2xlarge: 3\n",
+            "'g5.2xlarge' is not a SageMaker Training instance type (did you mean "
+            "'ml.g5.2xlarge'?)",
+        ),
+    ],
+)
+def test_a_price_file_is_read_as_strictly_as_a_quota_document(
+    stack: LocalStack, tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(text, encoding="utf-8")
+    assert quotactl(stack, "report", QUEUE, "--since", "1d", "--prices", str(prices)) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"quotactl report: --prices {prices}: {message}\n"
+
+
 def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["report", QUEUE, "--since", "0d"])

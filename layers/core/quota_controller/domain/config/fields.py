@@ -55,7 +55,7 @@ def _check_instance_type(value: str) -> str:
             "instance type such as ml.g5.xlarge",
         )
     if value not in TRAINING_INSTANCE_TYPES:
-        hint = _closest_instance_type(value)
+        hint = closest_instance_type(value)
         raise PydanticCustomError(
             "quota_rule",
             "{value} is not a SageMaker Training instance type{hint}",
@@ -64,7 +64,9 @@ def _check_instance_type(value: str) -> str:
     return value
 
 
-def _closest_instance_type(value: str) -> str | None:
+def closest_instance_type(value: str) -> str | None:
+    """The SageMaker Training instance type `value` most likely means (a typo, another case,
+    `ml.` left out), or None."""
     import difflib
 
     lowered = value.strip().lower()
