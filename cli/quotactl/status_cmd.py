@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.adapters.queue_scan import DynamoQueueScan
+from quota_controller.domain.config.windows import HORIZON
 from quota_controller.domain.status import CONDITION_TYPES, read_status
 from quota_controller.domain.status_records import HeldChange
 from quota_controller.domain.status_view import status_view
@@ -81,7 +82,11 @@ def _print_status(
     if "windowsInForce" in view:
         in_force = ", ".join(map(str, view["windowsInForce"])) or "none (the base layout)"
         edge = view.get("nextWindowEdge")
-        following = f"; next edge {render.shown(edge)}" if edge else "; no edge ahead"
+        following = (
+            f"; next edge {render.shown(edge)}"
+            if edge
+            else f"; no edge in the next {HORIZON.days} days"
+        )
         if (view["conditions"].get("Valid") or {}).get("status") == "False":
             # The layout Batch holds is the last applied one; nothing moves until it is fixed.
             print(

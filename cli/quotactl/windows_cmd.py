@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import plain, validate_items
+from quota_controller.domain.config.windows import HORIZON
 from quota_controller.domain.schedule import ENVIRONMENT, FieldChange, current, next_edges
 from quota_controller.domain.table_keys import config_items
 from quotactl import aws, render
@@ -109,7 +110,11 @@ def _print_windows(data: dict[str, Any], out: TextIO) -> None:
         render.table(rows, ["window", "kind", "priority", "since", "until", "description"], out)
     edges = data["nextEdges"]
     if not edges:
-        print("No edge ahead: the layout in force now stays.", file=out)
+        print(
+            f"No edge in the next {HORIZON.days} days: the layout in force now stays at least "
+            "that long.",
+            file=out,
+        )
         return
     print("Next edges:", file=out)
     for edge in edges:

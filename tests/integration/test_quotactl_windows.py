@@ -447,3 +447,28 @@ def test_plan_at_a_moment_previews_the_layout_in_force_then(
     assert f"Layout in force at {inside} (windows: deadline), against AWS Batch as it is now." in (
         text
     )
+
+
+def test_a_window_ending_beyond_a_year_is_not_said_to_have_no_edge(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = stack.clock.now()
+    whole_days = {"days": ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"], "start": "00:00"}
+    always = {
+        "name": "always",
+        "every": {**whole_days, "end": "24:00", "timeZone": "UTC"},
+        "from": z(start - timedelta(days=1)),
+        "until": z(start + timedelta(days=800)),
+        "quotaShares": [{"quotaShareName": "team-b", "capacityLimits": [limit_of(2)]}],
+    }
+    stack.apply(layout().set(windows=[always]).build())
+    stack.advance(60)
+    assert quotactl("status", QUEUE) == 0
+    assert "  quota windows in force: always; no edge in the next 366 days" in (
+        capsys.readouterr().out.splitlines()
+    )
+    assert quotactl("windows", QUEUE) == 0
+    assert (
+        "No edge in the next 366 days: the layout in force now stays at least that long."
+        in capsys.readouterr().out.splitlines()
+    )
