@@ -26,7 +26,7 @@ from quota_controller.domain.config.timeline import moments
 from quota_controller.domain.history import JobRecord
 from quota_controller.domain.table_keys import config_items
 from quotactl import aws
-from quotactl.operating import run
+from quotactl.operating import hint, run
 from quotactl.values import DURATION_UNITS
 
 EXIT_OK = 0
@@ -174,10 +174,12 @@ def history_records(
     with aws.failure(f"read the job history of {args.queue} from table {name}"):
         records = list(store.jobs(args.queue, ended_since_ms=since_ms))
         if not records and next(store.jobs(args.queue), None) is None:
+            table = ["--history-table", args.history_table] if args.history_table else []
+            backfill = hint(args, "history", "backfill", args.queue, *table)
             raise HistoryError(
                 f"the job history of {args.queue} in table {name} is empty: it fills as jobs "
                 f"change state once RecordHistory is deployed; for jobs from before, run "
-                f"`quotactl history backfill {args.queue}`"
+                f"`{backfill}`"
             )
     return records, name
 
