@@ -23,6 +23,7 @@ from quota_controller.adapters.config_store import DynamoConfigStore
 from quota_controller.domain.config.items import validate_items
 from quota_controller.domain.config.model import QuotaDocument
 from quota_controller.domain.config.timeline import moments
+from quota_controller.domain.config.windows import show_time
 from quota_controller.domain.history import JobRecord
 from quota_controller.domain.table_keys import config_items
 from quotactl import aws
@@ -114,10 +115,22 @@ def history_store(
 
 
 def window_end_ms(args: argparse.Namespace) -> int:
-    """The end of the window in epoch ms: `--until`, else the local stack's virtual clock
-    with `--local`, else now."""
-    if args.until is not None:
-        return int(args.until.timestamp() * 1000)
+    """The end of the window in epoch ms: `--until` (HistoryError after now: the history has
+    nothing from then), else now: the local stack's virtual clock with `--local`, else the
+    controller's clock."""
+    now = _now_ms(args)
+    if args.until is None:
+        return now
+    until = int(args.until.timestamp() * 1000)
+    if until > now:
+        raise HistoryError(
+            f"--until {_shown_ms(until)} is after now ({_shown_ms(now)}): the history has no "
+            "job from then yet; give a time up to now, or leave --until out for now"
+        )
+    return until
+
+
+def _now_ms(args: argparse.Namespace) -> int:
     if getattr(args, "local", False):
         from quotactl.local_state import read_state
 
@@ -129,6 +142,10 @@ def window_end_ms(args: argparse.Namespace) -> int:
     from quota_controller.composition import clock as controller_clock
 
     return int(controller_clock().now().timestamp() * 1000)
+
+
+def _shown_ms(ms: int) -> str:
+    return show_time(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def queue_layouts(
@@ -184,10 +201,16 @@ def history_records(
     return records, name
 
 
-def no_jobs(queue: str, since: int) -> HistoryError:
-    """The error for a window in which no job of the queue waited or ran."""
+def no_jobs(args: argparse.Namespace, since_ms: int, until_ms: int) -> HistoryError:
+    """The error for a window in which no job of the queue waited or ran; with `--until` it
+    names the window's ends, as `--since` ago is not from now then."""
+    if args.until is not None:
+        window = f"between {_shown_ms(since_ms)} and {_shown_ms(until_ms)}"
+        widen = "widen --since or move --until"
+    else:
+        window, widen = f"in the last {span(args.since)}", "widen --since"
     return HistoryError(
-        f"no job of {queue} waited or ran in the last {span(since)}: widen --since "
+        f"no job of {args.queue} waited or ran {window}: {widen} "
         "(the history keeps jobs for HistoryRetentionDays, 90 by default)"
     )
 

@@ -86,7 +86,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     document, layouts = queue_layouts(target, args.queue, since, until)
     records, _ = history_records(args, target, since)
     if not any(in_window(r, since, until) for r in records):
-        raise no_jobs(args.queue, args.since)
+        raise no_jobs(args, since, until)
     try:
         report = build_report(args.queue, records, document, since, until, prices, layouts=layouts)
     except ReportError as err:

@@ -22,7 +22,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     records, _ = history_records(args, target, since)
     exported = workload(records, since, until)
     if not exported.jobs:
-        raise no_jobs(args.queue, args.since)
+        raise no_jobs(args, since, until)
     out.write(write_workload(exported.jobs))
     for why, n in sorted(exported.skipped.items()):
         print(f"quotactl workload export: left out {n} job(s): {why}", file=sys.stderr)

@@ -207,8 +207,27 @@ def test_backfill_says_a_stack_without_the_retention_parameter_gets_the_default(
         (["report", "nope"], "unknown job queue nope"),
         (["workload", "export", "nope"], "unknown job queue nope"),
         (["history", "backfill", "nope"], "unknown job queue nope"),
-        (["report", QUEUE, "--until", "2026-01-01T00:00:00Z", "--since", "1d"], "no job of"),
-        (["workload", "export", QUEUE, "--until", "2026-01-01T00:00:00Z"], "no job of"),
+        (
+            ["report", QUEUE, "--until", "2026-01-01T00:00:00Z", "--since", "1d"],
+            f"no job of {QUEUE} waited or ran between 2025-12-31T00:00Z and 2026-01-01T00:00Z: "
+            "widen --since or move --until",
+        ),
+        (
+            ["workload", "export", QUEUE, "--until", "2026-01-01T00:00:00Z"],
+            f"no job of {QUEUE} waited or ran between 2025-12-02T00:00Z and 2026-01-01T00:00Z",
+        ),
+        (
+            ["report", QUEUE, "--since", "1d", "--until", "2030-01-01T00:00Z"],
+            "--until 2030-01-01T00:00Z is after now (2026-03-16T",
+        ),
+        (
+            ["workload", "export", QUEUE, "--until", "2030-01-01T00:00Z"],
+            "--until 2030-01-01T00:00Z is after now (2026-03-16T",
+        ),
+        (
+            ["history", "backfill", QUEUE, "--until", "2030-01-01T00:00Z"],
+            "--until 2030-01-01T00:00Z is after now (2026-03-16T",
+        ),
         (["report", QUEUE, "--since", "1d", "--html", "/nonexistent/r.html"], "cannot write it"),
         (["report", QUEUE, "--prices", "/nonexistent/prices.yaml"], "cannot read it"),
     ],
