@@ -10,6 +10,7 @@ writes that file: nothing reaches the config table or AWS.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -30,6 +31,14 @@ def run_recommend(args: argparse.Namespace, out: TextIO) -> int:
     from quota_local.recommend import recommend
     from quota_local.recommend_space import RecommendError, parse_keep
 
+    for option, given in (("-f", args.file), ("--workload", args.workload)):
+        if args.out and _same_file(args.out, given):
+            print(
+                f"quotactl recommend: -o {args.out} is the file given as {option}: it would be "
+                "overwritten; write the recommendation to another file",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
     start = args.start or datetime.now(UTC)
     loaded = load_and_validate(args.file, start)  # windows: every moment from --start
     document = loaded.report.document
@@ -112,6 +121,14 @@ def _read_workload(path: str) -> list[Any] | None:
         # One line per problem, each naming its line and column.
         _refuse(f"invalid workload: {problem}" for problem in str(exc).splitlines())
     return None
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (the same path, a link, a hard link)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        return Path(a).resolve() == Path(b).resolve()
 
 
 def _refuse(problems: Iterable[str]) -> None:

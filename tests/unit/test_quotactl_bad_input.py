@@ -147,3 +147,26 @@ def test_a_malformed_history_until_is_a_usage_error(
 ) -> None:
     err = usage_error([*command, "--until", until, "--table", "t"], capsys)
     assert f"argument --until: {until!r} {rule}" in err
+
+
+@pytest.mark.parametrize("same", ["-f", "--workload"])
+def test_recommend_never_writes_over_its_own_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], same: str
+) -> None:
+    doc = tmp_path / "inplace.yaml"
+    doc.write_text("# our layout\n" + EXAMPLE.read_text("utf-8"), encoding="utf-8")
+    workload = tmp_path / "jobs.csv"
+    workload.write_text(WORKLOAD.read_text("utf-8"), encoding="utf-8")
+    before = {p: p.read_text("utf-8") for p in (doc, workload)}
+    target = doc if same == "-f" else workload
+    # Written another way, it is still the same file.
+    out_path = str(tmp_path / "." / target.name)
+    argv = ["recommend", "-f", str(doc), "--workload", str(workload), "--budget", "1"]
+    assert main([*argv, "-o", out_path]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"quotactl recommend: -o {out_path} is the file given as {same}: it would be "
+        "overwritten; write the recommendation to another file\n"
+    )
+    assert {p: p.read_text("utf-8") for p in (doc, workload)} == before
