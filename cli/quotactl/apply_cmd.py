@@ -120,7 +120,11 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     rows += [{"item": k, "result": "unchanged"} for k in write.unchanged]
     rows += [{"item": k, "result": "kept (not in the file)"} for k in write.kept]
     head = "Dry run, nothing written" if args.dry_run else "Applied"
-    print(f"{head}: {args.file} -> job queue {queue} in {target.where()} (by {by})", file=out)
+    print(
+        f"{head}: {render.shown(args.file)} -> job queue {queue} in {target.where()} "
+        f"(by {render.shown(by)})",
+        file=out,
+    )
     render.table(rows, ["item", "result"], out)
     for warning in valid.warnings:
         print(f"warning: {warning}", file=out)

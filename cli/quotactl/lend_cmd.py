@@ -166,7 +166,7 @@ def _print_loan(data: dict[str, Any], loan: Loan, args: argparse.Namespace, out:
     print(
         f"{head}: {loan.describe()} in job queue {data['jobQueue']}, from {window['from']} "
         f"until {window['until']} (window {window['name']} on item QUEUE, by "
-        f"{data['updatedBy']})",
+        f"{render.shown(data['updatedBy'])})",
         file=out,
     )
     for share in window["quotaShares"]:
