@@ -11,7 +11,7 @@ from quotactl import aws
 from quotactl.parser_operators import add_operator_commands
 from quotactl.parser_options import document_options, output_option
 from quotactl.times import moment, start_option
-from quotactl.values import MAX_HISTORY_DAYS, duration, speed, whole
+from quotactl.values import MAX_HISTORY_DAYS, duration, queue_name, speed, whole
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit = local_sub.add_parser(
         "submit", help="submit a SageMaker training job to the running local stack"
     )
-    submit.add_argument("queue", metavar="QUEUE", help="job queue")
+    submit.add_argument("queue", type=queue_name, metavar="QUEUE", help="job queue")
     submit.add_argument("--share", required=True, metavar="SHARE", help="quota share")
     submit.add_argument(
         "--instance-type", required=True, metavar="TYPE", help="instance type, e.g. ml.g5.xlarge"
@@ -255,7 +255,7 @@ def _add_conformance(sub: Any) -> None:
 def _add_history_commands(sub: Any) -> None:
     """`report`, `workload export` and the hidden `history-backfill` (`history backfill`)."""
     p = sub.add_parser("report", help="per-share usage, waits, preemptions and cost from history")
-    p.add_argument("queue", metavar="QUEUE", help="the job queue to report on")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="the job queue to report on")
     p.add_argument(
         "--since",
         type=duration,
@@ -278,7 +278,9 @@ def _add_history_commands(sub: Any) -> None:
     action = p.add_subparsers(dest="workload_command", metavar="ACTION")
     action.required = True
     e = action.add_parser("export", help="jobs submitted in the window, as workload CSV")
-    e.add_argument("queue", metavar="QUEUE", help="the job queue whose history to export")
+    e.add_argument(
+        "queue", type=queue_name, metavar="QUEUE", help="the job queue whose history to export"
+    )
     e.add_argument(
         "--since",
         type=duration,
@@ -295,7 +297,7 @@ def _add_history_commands(sub: Any) -> None:
         prog="quotactl history backfill",
         description="Record the jobs Batch still lists into the job history.",
     )
-    p.add_argument("queue", metavar="QUEUE", help="the job queue to backfill")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="the job queue to backfill")
     p.add_argument(
         "--since",
         type=duration,

@@ -10,7 +10,7 @@ from typing import Any
 from quotactl import aws
 from quotactl.parser_options import document_options, output_option
 from quotactl.times import moment
-from quotactl.values import change_id, loan_word, positive
+from quotactl.values import change_id, item_key, loan_word, positive, queue_name
 
 OPERATOR_COMMANDS = (
     "plan",
@@ -57,7 +57,11 @@ def add_operator_commands(sub: Any) -> None:
 
     p = command("status", "conditions of a queue (or every queue) and its shares")
     p.add_argument(
-        "queue", nargs="?", metavar="QUEUE", help="job queue (default: every queue in the table)"
+        "queue",
+        nargs="?",
+        type=queue_name,
+        metavar="QUEUE",
+        help="job queue (default: every queue in the table)",
     )
     p.add_argument(
         "--conditions",
@@ -70,23 +74,27 @@ def add_operator_commands(sub: Any) -> None:
         "a queue's change records, newest first (`history backfill QUEUE`: record the jobs "
         "Batch still lists into the job history)",
     )
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="job queue")
     p.add_argument("--limit", type=positive, default=20, metavar="N", help="records to show")
 
     p = command("reconcile", "reconcile a queue now, in this process", topic=True)
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="job queue")
 
     p = command("approve", "approve a change held by reductionPolicy block")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="job queue")
     p.add_argument(
         "change_id", type=change_id, metavar="CHANGE_ID", help="the held change (status)"
     )
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
 
     p = command("delete", "delete config items of a queue (a stray one, a share's, or all)")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="job queue")
     p.add_argument(
-        "items", nargs="*", metavar="ITEM", help="sort keys of the items, e.g. SHARE#team-d"
+        "items",
+        nargs="*",
+        type=item_key,
+        metavar="ITEM",
+        help="sort keys of the items, e.g. SHARE#team-d",
     )
     p.add_argument(
         "--all", action="store_true", help="every config item: the controller tears it down"
@@ -131,7 +139,7 @@ def add_operator_commands(sub: Any) -> None:
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")
 
     p = command("windows", "a queue's quota windows: what is in force now and the next edges")
-    p.add_argument("queue", metavar="QUEUE", help="job queue")
+    p.add_argument("queue", type=queue_name, metavar="QUEUE", help="job queue")
     p.add_argument("--limit", type=positive, default=5, metavar="N", help="edges to show")
 
 

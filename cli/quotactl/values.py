@@ -48,6 +48,22 @@ def speed(value: str) -> float:
     return number
 
 
+def queue_name(value: str) -> str:
+    """A job queue's name: not empty (an empty one would name no queue, or every one)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a job queue name: give its name")
+    return value
+
+
+def item_key(value: str) -> str:
+    """A config item's sort key (`SHARE#team-d`): not empty."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an item name: give its sort key (e.g. SHARE#team-d)"
+        )
+    return value
+
+
 def change_id(value: str) -> str:
     """A held change's id, as status heldChange.id shows it."""
     if not re.fullmatch(r"[0-9a-f]{12}", value):
@@ -60,7 +76,7 @@ def change_id(value: str) -> str:
 def loan_word(value: str) -> tuple[str, int] | str:
     """UNIT=COUNT (what `lend` moves), or a word without `=` (the job queue)."""
     if "=" not in value:
-        return value
+        return queue_name(value)
     found = UNIT_COUNT.fullmatch(value)
     if found is None or int(found[2]) < 1:
         raise argparse.ArgumentTypeError(

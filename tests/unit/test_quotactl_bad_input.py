@@ -170,3 +170,31 @@ def test_recommend_never_writes_over_its_own_input(
         "overwritten; write the recommendation to another file\n"
     )
     assert {p: p.read_text("utf-8") for p in (doc, workload)} == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", ""],
+        ["history", ""],
+        ["windows", " "],
+        ["report", ""],
+        ["workload", "export", ""],
+        ["history", "backfill", ""],
+        ["approve", "", "0123456789ab"],
+        ["delete", "", "SHARE#team-d"],
+        ["reconcile", ""],
+        ["lend", "", "--from", "a", "--to", "b", f"{G5}=1", "--until", "2030-01-01T00:00Z"],
+        ["lend", "--from", "a", "--to", "b", f"{G5}=1", "--until", "2030-01-01T00:00Z", ""],
+    ],
+)
+def test_an_empty_queue_name_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    err = usage_error([*argv, "--table", "t", "--region", "eu-west-1"], capsys)
+    assert "is not a job queue name: give its name" in err
+
+
+def test_an_empty_item_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    err = usage_error(["delete", "q", "", "--table", "t", "--region", "eu-west-1"], capsys)
+    assert "argument ITEM: '' is not an item name: give its sort key (e.g. SHARE#team-d)" in err
