@@ -10,7 +10,7 @@ from typing import Any
 from quotactl import aws
 from quotactl.parser_options import document_options, output_option
 from quotactl.times import moment
-from quotactl.values import change_id, item_key, loan_word, positive, queue_name
+from quotactl.values import change_id, item_key, loan_word, positive, queue_name, window_name
 
 OPERATOR_COMMANDS = (
     "plan",
@@ -133,7 +133,10 @@ def add_operator_commands(sub: Any) -> None:
         help="when the loan starts (default: now)",
     )
     p.add_argument(
-        "--name", metavar="NAME", help="the window's name (default: loan-LENDER-to-BORROWER-TIME)"
+        "--name",
+        type=window_name,
+        metavar="NAME",
+        help="the window's name, 1-128 of A-Z a-z 0-9 - _ (default: loan-LENDER-to-BORROWER-TIME)",
     )
     p.add_argument("--dry-run", action="store_true", help="show the window, write nothing")
     p.add_argument("--by", metavar="NAME", help="updatedBy (default: the caller's ARN)")

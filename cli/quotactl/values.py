@@ -64,6 +64,19 @@ def item_key(value: str) -> str:
     return value
 
 
+def window_name(value: str) -> str:
+    """A quota window's name (`lend --name`): what a window's `name` may be, said of the
+    option rather than of the item it would be written to."""
+    from pydantic_core import PydanticCustomError
+
+    from quota_controller.domain.config.fields import check_name
+
+    try:
+        return check_name(value)
+    except PydanticCustomError as err:
+        raise argparse.ArgumentTypeError(f"not a window name: {err.message()}") from None
+
+
 def change_id(value: str) -> str:
     """A held change's id, as status heldChange.id shows it."""
     if not re.fullmatch(r"[0-9a-f]{12}", value):

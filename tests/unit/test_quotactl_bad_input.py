@@ -198,3 +198,19 @@ def test_an_empty_queue_name_is_a_usage_error(
 def test_an_empty_item_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     err = usage_error(["delete", "q", "", "--table", "t", "--region", "eu-west-1"], capsys)
     assert "argument ITEM: '' is not an item name: give its sort key (e.g. SHARE#team-d)" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("", "must not be empty (1 to 128 characters)"),
+        ("evil\x1b[2J", "may contain only letters, digits, hyphens and underscores (found '\\x1b'"),
+        ("x" * 300, "is 300 characters long; at most 128 are allowed"),
+    ],
+)
+def test_a_bad_loan_name_is_a_usage_error_naming_the_option(
+    capsys: pytest.CaptureFixture[str], name: str, rule: str
+) -> None:
+    argv = ["lend", "--from", "a", "--to", "b", f"{G5}=1", "--until", "2030-01-01T00:00Z"]
+    err = usage_error([*argv, "--name", name, "--table", "t"], capsys)
+    assert f"argument --name: not a window name: {rule}" in err
