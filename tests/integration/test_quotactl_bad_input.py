@@ -61,3 +61,22 @@ def test_by_is_printed_escaped_on_one_line(
     assert quotactl(stack, *lend, "--by", EVIL) == 0
     head = capsys.readouterr().out.splitlines()[0]
     assert head.endswith(", by evil\\x1b[2J\\nline2)")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "nope"],
+        ["history", "nope"],
+        ["windows", "nope"],
+        ["approve", QUEUE, "0123456789ab"],
+        ["lend", "--from", "team-c", "--to", "team-z", f"{G5}=1", "--until", "2026-03-17T00:00Z"],
+    ],
+)
+def test_a_refused_operator_command_prints_nothing_on_stdout_as_data(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    assert quotactl(stack, *argv, "-o", "json") == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"quotactl {argv[0]}: ")

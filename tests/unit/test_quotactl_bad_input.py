@@ -3,6 +3,7 @@ field and the rule, a usage error (exit 2) for a malformed argument, never a tra
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,39 @@ def test_a_bad_loan_name_is_a_usage_error_naming_the_option(
     argv = ["lend", "--from", "a", "--to", "b", f"{G5}=1", "--until", "2030-01-01T00:00Z"]
     err = usage_error([*argv, "--name", name, "--table", "t"], capsys)
     assert f"argument --name: not a window name: {rule}" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "as_data"),
+    [
+        (["validate"], True),
+        (["plan", "--table", "t", "--region", "eu-west-1"], True),
+        (["apply", "--table", "t", "--region", "eu-west-1"], True),
+        (["explain"], False),
+        (["simulate", "--workload", str(WORKLOAD)], False),
+    ],
+)
+def test_only_validate_plan_and_apply_print_an_invalid_document_as_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], as_data: bool
+) -> None:
+    doc = with_window(tmp_path, **{"from": "2026-12-05T18:00Z", "until": "9999-12-31T23:00Z"})
+    assert main([*command, "-f", doc, "-o", "json"]) == 1
+    out, err = capsys.readouterr()
+    if as_data:
+        [problems] = json.loads(out)
+        assert problems["valid"] is False
+        assert err == ""
+    else:
+        assert out == ""
+        assert "windows[0].until" in err
+
+
+def test_a_refusal_prints_nothing_on_stdout_as_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = tmp_path / "bad.csv"
+    workload.write_text("bad\n", encoding="utf-8")
+    assert main(["simulate", "-f", str(EXAMPLE), "--workload", str(workload), "-o", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "unknown column(s) 'bad'" in err
