@@ -57,6 +57,7 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
     "integration/test_history_flow.py": {
         "events_become_one_record_per_job": ("event_detail_fields=documented_example",),
         "report_json_and_html": ("event_detail_fields=documented_example",),
+        "backfill_adds_nothing_the_events_recorded": ("event_detail_fields=documented_example",),
     },
     # Not the demo: its story (apply, borrow, reclaim, reduce, an invalid edit) is the sum of
     # the scenarios above, each run under the variants that touch it, and it costs seconds of

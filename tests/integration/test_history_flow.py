@@ -104,14 +104,27 @@ def test_backfill_adds_nothing_the_events_recorded(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = items(stack)
-    for _ in range(2):
+    # Events with every field the emulator knows record all a describe says; with AWS's
+    # documented example fields only, the events' last State Change may not count a preempted
+    # attempt, which the describe answer does: that job gains it (and only it), once.
+    full_events = stack.variants["event_detail_fields"] != "documented_example"
+    for run in range(2):
         stack.advance(60)  # each run's window ends later
         assert quotactl(stack, "history", "backfill", QUEUE, "--since", "1d") == 0
         out = capsys.readouterr().out
-        assert "backfilled 0 job(s) of ml-training" in out
-        assert "(4 already recorded, 4 listed by Batch)" in out
+        written = 0 if full_events or run else 1
+        assert f"backfilled {written} job(s) of ml-training" in out
+        assert f"({4 - written} already recorded, 4 listed by Batch)" in out
         assert "expires 90 days after its last known time (the default;" in out
-    assert items(stack) == before
+    after = items(stack)
+    if full_events:
+        assert after == before
+    else:
+        seen = {"version", "statusPreempted"}
+        for name, item in after.items():
+            assert {k: v for k, v in item.items() if k not in seen} == {
+                k: v for k, v in before[name].items() if k not in seen
+            }, name
     # `history QUEUE` still lists the change records.
     assert quotactl(stack, "history", QUEUE) == 0
     assert capsys.readouterr().out.startswith("AT ")
