@@ -97,6 +97,9 @@ class Kind(StrEnum):
     PHASE = "PHASE"  # SCHEDULED -> STARTING -> RUNNING
     COMPLETE = "COMPLETE"  # RUNNING -> SUCCEEDED
     PREEMPT = "PREEMPT"  # SCHEDULED/STARTING/RUNNING -> RUNNABLE, or FAILED when out of retries
+    # Still SCHEDULED/STARTING/RUNNING, holding its capacity: a preemption started (only with
+    # `preemption_seconds` > 0; its PREEMPT follows that much later).
+    PREEMPTING = "PREEMPTING"
     TIME_LIMIT = "TIME_LIMIT"  # RUNNABLE -> FAILED by a jobStateTimeLimitActions entry
     REASON = "REASON"  # still RUNNABLE; its stuck reason changed (None = no longer stuck)
     # Still RUNNABLE; a stuck job reached the front of its share, or its reason changed there
@@ -234,6 +237,7 @@ class _Unit:
         "env",
         "env_used",
         "known",
+        "leaving",
         "lender_limit",
         "listed",
         "name",
@@ -247,6 +251,8 @@ class _Unit:
         self.env = 0  # the environment's limit (0 when it lists no such type)
         self.known = False  # whether the environment lists it
         self.env_used = 0
+        # Instances held by jobs whose preemption started and has not completed yet.
+        self.leaving = 0
         # Σ own limits of the lending shares; what of it is not held by them (own or borrowed).
         self.lender_limit = 0
         self.pool = 0
@@ -411,6 +417,7 @@ class _Job:
 
 _PHASE = 0
 _LIMIT = 1
+_PREEMPTED = 2
 # The `needs` of every job of one instance type (read-only; `_Job.need` does not even read it).
 _NO_NEEDS: dict[str, int] = {}
 # Builds a Transition from a full tuple of its fields: a named tuple's own `__new__` is a Python
@@ -462,6 +469,7 @@ class QuotaScheduler:
         *,
         announce_at_front: bool = False,
         environment_reduction_preempts: bool = False,
+        preemption_seconds: float = 0.0,
         skip_blocked: bool = True,
         phase_transitions: bool = True,
     ) -> None:
@@ -470,8 +478,13 @@ class QuotaScheduler:
         (AWS: "remained at the head of the queue"); off, the reason counts from when the job
         became RUNNABLE. `environment_reduction_preempts`: lowering the environment's limits
         below its usage preempts jobs until usage fits; off, nothing new dispatches until it
-        does. `skip_blocked=False` re-examines every queue at every pass, blocked or empty
-        (setting them aside changes no outcome, only the work; a test compares the two).
+        does. `preemption_seconds` > 0: a preemption takes that long: the victim keeps its
+        status and its capacity from its start (Kind.PREEMPTING) to its end (Kind.PREEMPT),
+        the job it is for waits for the capacity, and while a preemption of an instance type is
+        under way no job plans another one for that type (it waits for the end, then looks
+        again); 0: a preemption ends the instant it starts. `skip_blocked=False` re-examines
+        every queue at every pass, blocked or empty (setting them aside changes no outcome,
+        only the work; a test compares the two).
         `phase_transitions=False`: a dispatched job is not taken through SCHEDULED and STARTING
         (no Kind.PHASE transitions): it holds its capacity as RUNNING from its dispatch and
         completes when it would have (both phases and its run time later), one timer instead
@@ -481,6 +494,11 @@ class QuotaScheduler:
         self.config = config
         self._announce = announce_at_front
         self._environment_preempts = environment_reduction_preempts
+        if not preemption_seconds >= 0:
+            raise ValueError("preemption_seconds must be >= 0")
+        self._preemption_seconds = preemption_seconds
+        # Jobs whose preemption started (preemption_seconds > 0): job id -> (reason, cause).
+        self._leaving: dict[str, tuple[str, str | None]] = {}
         self._skip_blocked = skip_blocked
         self._phase_transitions = phase_transitions
         # announce_at_front: stuck RUNNABLE jobs per share, and shares whose front may have moved.
@@ -590,6 +608,8 @@ class QuotaScheduler:
         if job is None or job.status == status:
             return
         self._now = now
+        if self._leaving and job_id in self._leaving:
+            self._stop_leaving(job)
         if job.status in ACTIVE_STATUSES:
             self._hold(job, -1)
         elif job.status == RUNNABLE:
@@ -652,8 +672,11 @@ class QuotaScheduler:
             due, _, kind, job, version = pop(timers)
             if job.version == version:
                 self._now = due
-                if kind == _LIMIT:
-                    self._time_limit(job, due)
+                if kind:
+                    if kind == _LIMIT:
+                        self._time_limit(job, due)
+                    else:
+                        self._end_preemption(job, due)
                 elif job.status == SCHEDULED:
                     # A phase ends: SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED (`_complete`).
                     job.version = version = version + 1
@@ -801,14 +824,14 @@ class QuotaScheduler:
         for slot in [s for s in self._held_slots.values() if s.used]:
             if slot.share is None:
                 continue
-            excess = slot.used - slot.cap
+            excess = slot.used - self._leaving_from(slot) - slot.cap
             if excess > 0:
                 victims = self._ranked(slot, slot.own, lambda _job: True)
                 for victim in self._take(victims, excess, slot.type):
                     self._preempt(victim, CAPACITY_LIMIT_PREEMPTION, now, None)
         if self._environment_preempts:
             for unit in list(self._held_units.values()):
-                excess = unit.env_used - unit.env
+                excess = unit.env_used - unit.leaving - unit.env
                 if excess > 0:
                     victims = self._environment_candidates(unit.name)
                     taken = self._take(victims, excess, unit.name)
@@ -818,10 +841,20 @@ class QuotaScheduler:
         order = dict.fromkeys(self._lender_limits)
         order.update((slot.type, None) for slot in self._held_slots.values() if slot.lends)
         for unit in [self._units[u] for u in order if u in self._units]:
-            if unit.pool >= 0:
+            # What lending shares' jobs already on their way out will give back.
+            short = -unit.pool - (
+                sum(
+                    self._leaving_from(slot)
+                    for slot in self._held_slots.values()
+                    if slot.unit is unit and slot.lends
+                )
+                if unit.leaving
+                else 0
+            )
+            if short <= 0:
                 continue
             victims = self._borrowed_candidates(unit.name, exclude=None)
-            taken = self._take(victims, -unit.pool, unit.name)
+            taken = self._take(victims, short, unit.name)
             for victim in taken if taken else victims:
                 self._preempt(victim, CROSS_SHARE_PREEMPTION, now, None)
 
@@ -831,7 +864,8 @@ class QuotaScheduler:
         ranked: list[tuple[tuple[int, int, float, int], _Job]] = []
         for slot in [s for s in self._held_slots.values() if s.type == unit]:
             for job, lent in self._borrowing(slot, slot.own).items():
-                ranked.append((self._victim_key(job, lent), job))
+                if job.job_id not in self._leaving:
+                    ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
         return [job for _, job in ranked]
 
@@ -1284,6 +1318,8 @@ class QuotaScheduler:
             if all(self._fits(held, count) for held, count in job.holds):
                 self._dispatch(job, now)
                 return True
+            if any(held.unit.leaving for held, _ in job.holds):
+                return False  # a preemption of one of its types is under way: wait for it
             victims = self._plan_all(job)
         else:
             count = job.count
@@ -1299,11 +1335,15 @@ class QuotaScheduler:
                 return True
             if used + count > slot.own and not slot.in_share:
                 return False  # it would borrow, so it preempts nothing (as `_plan` finds)
+            if unit.leaving:
+                return False  # a preemption of its type is under way: wait for its end
             victims = self._plan(job, slot, count, used, cap)
         if victims is None:
             return False
         for victim, reason in victims:
             self._preempt(victim, reason, now, job.job_id)
+        if victims and self._preemption_seconds:
+            return False  # it runs once the capacity is back (the victims' preemptions end)
         self._dispatch(job, now)
         return True
 
@@ -1397,7 +1437,7 @@ class QuotaScheduler:
             if slot is None:
                 continue
             for job, lent in self._borrowing(slot, slot.own).items():
-                if lent:
+                if lent and job.job_id not in self._leaving:
                     ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
         return [job for _, job in ranked]
@@ -1423,7 +1463,8 @@ class QuotaScheduler:
     def _ranked(self, slot: _Slot, own: int, eligible: _Eligible) -> list[_Job]:
         """Active jobs of one share and unit in victim order."""
         lent = self._borrowing(slot, own)
-        candidates = [job for job in lent if eligible(job)]
+        leaving = self._leaving
+        candidates = [job for job in lent if job.job_id not in leaving and eligible(job)]
         candidates.sort(key=lambda job: self._victim_key(job, lent[job]))
         return candidates
 
@@ -1448,6 +1489,45 @@ class QuotaScheduler:
         return []
 
     def _preempt(self, job: _Job, reason: str, now: float, cause: str | None) -> None:
+        if not self._preemption_seconds:
+            self._end_preemption(job, now, reason, cause)
+            return
+        if job.job_id in self._leaving:
+            return
+        # Started: the job keeps its status and what it holds until the preemption ends; its
+        # phase timers stop (the attempt ends with the preemption).
+        self._leaving[job.job_id] = (reason, cause)
+        for slot, count in job.holds:
+            slot.unit.leaving += count
+        job.version += 1
+        heapq.heappush(
+            self._timers,
+            (now + self._preemption_seconds, next(self._seq), _PREEMPTED, job, job.version),
+        )
+        self._out.append(
+            Transition(job.job_id, Kind.PREEMPTING, now, job.status, job.status, reason, cause)
+        )
+
+    def _leaving_from(self, slot: _Slot) -> int:
+        """Instances of the slot's type held by its jobs whose preemption is under way."""
+        if not slot.unit.leaving:
+            return 0
+        return sum(
+            job.need(slot.type) for job in slot.active.values() if job.job_id in self._leaving
+        )
+
+    def _stop_leaving(self, job: _Job) -> tuple[str, str | None]:
+        for slot, count in job.holds:
+            slot.unit.leaving -= count
+        return self._leaving.pop(job.job_id)
+
+    def _end_preemption(
+        self, job: _Job, now: float, reason: str | None = None, cause: str | None = None
+    ) -> None:
+        """The preemption ends: the job gives its capacity back and goes back to RUNNABLE (or
+        FAILED, out of retries). Without a reason: a started preemption's timer is due."""
+        if reason is None:
+            reason, cause = self._stop_leaving(job)
         previous = job.status
         self._hold(job, -1)
         job.version += 1

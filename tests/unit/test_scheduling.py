@@ -84,9 +84,12 @@ class Sim:
     phases: Phases = INSTANT
     now: float = 0.0
     log: list[Transition] = field(default_factory=list)
+    preemption_seconds: float = 0.0
 
     def __post_init__(self) -> None:
-        self.core = QuotaScheduler(self.config, self.phases)
+        self.core = QuotaScheduler(
+            self.config, self.phases, preemption_seconds=self.preemption_seconds
+        )
 
     def submit(
         self,
@@ -357,6 +360,60 @@ def test_guide_borrowed_capacity_is_reclaimed_when_its_owner_submits() -> None:
     state = sim.core.job("team-a1")
     assert state is not None
     assert state.preemptions == 1
+
+
+def test_a_preemption_that_takes_time_holds_the_victims_capacity_until_it_ends() -> None:
+    sim = Sim(GUIDE, preemption_seconds=20)
+    sim.submit("team-a1", "team-a", 2, run=1000)
+    sim.submit("team-b1", "team-b", 1, run=1000)
+    sim.step(10)
+
+    started = sim.submit("team-c1", "team-c", 1, run=1000)
+
+    assert started is None
+    assert [(m.job_id, m.kind, m.previous, m.status, m.cause) for m in sim.log[-1:]] == [
+        ("team-a1", Kind.PREEMPTING, "RUNNING", "RUNNING", "team-c1")
+    ]
+    assert sim.running() == {"team-a1", "team-b1"}
+    assert sim.core.usage() == {"team-a": {G5: 2}, "team-b": {G5: 1}}
+    sim.step(19.5)
+    assert (sim.preemptions(), sim.status("team-c1")) == ([], "RUNNABLE")
+    sim.step(0.5)
+    assert sim.preemptions() == [("team-a1", "RUNNABLE", CROSS_SHARE_PREEMPTION, "team-c1")]
+    assert sim.running() == {"team-b1", "team-c1"}
+    state = sim.core.job("team-c1")
+    assert state is not None
+    assert state.dispatched_at == 30
+
+
+def test_no_second_preemption_is_planned_while_one_is_under_way() -> None:
+    sim = Sim(pool(3, share("a", 3)), preemption_seconds=20)
+    for n in range(3):
+        sim.submit(f"a{n}", run=1000)
+    sim.reconfigure(pool(3, share("a", 1)))
+    assert [m.job_id for m in sim.log if m.kind is Kind.PREEMPTING] == ["a2", "a1"]
+
+    sim.step(5)
+    sim.reconfigure(pool(4, share("a", 1)))  # another change while the two are on their way out
+    sim.step(15)
+
+    assert [p[0] for p in sim.preemptions()] == ["a2", "a1"]
+    assert sim.running() == {"a0"}
+
+
+def test_a_job_ended_during_its_preemption_frees_its_capacity_and_is_not_preempted() -> None:
+    sim = Sim(GUIDE, preemption_seconds=20)
+    sim.submit("team-a1", "team-a", 2, run=1000)
+    sim.submit("team-b1", "team-b", 1, run=1000)
+    sim.submit("team-c1", "team-c", 1, run=1000)
+
+    sim.core.set_status("team-a1", "FAILED", sim.now)
+    sim.step(5)
+
+    assert sim.running() == {"team-b1", "team-c1"}
+    sim.step(30)
+    assert sim.preemptions() == []
+    assert sim.status("team-a1") == "FAILED"
 
 
 def test_a_borrowing_job_never_preempts() -> None:
