@@ -426,3 +426,46 @@ def test_a_job_waiting_for_sagemaker_capacity_is_one_alert_from_both_events(
     assert "The quota layout is not the problem" in stuck["detail"]
     assert "waits has waited" in stuck["detail"]
     assert "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY, maxTimeSeconds 600" in stuck["nextSteps"][0]
+
+
+def test_a_preemption_that_takes_twenty_seconds_gives_one_true_alert() -> None:
+    # AWS's example: Preemption Started with the victim still RUNNING, Completed 20 s later.
+    # The alert function reads the job between the two (Batch says it is not preempted yet).
+    with LocalStack(variants={"preemption_seconds": 20}) as stack:
+        doc = guide_layout().set(reductionPolicy="warn").build()
+        stack.apply(doc)
+        stack.advance(120)
+        borrower = stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 2, name="borrower")
+        stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="b-job")
+        stack.advance(60)
+        owner = stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 1, name="owner-job")
+        stack.advance(5)
+
+        during = stack.batch.describe_service_job(jobId=borrower)
+        assert during["status"] == "RUNNING"
+        assert during["statusReason"] == f"PREEMPTION_IN_PROGRESS: {CROSS}"
+        assert "preemptionSummary" not in during
+        assert stack.batch.describe_service_job(jobId=owner)["status"] == "RUNNABLE"
+        # An edit during the window: the guard reads usage with the victim still running.
+        doc["quotaShares"][2]["tags"] = {"owner": "team-c-lead"}
+        stack.apply(doc, by="dana")
+        stack.advance(5)
+        assert [a["kind"] for a in stack.alerts() if a["kind"] != "PREEMPTION"] == []
+
+        stack.advance(60)
+        after = stack.batch.describe_service_job(jobId=borrower)
+        assert (after["status"], after["preemptionSummary"]["preemptedAttemptCount"]) == (
+            "RUNNABLE",
+            1,
+        )
+        assert stack.batch.describe_service_job(jobId=owner)["status"] == "RUNNING"
+        assert stack.scheduler is not None
+        kinds = [
+            e["detail-type"] for e in stack.scheduler.events if e["resources"] == [after["jobArn"]]
+        ]
+        assert kinds.count("Batch Service Job Preemption Started") == 1
+        assert kinds.count("Batch Service Job Preemption Completed") == 1
+        (alert,) = preemption_alerts(stack)
+        assert (alert["cause"], alert["quotaShareName"]) == ("CAPACITY_RECLAIM", "team-a")
+        assert [j["jobName"] for j in alert["jobs"]] == ["borrower"]
+        assert [a["kind"] for a in stack.alerts() if a["kind"] != "PREEMPTION"] == []

@@ -172,6 +172,9 @@ class Scheduler:
         self._cross_share_text_only = (
             emulator.variant("preemption_reason_text") == "cross_share_only"
         )
+        self._preemption_seconds = float(emulator.variant("preemption_seconds"))
+        # Jobs whose Preemption Started event went out and whose preemption has not completed.
+        self._preempting: set[str] = set()
         self._saved_dispatch_order = emulator.dispatch_order
         self._saved_dispatch_key = emulator.dispatch_key
         now = emulator.clock()
@@ -313,6 +316,7 @@ class Scheduler:
                     self.phases,
                     announce_at_front=self._delivery != "state_change",
                     environment_reduction_preempts=self._environment_preempts,
+                    preemption_seconds=self._preemption_seconds,
                 )
                 self._pools[env_arn] = _Pool(core, counts_instances)
             elif pool.core.config != config:
@@ -499,18 +503,19 @@ class Scheduler:
             emulator.set_job_status(job.job_id, move.status, move.reason)
         elif move.kind is Kind.TIME_LIMIT:
             emulator.terminate_job(job.job_id, move.reason or "")
+        elif move.kind is Kind.PREEMPTING:
+            # preemption_seconds > 0: the job keeps its status (and capacity) until Completed;
+            # DescribeServiceJob shows the Started event's statusReason meanwhile.
+            job.status_reason = f"{PREEMPTION_IN_PROGRESS}: {self._reason(move)}"
+            self._preempting.add(job.job_id)
+            self._emit_started(job, move)
+            return
         else:
-            # preemption_reason_text: AWS documents only the cross-share text.
-            reason = CROSS_SHARE_PREEMPTION if self._cross_share_text_only else move.reason or ""
-            self._emit(
-                PREEMPTION_STARTED,
-                job,
-                {
-                    "statusReason": f"{PREEMPTION_IN_PROGRESS}: {reason}",
-                    "preemptedJobArn": job.arn,
-                    "status": move.previous,
-                },
-            )
+            reason = self._reason(move)
+            if job.job_id in self._preempting:
+                self._preempting.discard(job.job_id)
+            else:
+                self._emit_started(job, move)
             summary = emulator.preempt_job(
                 job.job_id,
                 reason,
@@ -528,6 +533,22 @@ class Scheduler:
         self._emit_state_change(job)
 
     # ----- events -----------------------------------------------------------------------------
+
+    def _reason(self, move: Transition) -> str:
+        """A preemption's reason (variant preemption_reason_text: AWS documents only the
+        cross-share text)."""
+        return CROSS_SHARE_PREEMPTION if self._cross_share_text_only else move.reason or ""
+
+    def _emit_started(self, job: ServiceJob, move: Transition) -> None:
+        self._emit(
+            PREEMPTION_STARTED,
+            job,
+            {
+                "statusReason": f"{PREEMPTION_IN_PROGRESS}: {self._reason(move)}",
+                "preemptedJobArn": job.arn,
+                "status": move.previous,
+            },
+        )
 
     def _emit_state_change(self, job: ServiceJob) -> None:
         self._emit(STATE_CHANGE, job, self._event_detail(job))

@@ -215,6 +215,17 @@ _ALL = (
         "the reason of a preempted attempt: the emulator's own text per kind, or the documented "
         "cross-share text for every preemption",
     ),
+    Variant(
+        "preemption_seconds",
+        0.0,
+        20.0,
+        (),
+        _GUIDE + "batch-service-job-preemption-events.html (the example's Preemption Started, "
+        "victim still RUNNING, is at 19:57:27 and its Preemption Completed at 19:57:47; how "
+        "long a preemption takes is " + NOT_DOCUMENTED + ")",
+        "how long a preemption takes: the victim keeps its status and capacity from Preemption "
+        "Started to Preemption Completed, and the job it is for waits for the capacity",
+    ),
 )
 
 VARIANTS: Mapping[str, Variant] = {v.name: v for v in _ALL}
