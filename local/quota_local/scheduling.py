@@ -146,6 +146,9 @@ class ShareConfig:
     enabled: bool = True
     # The job queue's jobStateTimeLimitActions: reason code -> maxTimeSeconds (TERMINATE).
     time_limits: Mapping[str, float] = field(default_factory=dict)
+    # The job queue the share belongs to ("": a queue of its own): with `stuck_front="queue"`
+    # a stuck job is at the front only when no RUNNABLE job of the whole queue is ahead.
+    queue: str = ""
 
     def __post_init__(self) -> None:
         if self.strategy not in (RESERVE, LEND, LEND_AND_BORROW):
@@ -470,6 +473,7 @@ class QuotaScheduler:
         announce_at_front: bool = False,
         environment_reduction_preempts: bool = False,
         preemption_seconds: float = 0.0,
+        stuck_front: str = "share",
         skip_blocked: bool = True,
         phase_transitions: bool = True,
     ) -> None:
@@ -482,7 +486,10 @@ class QuotaScheduler:
         status and its capacity from its start (Kind.PREEMPTING) to its end (Kind.PREEMPT),
         the job it is for waits for the capacity, and while a preemption of an instance type is
         under way no job plans another one for that type (it waits for the end, then looks
-        again); 0: a preemption ends the instant it starts. `skip_blocked=False` re-examines
+        again); 0: a preemption ends the instant it starts. `stuck_front` (with
+        `announce_at_front`): "share", a stuck job is at the front when no RUNNABLE job of its
+        share is ahead of it; "queue", when none of its whole job queue (`ShareConfig.queue`)
+        is. `skip_blocked=False` re-examines
         every queue at every pass, blocked or empty (setting them aside changes no outcome,
         only the work; a test compares the two).
         `phase_transitions=False`: a dispatched job is not taken through SCHEDULED and STARTING
@@ -497,6 +504,12 @@ class QuotaScheduler:
         if not preemption_seconds >= 0:
             raise ValueError("preemption_seconds must be >= 0")
         self._preemption_seconds = preemption_seconds
+        if stuck_front not in ("share", "queue"):
+            raise ValueError(f"stuck_front must be 'share' or 'queue', not {stuck_front!r}")
+        self._queue_front = stuck_front == "queue"
+        # stuck_front="queue": each share's job queue, and the shares of each queue.
+        self._queue_of: dict[str, str] = {}
+        self._queue_shares: dict[str, tuple[str, ...]] = {}
         # Jobs whose preemption started (preemption_seconds > 0): job id -> (reason, cause).
         self._leaving: dict[str, tuple[str, str | None]] = {}
         self._skip_blocked = skip_blocked
@@ -599,7 +612,7 @@ class QuotaScheduler:
         job.priority = priority
         if job.queued:
             self._push_queue(job)
-        if self._announce and job.share in self._stuck:
+        if self._announce and (job.share in self._stuck or (self._queue_front and self._stuck)):
             self._front_dirty.add(job.share)
 
     def set_status(self, job_id: str, status: str, now: float) -> None:
@@ -762,6 +775,14 @@ class QuotaScheduler:
     def _apply_config(self, config: PoolConfig) -> None:
         self._env = dict(config.limits)
         self._shares = {s.name: _Share(s) for s in config.shares}
+        if self._queue_front:
+            self._queue_of = {s.name: s.queue or s.name for s in config.shares}
+            members: dict[str, list[str]] = {}
+            for name, queue in self._queue_of.items():
+                members.setdefault(queue, []).append(name)
+            self._queue_shares = {queue: tuple(names) for queue, names in members.items()}
+            # Which shares make one queue may have changed: every front is looked at again.
+            self._front_dirty.update(self._stuck)
         lender_limits: dict[str, int] = {}
         for share in self._shares.values():
             if share.lends:
@@ -907,6 +928,9 @@ class QuotaScheduler:
                     del self._stuck[job.share]
                 # A job no longer stuck may now be ahead of the stuck ones.
                 self._front_dirty.add(job.share)
+            elif self._queue_front and self._stuck:
+                # It may be ahead of stuck jobs of other shares of its queue.
+                self._front_dirty.add(job.share)
             return
         if stuck is None:
             stuck = self._stuck[job.share] = {}
@@ -914,22 +938,32 @@ class QuotaScheduler:
         self._front_dirty.add(job.share)
 
     def _update_fronts(self, now: float) -> None:
-        """Announce stuck jobs that are at the front of their share: no RUNNABLE job of the
-        share (waiting or stuck, any instance type) is ahead of them in dispatch order."""
+        """Announce stuck jobs that are at the front of their share (`stuck_front="queue"`: of
+        their job queue): no RUNNABLE job of the share (of the queue's shares), waiting or
+        stuck, any instance type, is ahead of them in dispatch order."""
         dirty, self._front_dirty = self._front_dirty, set()
-        for name in dirty:
-            stuck = self._stuck.get(name)
+        groups: Iterable[tuple[str, ...]]
+        if self._queue_front:
+            queues = {self._queue_of.get(name, name) for name in dirty}
+            groups = [self._queue_shares.get(queue, (queue,)) for queue in queues]
+        else:
+            groups = [(name,) for name in dirty]
+        for names in groups:
+            stuck = [job for name in names for job in self._stuck.get(name, {}).values()]
             if not stuck:
                 continue
-            best = min(stuck.values(), key=_queue_key)
+            best = min(stuck, key=_queue_key)
             best_key = _queue_key(best)
             at_front = True
-            for slot in self._queues_by_share.get(name, ()):
-                head = self._head(slot)
-                if head is not None and _queue_key(head) < best_key:
-                    at_front = False
+            for name in names:
+                for slot in self._queues_by_share.get(name, ()):
+                    head = self._head(slot)
+                    if head is not None and _queue_key(head) < best_key:
+                        at_front = False
+                        break
+                if not at_front:
                     break
-            for job in stuck.values():
+            for job in stuck:
                 if job is best and at_front:
                     if not job.front:
                         job.front = True
@@ -1018,7 +1052,7 @@ class QuotaScheduler:
         job.queued = False
         job.qver += 1
         job.limit_due = None
-        if self._announce and job.share in self._stuck:
+        if self._announce and (job.share in self._stuck or (self._queue_front and self._stuck)):
             self._track_stuck(job, None)
             self._front_dirty.add(job.share)
 

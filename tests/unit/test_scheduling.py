@@ -85,10 +85,15 @@ class Sim:
     now: float = 0.0
     log: list[Transition] = field(default_factory=list)
     preemption_seconds: float = 0.0
+    stuck_front: str | None = None  # set: reasons announced at the front (Kind.BLOCKED)
 
     def __post_init__(self) -> None:
         self.core = QuotaScheduler(
-            self.config, self.phases, preemption_seconds=self.preemption_seconds
+            self.config,
+            self.phases,
+            preemption_seconds=self.preemption_seconds,
+            announce_at_front=self.stuck_front is not None,
+            stuck_front=self.stuck_front or "share",
         )
 
     def submit(
@@ -855,3 +860,32 @@ def test_a_job_forgotten_and_submitted_again_keeps_its_place_in_the_queue() -> N
 
     assert dispatched == ["moved", "later"]
     assert core.runnable_ids() == []
+
+
+# ----- which front a stuck job must reach (stuck_front) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("front", "announced_at", "failed_at"), [("share", 0, 50), ("queue", 100, 150)]
+)
+def test_a_stuck_job_behind_another_shares_waiting_job_is_at_the_front_only_of_its_share(
+    front: str, announced_at: float, failed_at: float
+) -> None:
+    limits = {QM_LIMIT: 50.0}
+    config = pool(
+        2,
+        replace(share("a", 1, time_limits=limits), queue="q"),
+        replace(share("b", 1, time_limits=limits), queue="q"),
+    )
+    sim = Sim(config, stuck_front=front)
+    sim.submit("a1", run=100)
+    sim.submit("a2", run=100)  # waits for a1: ahead of b1 in the queue, not in share b
+
+    sim.submit("b1", count=2)  # more than share b's limit: stuck
+
+    sim.step(100)
+    assert sim.status("a2") == "RUNNING"
+    sim.step(100)
+
+    assert [(m.job_id, m.at) for m in sim.log if m.kind is Kind.BLOCKED] == [("b1", announced_at)]
+    assert [(m.job_id, m.at) for m in sim.log if m.kind is Kind.TIME_LIMIT] == [("b1", failed_at)]
