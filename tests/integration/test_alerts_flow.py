@@ -469,3 +469,29 @@ def test_a_preemption_that_takes_twenty_seconds_gives_one_true_alert() -> None:
         assert (alert["cause"], alert["quotaShareName"]) == ("CAPACITY_RECLAIM", "team-a")
         assert [j["jobName"] for j in alert["jobs"]] == ["borrower"]
         assert [a["kind"] for a in stack.alerts() if a["kind"] != "PREEMPTION"] == []
+
+
+@pytest.mark.parametrize("front", ["share", "queue"])
+def test_stuck_jobs_of_two_shares_are_alerted_as_each_reaches_its_front(front: str) -> None:
+    # Whether a quota share's front counts, or only the job queue's, AWS does not say: under
+    # `queue` the second share's stuck job is announced (and alerted) only once the first goes.
+    with LocalStack(variants={"stuck_front": front}) as stack:
+        stack.apply(guide_layout().set(reductionPolicy="warn").build())
+        stack.advance(120)
+        first = stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 2, name="too-big-c")
+        stack.advance(1)
+        second = stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 3, name="too-big-b")
+        stack.advance(60)
+
+        def stuck_jobs() -> list[str]:
+            return [
+                j["jobId"] for a in stack.alerts() if a["kind"] == "JOB_STUCK" for j in a["jobs"]
+            ]
+
+        assert stuck_jobs() == ([first, second] if front == "share" else [first])
+        stack.batch.terminate_service_job(jobId=first, reason="resubmitted smaller")
+        stack.advance(60)
+        assert stuck_jobs() == [first, second]
+        assert stack.batch.describe_service_job(jobId=second)["statusReason"].startswith(
+            "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+        )

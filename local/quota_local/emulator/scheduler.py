@@ -173,6 +173,7 @@ class Scheduler:
             emulator.variant("preemption_reason_text") == "cross_share_only"
         )
         self._preemption_seconds = float(emulator.variant("preemption_seconds"))
+        self._stuck_front = str(emulator.variant("stuck_front"))
         # Jobs whose Preemption Started event went out and whose preemption has not completed.
         self._preempting: set[str] = set()
         self._saved_dispatch_order = emulator.dispatch_order
@@ -301,6 +302,7 @@ class Scheduler:
                             enabled=running
                             and (share.state == "ENABLED" or self._disabled_continue),
                             time_limits=time_limits,
+                            queue=queue.arn,
                         )
                     )
             configs[env_arn] = (PoolConfig(limits, tuple(shares)), NUM_INSTANCES in limits)
@@ -317,6 +319,7 @@ class Scheduler:
                     announce_at_front=self._delivery != "state_change",
                     environment_reduction_preempts=self._environment_preempts,
                     preemption_seconds=self._preemption_seconds,
+                    stuck_front=self._stuck_front,
                 )
                 self._pools[env_arn] = _Pool(core, counts_instances)
             elif pool.core.config != config:

@@ -226,6 +226,20 @@ _ALL = (
         "how long a preemption takes: the victim keeps its status and capacity from Preemption "
         "Started to Preemption Completed, and the job it is for waits for the capacity",
     ),
+    Variant(
+        "stuck_front",
+        "share",
+        "queue",
+        ("share", "queue"),
+        _GUIDE
+        + 'sm_job_stuck_in_runnable_misconfiguration.html (the reason is set when the job "reaches '
+        'the front of the queue"), the botocore model\'s JobStateTimeLimitAction ("at the head of '
+        "the queue\"); whether a quota share's front counts, or only the whole job queue's, is "
+        + NOT_DOCUMENTED,
+        "which front a stuck job must reach for its reason to be set, its Queue Blocked event "
+        "sent and its JobStateTimeLimit clock to run: the front of its quota share, or of the "
+        "whole job queue",
+    ),
 )
 
 VARIANTS: Mapping[str, Variant] = {v.name: v for v in _ALL}
