@@ -474,6 +474,7 @@ class QuotaScheduler:
         environment_reduction_preempts: bool = False,
         preemption_seconds: float = 0.0,
         stuck_front: str = "share",
+        reduction_preemption: str = "eager",
         skip_blocked: bool = True,
         phase_transitions: bool = True,
     ) -> None:
@@ -489,7 +490,11 @@ class QuotaScheduler:
         again); 0: a preemption ends the instant it starts. `stuck_front` (with
         `announce_at_front`): "share", a stuck job is at the front when no RUNNABLE job of its
         share is ahead of it; "queue", when none of its whole job queue (`ShareConfig.queue`)
-        is. `skip_blocked=False` re-examines
+        is. `reduction_preemption`: "eager", a share whose limits are lowered below its usage
+        loses jobs at once (capacity-limit preemption); "on_demand", its jobs above the new
+        limit are only eligible for preemption: they are preempted (same reason) when a job of
+        one instance type of another share, within its own limit, needs the capacity they
+        hold. `skip_blocked=False` re-examines
         every queue at every pass, blocked or empty (setting them aside changes no outcome,
         only the work; a test compares the two).
         `phase_transitions=False`: a dispatched job is not taken through SCHEDULED and STARTING
@@ -507,6 +512,11 @@ class QuotaScheduler:
         if stuck_front not in ("share", "queue"):
             raise ValueError(f"stuck_front must be 'share' or 'queue', not {stuck_front!r}")
         self._queue_front = stuck_front == "queue"
+        if reduction_preemption not in ("eager", "on_demand"):
+            raise ValueError(
+                f"reduction_preemption must be 'eager' or 'on_demand', not {reduction_preemption!r}"
+            )
+        self._on_demand = reduction_preemption == "on_demand"
         # stuck_front="queue": each share's job queue, and the shares of each queue.
         self._queue_of: dict[str, str] = {}
         self._queue_shares: dict[str, tuple[str, ...]] = {}
@@ -846,7 +856,7 @@ class QuotaScheduler:
             if slot.share is None:
                 continue
             excess = slot.used - self._leaving_from(slot) - slot.cap
-            if excess > 0:
+            if excess > 0 and not self._on_demand:
                 victims = self._ranked(slot, slot.own, lambda _job: True)
                 for victim in self._take(victims, excess, slot.type):
                     self._preempt(victim, CAPACITY_LIMIT_PREEMPTION, now, None)
@@ -1372,6 +1382,8 @@ class QuotaScheduler:
             if unit.leaving:
                 return False  # a preemption of its type is under way: wait for its end
             victims = self._plan(job, slot, count, used, cap)
+            if victims is None and self._on_demand:
+                victims = self._plan_over_limit(job, slot, count)
         if victims is None:
             return False
         for victim, reason in victims:
@@ -1459,6 +1471,39 @@ class QuotaScheduler:
                 cross = self._take(borrowed, max(env_short, pool_short), slot.type)
                 if cross:
                     return mine + [(v, CROSS_SHARE_PREEMPTION) for v in cross]
+        return None
+
+    def _plan_over_limit(self, job: _Job, slot: _Slot, count: int) -> list[Victim] | None:
+        """reduction_preemption on_demand: victims among the jobs of other shares above their
+        lowered limits (eligible for preemption) that make room for `job`, which fits its own
+        share's limit; None when they cannot."""
+        if slot.used + count > slot.own:
+            return None
+        unit = slot.unit
+        env_short = unit.env_used + count - unit.env
+        pool_short = count - unit.pool if slot.lends else 0
+        if env_short <= 0 and pool_short <= 0:
+            return None
+        ranked: list[tuple[tuple[int, int, float, int], _Job, _Slot]] = []
+        for other in self._held_slots.values():
+            if other.unit is not unit or other.name == job.share or other.used <= other.cap:
+                continue
+            for victim in self._ranked(other, other.own, lambda _job: True):
+                ranked.append((self._victim_key(victim, 0), victim, other))
+        ranked.sort(key=lambda entry: entry[0])
+        excess = {other.key: other.used - other.cap for _, _, other in ranked}
+        taken: list[Victim] = []
+        for _, victim, other in ranked:
+            if excess[other.key] <= 0:
+                continue
+            need = victim.need(unit.name)
+            excess[other.key] -= need
+            taken.append((victim, CAPACITY_LIMIT_PREEMPTION))
+            env_short -= need
+            if other.lends:
+                pool_short -= need
+            if env_short <= 0 and pool_short <= 0:
+                return taken
         return None
 
     def _borrowed_candidates(self, unit: str, exclude: str | None) -> list[_Job]:

@@ -86,6 +86,7 @@ class Sim:
     log: list[Transition] = field(default_factory=list)
     preemption_seconds: float = 0.0
     stuck_front: str | None = None  # set: reasons announced at the front (Kind.BLOCKED)
+    reduction_preemption: str = "eager"
 
     def __post_init__(self) -> None:
         self.core = QuotaScheduler(
@@ -94,6 +95,7 @@ class Sim:
             preemption_seconds=self.preemption_seconds,
             announce_at_front=self.stuck_front is not None,
             stuck_front=self.stuck_front or "share",
+            reduction_preemption=self.reduction_preemption,
         )
 
     def submit(
@@ -889,3 +891,35 @@ def test_a_stuck_job_behind_another_shares_waiting_job_is_at_the_front_only_of_i
 
     assert [(m.job_id, m.at) for m in sim.log if m.kind is Kind.BLOCKED] == [("b1", announced_at)]
     assert [(m.job_id, m.at) for m in sim.log if m.kind is Kind.TIME_LIMIT] == [("b1", failed_at)]
+
+
+# ----- when a lowered limit preempts (reduction_preemption) ----------------------------------
+
+
+def test_on_demand_a_lowered_share_keeps_its_jobs_until_another_share_needs_the_capacity() -> None:
+    sim = Sim(pool(3, share("a", 3), share("b", 0)), reduction_preemption="on_demand")
+    for n in range(3):
+        sim.step(10)
+        sim.submit(f"a{n}", run=1000)
+
+    sim.reconfigure(pool(3, share("a", 1), share("b", 2)))
+    sim.step(600)
+    assert (sim.preemptions(), sim.running()) == ([], {"a0", "a1", "a2"})
+
+    sim.submit("b1", run=1000)
+
+    # The shortest run of the share above its limit goes, for the job that needs its capacity.
+    assert sim.preemptions() == [("a2", "RUNNABLE", CAPACITY_LIMIT_PREEMPTION, "b1")]
+    assert sim.running() == {"a0", "a1", "b1"}
+    assert sim.status("a2") == "RUNNABLE"  # and it waits: its share is still above its limit
+
+
+def test_eager_a_lowered_share_loses_its_jobs_at_once() -> None:
+    sim = Sim(pool(3, share("a", 3), share("b", 0)))
+    for n in range(3):
+        sim.step(10)
+        sim.submit(f"a{n}", run=1000)
+
+    sim.reconfigure(pool(3, share("a", 1), share("b", 2)))
+
+    assert [p[0] for p in sim.preemptions()] == ["a2", "a1"]
