@@ -783,6 +783,14 @@ def minutes_before(n: float) -> datetime:
             id="change-without-reductions-ignored",
         ),
         pytest.param(
+            observation(share="team-c"),
+            context(changes=[change("team-c").lowered(G5, 2, 1).at_risk(J).at(minutes_before(45))]),
+            ("PREEMPTION", "UNKNOWN", None),
+            # team-c (LEND) never borrows: Batch's cross-share reason is a lowered limit whose
+            # change is older than the window, not a reclaim of borrowed capacity.
+            id="lender-cross-share-after-the-window-is-unknown",
+        ),
+        pytest.param(
             observation(),
             context(
                 changes=[
