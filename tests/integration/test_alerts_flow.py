@@ -495,3 +495,42 @@ def test_stuck_jobs_of_two_shares_are_alerted_as_each_reaches_its_front(front: s
         assert stack.batch.describe_service_job(jobId=second)["statusReason"].startswith(
             "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
         )
+
+
+@pytest.mark.parametrize(("later", "cause"), [(600, "QUOTA_REDUCTION"), (2700, "UNKNOWN")])
+def test_a_reduction_that_preempts_only_on_demand_is_named_only_within_the_window(
+    later: int, cause: str
+) -> None:
+    # reduction_preemption=on_demand: team-c's job above its lowered limit only becomes
+    # eligible for preemption, and is preempted when team-a needs the capacity, `later`
+    # seconds on. Within the attribution window the alert names carol's change; after it the
+    # change record is no longer read, and the alert keeps Batch's reason rather than guess.
+    with LocalStack(variants={"reduction_preemption": "on_demand"}) as stack:
+        doc = guide_layout().set(reductionPolicy="warn").build()
+        doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 2  # team-c, LEND
+        stack.apply(doc)
+        stack.advance(120)
+        for n in range(2):
+            stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 1, name=f"c-{n}")
+        stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="b-0")
+        stack.advance(600)
+        doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 1
+        stack.apply(doc, by="carol")
+        stack.advance(later)
+        assert preemption_alerts(stack) == []
+        assert [a["kind"] for a in stack.alerts()] == ["PREEMPTION_RISK"]
+
+        stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 1, name="a-0")
+        stack.advance(60)
+
+        (alert,) = preemption_alerts(stack)
+        assert (alert["cause"], alert["quotaShareName"]) == (cause, "team-c")
+        assert alert["jobs"][0]["jobName"] == "c-1"
+        if cause == "QUOTA_REDUCTION":
+            assert alert["change"]["by"] == "carol"
+        else:
+            # team-c (LEND) never borrows: "borrowed capacity reclaimed" would be false.
+            assert alert.get("change") is None
+            assert "borrowed" not in alert["summary"]
+            assert "was running on capacity borrowed" not in alert["detail"]
+            assert "it cannot borrow (LEND)" in alert["detail"]

@@ -174,6 +174,7 @@ class Scheduler:
         )
         self._preemption_seconds = float(emulator.variant("preemption_seconds"))
         self._stuck_front = str(emulator.variant("stuck_front"))
+        self._reduction_preemption = str(emulator.variant("reduction_preemption"))
         # Jobs whose Preemption Started event went out and whose preemption has not completed.
         self._preempting: set[str] = set()
         self._saved_dispatch_order = emulator.dispatch_order
@@ -320,6 +321,7 @@ class Scheduler:
                     environment_reduction_preempts=self._environment_preempts,
                     preemption_seconds=self._preemption_seconds,
                     stuck_front=self._stuck_front,
+                    reduction_preemption=self._reduction_preemption,
                 )
                 self._pools[env_arn] = _Pool(core, counts_instances)
             elif pool.core.config != config:

@@ -240,6 +240,18 @@ _ALL = (
         "sent and its JobStateTimeLimit clock to run: the front of its quota share, or of the "
         "whole job queue",
     ),
+    Variant(
+        "reduction_preemption",
+        "eager",
+        "on_demand",
+        ("eager", "on_demand"),
+        _GUIDE
+        + "preemption.html (lowering a quota share's capacity limits makes its jobs \"eligible "
+        'for preemption" when it uses more than its limits; whether they are preempted at once '
+        "or only when capacity is needed is " + NOT_DOCUMENTED + ")",
+        "lowering a share's limits below its usage: its jobs above the new limit are preempted "
+        "at once, or only when a job of another share needs the capacity they hold",
+    ),
 )
 
 VARIANTS: Mapping[str, Variant] = {v.name: v for v in _ALL}
