@@ -335,16 +335,20 @@ def test_a_reduction_preempting_within_its_second_is_a_quota_reduction() -> None
         stack.advance(120)
         for n in range(2):
             stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 1, name=f"c-{n}")
+        stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="b-0")
         stack.advance(600)
         assert (
             len(
                 stack.batch.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNING")["jobSummaryList"]
             )
-            == 2
+            == 3
         )
         stack.clock.advance(0.554)
         doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 1
         stack.apply(doc, by="carol")
+        # In the same instant team-a needs the capacity (reduction_preemption=on_demand
+        # preempts only then; eager already did at the reduction).
+        stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 1, name="a-0")
         stack.advance(60)
 
         (alert,) = preemption_alerts(stack)

@@ -37,7 +37,8 @@ def preemption_alerts(stack: LocalStack) -> list[dict[str, Any]]:
 
 
 def lowered_team_c(stack: LocalStack, retries: int | None) -> tuple[dict[str, Any], str]:
-    """team-c (LEND) runs two jobs on its limit of 2; carol lowers it to 1: one job is preempted
+    """team-c (LEND) runs two jobs on its limit of 2 and team-b one (the environment of 3 is
+    full); carol lowers team-c to 1 and team-a submits a job: one of team-c's jobs is preempted
     and waits in RUNNABLE. Returns the document and the preempted job's ID."""
     doc = guide_layout().set(reductionPolicy="warn").build()
     doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 2
@@ -47,9 +48,13 @@ def lowered_team_c(stack: LocalStack, retries: int | None) -> tuple[dict[str, An
         stack.submit_job(
             QUEUE, "team-c", "ml.g5.xlarge", 1, name=f"c-{n}", retries_before_termination=retries
         )
+    stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="b-0")
     stack.advance(600)
     doc["quotaShares"][2]["capacityLimits"][0]["maxCapacity"] = 1
     stack.apply(doc, by="carol")
+    # team-a needs the capacity: under reduction_preemption=on_demand the job above team-c's
+    # new limit is preempted only now (eager: at the reduction already).
+    stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 1, name="a-0")
     stack.advance(60)
     waiting = stack.batch.list_service_jobs(jobQueue=QUEUE, jobStatus="RUNNABLE")["jobSummaryList"]
     failed = stack.batch.list_service_jobs(jobQueue=QUEUE, jobStatus="FAILED")["jobSummaryList"]
