@@ -1509,6 +1509,7 @@ class QuotaScheduler:
     def _borrowed_candidates(self, unit: str, exclude: str | None) -> list[_Job]:
         """Jobs holding borrowed instances of `unit`, most borrowed first (victim order)."""
         ranked: list[tuple[tuple[int, int, float, int], _Job]] = []
+        leaving = self._leaving
         for name, share in self._shares.items():
             if name == exclude or not share.lends:
                 continue
@@ -1516,7 +1517,7 @@ class QuotaScheduler:
             if slot is None:
                 continue
             for job, lent in self._borrowing(slot, slot.own).items():
-                if lent and job.job_id not in self._leaving:
+                if lent and (not leaving or job.job_id not in leaving):
                     ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
         return [job for _, job in ranked]
@@ -1542,8 +1543,9 @@ class QuotaScheduler:
     def _ranked(self, slot: _Slot, own: int, eligible: _Eligible) -> list[_Job]:
         """Active jobs of one share and unit in victim order."""
         lent = self._borrowing(slot, own)
-        leaving = self._leaving
-        candidates = [job for job in lent if job.job_id not in leaving and eligible(job)]
+        candidates = [job for job in lent if eligible(job)]
+        if self._leaving:
+            candidates = [job for job in candidates if job.job_id not in self._leaving]
         candidates.sort(key=lambda job: self._victim_key(job, lent[job]))
         return candidates
 
