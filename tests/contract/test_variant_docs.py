@@ -36,6 +36,8 @@ VERIFIED_AWS_PAGES = {
     "userguide/batch-service-job-queue-blocked-events.html",
     "userguide/batch-service-job-preemption-events.html",
     "userguide/sm_job_stuck_in_runnable.html",
+    "userguide/sm_job_stuck_in_runnable_misconfiguration.html",
+    "userguide/preemption.html",
     "APIReference/API_GetJobQueueSnapshot.html",
     "APIReference/API_UpdateQuotaShare.html",
     "APIReference/API_ServiceJobSummary.html",

@@ -537,4 +537,4 @@ def test_a_reduction_that_preempts_only_on_demand_is_named_only_within_the_windo
             assert alert.get("change") is None
             assert "borrowed" not in alert["summary"]
             assert "was running on capacity borrowed" not in alert["detail"]
-            assert "it cannot borrow (LEND)" in alert["detail"]
+            assert "quota share team-c does not borrow (strategy LEND)" in alert["detail"]
