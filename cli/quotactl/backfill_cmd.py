@@ -36,7 +36,11 @@ def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
             jobQueue=args.queue,
             filters=[{"name": "AFTER_CREATED_AT", "values": [str(since - 1)]}],
         )
-        job_ids = [j["jobId"] for page in pages for j in page.get("jobSummaryList", [])]
+        listed = [j for page in pages for j in page.get("jobSummaryList", [])]
+    # ListServiceJobs takes one filter: the window's end is applied here (a job created after
+    # --until is not the window's, even if Batch lists it).
+    job_ids = [j["jobId"] for j in listed if int(j.get("createdAt") or 0) <= until]
+    later = len(listed) - len(job_ids)
     for job_id in job_ids:
         with aws.failure(f"describe service job {job_id}"):
             detail = batch.describe_service_job(jobId=job_id)
@@ -50,7 +54,8 @@ def cmd_backfill(args: argparse.Namespace, out: TextIO) -> int:
                 unchanged += 1
     print(
         f"backfilled {written} job(s) of {args.queue} into {name} "
-        f"({unchanged} already recorded, {len(job_ids)} listed by Batch); each written job "
+        f"({unchanged} already recorded, {len(listed)} listed by Batch"
+        f"{f', {later} created after --until left out' if later else ''}); each written job "
         f"expires {retention} days after its last known time ({retention_from})",
         file=out,
     )

@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,25 @@ def test_backfill_adds_nothing_the_events_recorded(
     # `history QUEUE` still lists the change records.
     assert quotactl(stack, "history", QUEUE) == 0
     assert capsys.readouterr().out.startswith("AT ")
+
+
+def test_backfill_leaves_out_jobs_created_after_until(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Batch lists every job created since the window's start (one filter); those created
+    after --until are not the window's."""
+    before = items(stack)
+    recorded = before["c-reclaims"]
+    stack.history_table.delete_item(Key={"queue": QUEUE, "jobId": recorded["jobId"]})
+    # Before c-reclaims was created (600 s after the others), after the other three.
+    until = datetime.fromtimestamp(int(recorded["submittedAt"]) / 1000 - 60, UTC)
+    argv = ["history", "backfill", QUEUE, "--since", "1d", "--until", until.isoformat()]
+    assert quotactl(stack, *argv) == 0
+    out = capsys.readouterr().out
+    assert "backfilled 0 job(s)" in out
+    assert "(3 already recorded, 4 listed by Batch, 1 created after --until left out)" in out
+    assert "c-reclaims" not in items(stack)
+    stack.history_table.put_item(Item=recorded)
 
 
 def test_backfill_records_a_job_the_events_missed_at_its_own_times(
