@@ -533,8 +533,34 @@ def test_a_reduction_that_preempts_only_on_demand_is_named_only_within_the_windo
         if cause == "QUOTA_REDUCTION":
             assert alert["change"]["by"] == "carol"
         else:
-            # team-c (LEND) never borrows: "borrowed capacity reclaimed" would be false.
+            # team-c (LEND) does not borrow: "borrowed capacity reclaimed" is not claimed
+            # unless the snapshot shows it above its quota, which this one cannot tell.
             assert alert.get("change") is None
             assert "borrowed" not in alert["summary"]
             assert "was running on capacity borrowed" not in alert["detail"]
-            assert "quota share team-c does not borrow (strategy LEND)" in alert["detail"]
+            assert "whether quota share team-c held more than its quota" in alert["detail"]
+            assert "the document gives it strategy LEND" in alert["detail"]
+
+
+def test_a_reclaim_while_a_strategy_change_is_held_is_a_reclaim() -> None:
+    """team-a's change from LEND_AND_BORROW to LEND is held (reductionPolicy block): Batch
+    still lets it borrow, so when team-c takes its capacity back the alert says so, whatever
+    the document now says of team-a's strategy."""
+    with LocalStack() as stack:
+        doc = guide_layout().set(reductionPolicy="block").build()
+        stack.apply(doc)
+        stack.advance(120)
+        stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 2, name="a-borrows", runtime_s=7200)
+        stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="b-own", runtime_s=7200)
+        stack.advance(60)
+        doc["quotaShares"][0]["resourceSharingConfiguration"] = {"strategy": "LEND"}
+        stack.apply(doc, by="dave")
+        stack.advance(60)
+        assert stack.status(QUEUE)["heldChange"]["decision"] == "blocked"
+
+        stack.submit_job(QUEUE, "team-c", "ml.g5.xlarge", 1, name="c-owner")
+        stack.advance(60)
+
+        (alert,) = preemption_alerts(stack)
+        assert (alert["cause"], alert["quotaShareName"]) == ("CAPACITY_RECLAIM", "team-a")
+        assert alert["jobs"][0]["jobName"] == "a-borrows"

@@ -92,6 +92,15 @@ RESERVE_IN_SHARE_ON = document(
     guide_layout().env(**g5(4)).add(ShareBuilder("team-d", g5(1)).in_share_preemption())
 )
 
+# team-a as the document says once a held change to LEND is applied.
+A_HELD_AS_LEND = document(
+    DocBuilder("ml-training")
+    .env(**g5(3))
+    .share("team-a", "LEND", **g5(1))
+    .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+    .share("team-c", "LEND", **g5(1))
+)
+
 
 def sample(name: str) -> BatchEvent:
     return BatchEvent.model_validate(json.loads((SAMPLES / name).read_text()))
@@ -857,13 +866,32 @@ def minutes_before(n: float) -> datetime:
         ),
         pytest.param(
             observation(reason=RECLAIM, share="team-c"),
-            context(snap=snapshot().usage("team-c", **g5(1))),
+            context(snap=IDLE),
             ("PREEMPTION", "UNKNOWN", None),
-            id="cross-share-text-on-a-share-that-cannot-borrow",
+            id="cross-share-text-on-a-share-that-cannot-borrow-within-its-quota",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM, share="team-c"),
+            context(snap=snapshot().usage("team-c", **g5(1))),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            id="cross-share-text-on-a-share-that-cannot-borrow-above-its-quota",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM, share="team-c"),
+            context(),
+            ("PREEMPTION", "UNKNOWN", None),
+            id="cross-share-text-on-a-share-that-cannot-borrow-no-snapshot",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(doc=A_HELD_AS_LEND, snap=A_BORROWING),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            # team-a's change to LEND is held (reductionPolicy block): Batch still lets it borrow.
+            id="cross-share-text-while-a-strategy-change-is-held",
         ),
         pytest.param(
             observation(reason=RECLAIM, share="team-d"),
-            context(doc=RESERVE_IN_SHARE_ON),
+            context(doc=RESERVE_IN_SHARE_ON, snap=IDLE),
             ("PREEMPTION", "IN_SHARE_PRIORITY", None),
             id="cross-share-text-on-a-reserve-share-with-in-share-on",
         ),
@@ -1871,8 +1899,12 @@ def test_a_risk_alert_says_what_protects_the_jobs_given_the_guards_decision(
 
 def test_a_reclaim_text_on_a_share_that_cannot_borrow_is_not_believed() -> None:
     """AWS documents one preemption reason, the cross-share one, so it may be what every
-    preemption says: on a share that cannot borrow it is no cause, and the alert says why."""
-    verdict = classify(observation(reason=RECLAIM, share="team-c"), context())
+    preemption says: on a share that cannot borrow and did not hold more than its quota it is
+    no cause, and the alert says why."""
+    verdict = classify(observation(reason=RECLAIM, share="team-c"), context(snap=IDLE))
     assert verdict.cause == "UNKNOWN"
     assert verdict.evidence == RECLAIM
-    assert "quota share team-c does not borrow (strategy LEND)" in verdict.missing
+    assert "the document gives quota share team-c strategy LEND" in verdict.missing
+    assert "the queue snapshot shows it within its quota" in verdict.missing
+    unread = classify(observation(reason=RECLAIM, share="team-c"), context())
+    assert unread.missing.startswith("whether quota share team-c held more than its quota")

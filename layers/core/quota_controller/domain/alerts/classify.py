@@ -93,25 +93,33 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
         )
     borrowing = _borrowing(obs, ctx)
     says_reclaim = "cross-share" in text or "reclaim" in text
-    # Batch's reason is trusted unless the share cannot borrow (its strategy): only borrowed
-    # capacity is reclaimed, and AWS documents no other reason text, so the cross-share text
-    # may be the one every preemption carries (emulator variant `preemption_reason_text`). A
-    # snapshot that shows the share within its quota is no such proof: it is read after the
-    # preemption, and jobs of the share may have ended in between.
+    # Batch's reason is trusted unless the document says the share cannot borrow: only
+    # borrowed capacity is reclaimed, and AWS documents no other reason text, so the cross-share
+    # text may be the one every preemption carries (emulator variant `preemption_reason_text`).
+    # The document is what the user asked for, not what Batch has: a strategy change still held
+    # (or a lowered limit) leaves the share above its quota in Batch, so a share the snapshot
+    # shows above its quota is believed; one it cannot tell about is UNKNOWN.
     strategy = share.resourceSharingConfiguration.strategy if share is not None else None
     cannot_borrow = strategy is not None and strategy != "LEND_AND_BORROW"
-    if borrowing or (says_reclaim and not cannot_borrow):
+    above = _above_quota(obs, ctx, share) if share is not None and cannot_borrow else None
+    if borrowing or (says_reclaim and (not cannot_borrow or above)):
         return Verdict(
             "PREEMPTION",
             "CAPACITY_RECLAIM",
             reclaimed_by=_reclaimer(obs, ctx),
             evidence=obs.reason or "the share was borrowing",
         )
-    missing = (
-        f"whether quota share {obs.share} was borrowing: {_snapshot_gap(obs, ctx)}"
-        if borrowing is None
-        else ""
-    )
+    if says_reclaim and cannot_borrow and above is None:
+        missing = (
+            f"whether quota share {obs.share} held more than its quota (Batch's reason says "
+            f"borrowed capacity was reclaimed; the document gives it strategy {strategy}, "
+            "which does not borrow, but a change not applied yet would leave it borrowing): "
+            f"{_snapshot_gap(obs, ctx)}"
+        )
+    elif borrowing is None:
+        missing = f"whether quota share {obs.share} was borrowing: {_snapshot_gap(obs, ctx)}"
+    else:
+        missing = ""
     if share is not None and share.preemptionConfiguration.inSharePreemption == "ENABLED":
         if missing:
             return Verdict("PREEMPTION", "UNKNOWN", evidence=obs.reason, missing=missing)
@@ -120,10 +128,11 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
             "IN_SHARE_PRIORITY",
             evidence="in-share preemption is on and the share was within its quota",
         )
-    if says_reclaim:  # the share cannot borrow (above)
+    if says_reclaim and not missing:  # the snapshot shows it within its quota (above)
         missing = (
-            f"what preempted it: Batch's reason says borrowed capacity was reclaimed, but quota "
-            f"share {obs.share} does not borrow (strategy {strategy}) and its in-share "
+            f"what preempted it: Batch's reason says borrowed capacity was reclaimed, but the "
+            f"document gives quota share {obs.share} strategy {strategy}, which does not "
+            "borrow, the queue snapshot shows it within its quota, and its in-share "
             "preemption is off"
         )
     return Verdict("PREEMPTION", "UNKNOWN", evidence=obs.reason, missing=missing)
