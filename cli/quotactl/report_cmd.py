@@ -39,7 +39,8 @@ def read_prices(path: str) -> dict[str, float]:
     try:
         data = parse_text(text).data
     except DocumentSyntaxError as err:
-        raise HistoryError(f"--prices {path}: not YAML or JSON ({err})") from err
+        what = "a price file gives each type once" if err.repeated_key else "not YAML or JSON"
+        raise HistoryError(f"--prices {path}: {what} ({err})") from err
     if not isinstance(data, dict) or not data:
         raise HistoryError(
             f"--prices {path}: must map instance types to hourly prices, "

@@ -311,8 +311,9 @@ def test_a_malformed_price_file_is_one_line_naming_where(
     [
         (
             f"{G5}: 5\n{G5}: 1\n",
-            "not YAML or JSON (line 2, column 1: key 'ml.g5.xlarge' appears twice in one mapping "
-            "(first on line 1); the second would silently replace the first)",
+            "a price file gives each type once (line 2, column 1: key 'ml.g5.xlarge' appears "
+            "twice in one mapping (first on line 1); the second would silently replace the "
+            "first)",
         ),
         (
             f"{G5}: 1\nfoo: 3\n",

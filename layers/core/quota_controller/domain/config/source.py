@@ -19,13 +19,22 @@ from quota_controller.domain.config.problems import Path
 
 
 class DocumentSyntaxError(ValueError):
-    """The text is not a readable YAML/JSON document; `line`/`column` are 1-based."""
+    """The text is not a readable YAML/JSON document; `line`/`column` are 1-based.
+    `repeated_key`: the text is YAML, but a mapping gives a key twice (refused here)."""
 
-    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        line: int | None = None,
+        column: int | None = None,
+        *,
+        repeated_key: bool = False,
+    ):
         super().__init__(message)
         self.message = message
         self.line = line
         self.column = column
+        self.repeated_key = repeated_key
 
     def __str__(self) -> str:
         if self.line is None:
@@ -67,6 +76,7 @@ class _Loader(yaml.SafeLoader):
                         "the second would silently replace the first",
                         key_node.start_mark.line + 1,
                         key_node.start_mark.column + 1,
+                        repeated_key=True,
                     )
                 seen[key] = key_node
         return super().construct_mapping(node, deep=deep)  # type: ignore[arg-type]
