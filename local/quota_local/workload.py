@@ -24,6 +24,13 @@ COLUMNS = (
     "retries",
 )
 REQUIRED = ("submit_time", "share", "instance_type", "count", "run_time")
+# A SageMaker training job trains at most 28 days and runs at most 30 in total, uploading
+# included (StoppingCondition MaxRuntimeInSeconds); 35 days leaves an attempt room for its
+# start, so `workload export` of real history always reads back. A workload spans at most the
+# history's longest retention (3650 days). Beyond them a figure is a typo (a simulation would
+# print it as a 300-digit hour count).
+MAX_RUN_SECONDS = 35 * 86400
+MAX_SUBMIT_SECONDS = 3650 * 86400
 
 
 class WorkloadError(ValueError):
@@ -78,9 +85,9 @@ def read_workload(text: str, source: str = "workload") -> list[WorkloadJob]:
                 f"{len(header)} ({', '.join(header)}): remove the extra ones"
             )
             continue
-        submit = fields.number("submit_time", float, 0)
+        submit = fields.number("submit_time", float, 0, high=MAX_SUBMIT_SECONDS)
         count = fields.number("count", int, 1)
-        run_time = fields.number("run_time", float, 0)
+        run_time = fields.number("run_time", float, 0, high=MAX_RUN_SECONDS)
         priority = fields.number("priority", int, 0, default=0)
         retries = fields.number("retries", int, 0)
         share = fields.text("share")
@@ -125,7 +132,9 @@ class _Fields:
             self.errors.append(f"{self.where}: {col}: is required")
         return value
 
-    def number(self, col: str, kind: type, low: float, default: Any = None) -> Any:
+    def number(
+        self, col: str, kind: type, low: float, default: Any = None, high: float | None = None
+    ) -> Any:
         raw = str(self.row.get(col) or "").strip()
         if raw == "":
             if col in REQUIRED:
@@ -142,6 +151,12 @@ class _Fields:
             return None
         if value < low:
             self.errors.append(f"{self.where}: {col}: must be at least {low:g} (got {raw})")
+            return None
+        if high is not None and value > high:
+            self.errors.append(
+                f"{self.where}: {col}: must be at most {high:.0f} seconds ({high / 86400:g} days; "
+                f"got {raw})"
+            )
             return None
         return value
 

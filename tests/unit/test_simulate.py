@@ -111,6 +111,14 @@ def test_workload_csv_round_trip() -> None:
             "submit_time,share,instance_type,count,run_time\n0,a,ml.g5.xlarge,1,inf\n",
             "w:2: run_time: must be finite",
         ),
+        (
+            "submit_time,share,instance_type,count,run_time\n0,a,ml.g5.xlarge,1,1e308\n",
+            "w:2: run_time: must be at most 3024000 seconds (35 days; got 1e308)",
+        ),
+        (
+            "submit_time,share,instance_type,count,run_time\n1e12,a,ml.g5.xlarge,1,60\n",
+            "w:2: submit_time: must be at most 315360000 seconds (3650 days; got 1e12)",
+        ),
     ],
 )
 def test_workload_problems_name_line_and_column(text: str, message: str) -> None:
