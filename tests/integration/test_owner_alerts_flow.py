@@ -209,3 +209,29 @@ def test_a_healthy_fan_out_reaches_every_subscriber_once(stack: LocalStack) -> N
     chat = [c for c in stack.chat_notifications() if c["metadata"]["eventType"] == "PREEMPTION"]
     assert len(chat) == 1, "the https subscriber too"
     assert stack.sns_delivery_failures() == []
+
+
+def test_a_reduction_of_another_share_warns_the_owners_of_the_jobs_it_puts_at_risk() -> None:
+    """team-c (LEND) stops lending while team-a runs on what it borrowed from it: the risk alert
+    reaches team-a's owners (their job is at risk), not only the lender's."""
+    with LocalStack() as stack:
+        a_url, a_arn = inbox(stack, "team-a-risks")
+        c_url, c_arn = inbox(stack, "team-c-risks")
+        doc = guide_layout().set(reductionPolicy="warn").build()
+        doc["quotaShares"][0]["owners"] = [{"sqs": a_arn}]
+        doc["quotaShares"][2]["owners"] = [{"sqs": c_arn}]
+        stack.apply(doc)
+        stack.advance(120)
+        stack.submit_job(QUEUE, "team-a", "ml.g5.xlarge", 2, name="a-borrows", runtime_s=7200)
+        stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name="b-own", runtime_s=7200)
+        stack.advance(60)  # team-b lends nothing now: team-a borrows from team-c alone
+        doc["quotaShares"][2]["resourceSharingConfiguration"] = {"strategy": "RESERVE"}
+        stack.apply(doc)
+        stack.advance(60)
+
+        risks = [a for a in received(stack, a_url) if a["kind"] == "PREEMPTION_RISK"]
+        assert [(a["quotaShareName"], [j["jobName"] for j in a["jobs"]]) for a in risks] == [
+            ("team-a", ["a-borrows"])
+        ]
+        assert "quota share team-c" in risks[0]["summary"]
+        assert [a for a in received(stack, c_url) if a["kind"] == "PREEMPTION_RISK"] == []

@@ -245,7 +245,7 @@ def test_compare_puts_both_layouts_on_one_window_and_prints_figures_plainly(
     assert "None" not in out
 
     long = tmp_path / "long.csv"
-    long.write_text(HEADER + "0,a,ml.g5.xlarge,1,1000000000,\n", encoding="utf-8")
+    long.write_text(HEADER + "0,a,ml.g5.xlarge,1,3000000,\n", encoding="utf-8")
     code, out, _ = simulate_cli(capsys, slow, "--workload", str(long), "--compare", fast)
     assert code == 0
     assert "e+" not in out

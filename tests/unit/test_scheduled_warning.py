@@ -11,7 +11,20 @@ from builders import guide_layout
 from golden.harness import Harness
 
 from quota_controller.domain.config.timeline import parse_windows
-from quota_controller.domain.scheduled_warning import edges_to_warn, next_warning_in
+from quota_controller.domain.impact_records import (
+    ActiveJob,
+    Decision,
+    GuardedAction,
+    JobAtRisk,
+    Risk,
+)
+from quota_controller.domain.plan_records import Action
+from quota_controller.domain.reductions import Reduction
+from quota_controller.domain.scheduled_warning import (
+    edges_to_warn,
+    next_warning_in,
+    scheduled_risk_alerts,
+)
 
 EDGE = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
 G5 = "ml.g5.xlarge"
@@ -151,7 +164,9 @@ def test_the_warning_names_only_what_the_edge_changes() -> None:
     scheduled = [a for a in risks(h) if ":scheduled:" in a.dedupKey]
     assert [a.quotaShareName for a in scheduled] == ["team-b"]
     held = [a for a in risks(h) if ":scheduled:" not in a.dedupKey]
-    assert [a.quotaShareName for a in held] == [None], "the environment's own risk alert"
+    # The environment's own risk alert, to the owners of the jobs it puts at risk.
+    assert [a.quotaShareName for a in held] == ["team-b"]
+    assert "the service environment" in held[0].summary
 
 
 def change_windows(h: Harness) -> dict[str, list[str]]:
@@ -231,3 +246,50 @@ def test_a_window_deleted_from_the_document_did_not_end() -> None:
     assert team_b_limit(h) == 1
     records = change_windows(h)
     assert [w for k, w in records.items() if "team-b" in k] == [[]]
+
+
+# -- whom the warning reaches, and what protects the jobs (pure) --------------------------------
+
+
+def _job(job_id: str, share: str) -> ActiveJob:
+    return ActiveJob(job_id, job_id, f"arn:{job_id}", "RUNNING", share, {G5: 1}, priority=1)
+
+
+def _env_lowered(decision: Decision, *jobs: ActiveJob) -> GuardedAction:
+    """The service environment lowered from 4 to 2 under `jobs`."""
+    cut = Reduction("limit", None, G5, 4, 2)
+    action = Action(
+        "UpdateServiceEnvironment", {}, "service environment env", "lower", reductions=(cut,)
+    )
+    at_risk = [JobAtRisk(j, "may be preempted: the environment lowered") for j in jobs]
+    return GuardedAction(action, decision, [Risk(cut, 4, 2, tuple(jobs))], at_risk=at_risk)
+
+
+ENV_EDGE = datetime(2026, 3, 16, 21, 0, tzinfo=UTC)
+
+
+def test_an_environment_edge_warns_the_owners_of_each_share_whose_jobs_it_puts_at_risk() -> None:
+    guarded = _env_lowered("apply-with-warning", _job("a1", "team-a"), _job("b1", "team-b"))
+    alerts = scheduled_risk_alerts(
+        "q", ENV_EDGE, ["maintenance"], [guarded], ENV_EDGE - timedelta(minutes=30)
+    )
+    assert [(a.quotaShareName, [j.jobId for j in a.jobs]) for a in alerts] == [
+        ("team-a", ["a1"]),
+        ("team-b", ["b1"]),
+    ]
+    assert all("lower the service environment" in a.summary for a in alerts)
+    # A window that begins is not escaped by one that ends later.
+    assert alerts[0].protection == (
+        "A checkpoint before 2026-03-16T21:00Z, or quota window maintenance moved later: from "
+        "then the service environment has the layout of maintenance"
+    )
+
+
+def test_a_held_edge_says_nothing_is_preempted_then() -> None:
+    guarded = _env_lowered("blocked", _job("a1", "team-a"))
+    (alert,) = scheduled_risk_alerts(
+        "q", ENV_EDGE, [], [guarded], ENV_EDGE - timedelta(minutes=30), windows_before=["night"]
+    )
+    assert alert.protection is not None
+    assert alert.protection.startswith("They are protected for now")
+    assert alert.nextSteps[0].startswith("Nothing is preempted at 2026-03-16T21:00Z")

@@ -86,3 +86,13 @@ class GuardedAction:
     def applies(self) -> bool:
         """True when the action is executed now."""
         return self.decision in ("apply", "apply-with-warning")
+
+
+def risk_owners(guarded: GuardedAction) -> list[str | None]:
+    """The shares whose jobs a risky request puts at risk, in order (the request's own share,
+    None for the environment or the queue, when it names no job): their owners are told, as
+    they are of a preemption, whichever share the request changes."""
+    found = [j.share for r in guarded.risks for j in r.jobs]
+    found += [a.job.share for a in guarded.at_risk]
+    shares = list(dict.fromkeys(s or guarded.action.share for s in found))
+    return shares or [guarded.action.share]

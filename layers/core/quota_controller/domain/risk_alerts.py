@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from quota_controller.domain.alerts.model import Alert, ChangeRef
 from quota_controller.domain.alerts.protection import protection
 from quota_controller.domain.alerts.render import detail_lines
-from quota_controller.domain.impact_records import QUEUED_STATUSES, GuardedAction
+from quota_controller.domain.impact_records import QUEUED_STATUSES, GuardedAction, risk_owners
 from quota_controller.domain.scheduled_warning import alert_job
 from quota_controller.domain.window_ends import WindowEnds
 
@@ -25,34 +25,46 @@ def risk_alerts(
     held_change: str | None,
     stamp: str,
     edges: WindowEnds | None = None,
-) -> list[tuple[str | None, Alert]]:
-    """Each share's (None: the environment's) alert, in share order; `held_change` is the id
-    of the change held (approvedChange quotes it), `stamp` the run's time, `edges` the quota
-    windows whose start or end this run carries out (the alert names them: the change is
-    theirs, not an edit of the config)."""
+) -> list[tuple[tuple[str | None, ...], Alert]]:
+    """One alert per share whose jobs are at risk (`risk_owners`; None: the environment's or the
+    queue's request naming no job), in share order, with the shares of the requests it
+    announces (None: the environment or the queue): a request is made only once every alert
+    about it was published. `held_change` is the id of the change held (approvedChange quotes
+    it), `stamp` the run's time, `edges` the quota windows whose start or end this run carries
+    out (the alert names them: the change is theirs, not an edit of the config)."""
     edges = edges or WindowEnds()
-    out: list[tuple[str | None, Alert]] = []
+    out: list[tuple[tuple[str | None, ...], Alert]] = []
     risky = [g for g in decided if g.risks and g.decision != "waiting-for-idle"]
-    by_share: dict[str | None, list[GuardedAction]] = {}
+    by_owner: dict[str | None, list[GuardedAction]] = {}
     for guarded in risky:
-        by_share.setdefault(guarded.action.share, []).append(guarded)
-    for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
+        for owner in risk_owners(guarded):
+            by_owner.setdefault(owner, []).append(guarded)
+    for owner, group in sorted(by_owner.items(), key=lambda kv: kv[0] or ""):
+        targets = tuple(dict.fromkeys(g.action.share for g in group))
+        # The share the requests change (None: the environment or the queue, or several).
+        share = targets[0] if len(targets) == 1 else None
+
+        def theirs(job_share: str, guarded: GuardedAction, owner: str | None = owner) -> bool:
+            return (job_share or guarded.action.share) == owner
+
         decision = group[0].decision
-        jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
+        jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs if theirs(j.share, g)}
+        at_risk = [a for g in group for a in g.at_risk if theirs(a.job.share, g)]
         changes = [r.describe() for g in group for r in g.risks]
-        changes += [f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk]
+        changes += [f"{a.job.jobId} ({a.job.jobName}): {a.why}" for a in at_risk]
         # A deletion terminates the jobs (a forced one its running jobs too), it does not
         # preempt them: `deletes_share` is False under force, the operation is not.
         deletes = any(g.action.operation in ("DeleteQuotaShare", "DeleteJobQueue") for g in group)
-        running = any(a.job.status not in QUEUED_STATUSES for g in group for a in g.at_risk) or any(
+        running = any(a.job.status not in QUEUED_STATUSES for a in at_risk) or any(
             j.status not in QUEUED_STATUSES for j in jobs.values()
         )
-        where = (
-            f"quota share {share}"
-            if share
+        where = " and ".join(
+            f"quota share {target}"
+            if target
             else "the job queue"
-            if any(g.action.deletes_queue for g in group)
+            if any(g.action.deletes_queue for g in group if g.action.share is None)
             else "the service environment"
+            for target in targets
         )
         verb = {
             "apply-with-warning": "applied",
@@ -78,7 +90,7 @@ def risk_alerts(
             if began
             else "Revert the change in the config to keep them running"
         )
-        hurt = [a.job for g in group for a in g.at_risk] + list(jobs.values())
+        hurt = [a.job for a in at_risk] + list(jobs.values())
         borrowers = sorted({j.share for j in hurt} - {share}) if share else []
         own = not borrowers or any(j.share == share for j in hurt)
         steps = {
@@ -131,12 +143,12 @@ def risk_alerts(
         }.get(decision, [])
         out.append(
             (
-                share,
+                targets,
                 Alert(
                     kind="PREEMPTION_RISK",
                     severity="warning",
                     jobQueue=queue,
-                    quotaShareName=share,
+                    quotaShareName=owner,
                     jobs=[alert_job(j) for j in jobs.values()],
                     summary=f"{edge}{'r' if edge else 'R'}educing {where} of {queue} puts "
                     f"{len(jobs)} job(s) at risk: change {verb}",
@@ -152,7 +164,7 @@ def risk_alerts(
                         borrowers=() if own else borrowers,
                     ),
                     occurredAt=stamp,
-                    dedupKey=(f"{queue}:{share or '-'}:risk:{held_change}:{decision}"),
+                    dedupKey=(f"{queue}:{owner or '-'}:risk:{held_change}:{decision}"),
                     change=(
                         ChangeRef(id=held_change, at=stamp, windowsEnded=ended)
                         if held_change

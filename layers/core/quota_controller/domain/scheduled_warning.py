@@ -19,7 +19,7 @@ from quota_controller.domain.alerts.protection import scheduled_protection
 from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.config.timeline import edges
 from quota_controller.domain.config.windows import Window, show_time
-from quota_controller.domain.impact_records import ActiveJob, GuardedAction
+from quota_controller.domain.impact_records import ActiveJob, GuardedAction, risk_owners
 
 DEFAULT_WARNING_MINUTES = 30
 
@@ -52,25 +52,38 @@ def scheduled_risk_alerts(
     windows_after: Sequence[str],
     decided: Sequence[GuardedAction],
     now: datetime,
+    *,
+    windows_before: Sequence[str] = (),
 ) -> list[Alert]:
-    """One PREEMPTION_RISK per share (None: the environment) whose reduction at `edge` puts
-    jobs at risk, as the guard predicts it on today's jobs."""
+    """One PREEMPTION_RISK per share whose jobs a reduction at `edge` puts at risk, as the guard
+    predicts it on today's jobs: their owners are told whichever share (or the environment)
+    the edge lowers."""
     stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     when = show_time(edge)
     after = ", ".join(windows_after) if windows_after else "the base layout (no window)"
-    by_share: dict[str | None, list[GuardedAction]] = {}
+    by_owner: dict[str | None, list[GuardedAction]] = {}
     for guarded in decided:
         if guarded.risks or guarded.at_risk:
-            by_share.setdefault(guarded.action.share, []).append(guarded)
+            for owner in risk_owners(guarded):
+                by_owner.setdefault(owner, []).append(guarded)
     alerts: list[Alert] = []
-    for share, group in sorted(by_share.items(), key=lambda kv: kv[0] or ""):
-        jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs}
-        jobs.update({a.job.jobId: a.job for g in group for a in g.at_risk})
+    for owner, group in sorted(by_owner.items(), key=lambda kv: kv[0] or ""):
+
+        def theirs(job_share: str, guarded: GuardedAction, owner: str | None = owner) -> bool:
+            return (job_share or guarded.action.share) == owner
+
+        jobs = {j.jobId: j for g in group for r in g.risks for j in r.jobs if theirs(j.share, g)}
+        at_risk = [a for g in group for a in g.at_risk if theirs(a.job.share, g)]
+        jobs.update({a.job.jobId: a.job for a in at_risk})
         if not jobs:
             continue
-        where = f"quota share {share}" if share else "the service environment"
+        targets = list(dict.fromkeys(g.action.share for g in group))
+        share = targets[0] if len(targets) == 1 else None
+        where = " and ".join(
+            f"quota share {target}" if target else "the service environment" for target in targets
+        )
         lines = [r.describe() for g in group for r in g.risks]
-        lines += [f"{a.job.jobId} ({a.job.jobName}): {a.why}" for g in group for a in g.at_risk]
+        lines += [f"{a.job.jobId} ({a.job.jobName}): {a.why}" for a in at_risk]
         decision = group[0].decision
         applies = {
             "blocked": "it is held until approved (reductionPolicy block)",
@@ -81,7 +94,7 @@ def scheduled_risk_alerts(
                 kind="PREEMPTION_RISK",
                 severity="warning",
                 jobQueue=queue,
-                quotaShareName=share,
+                quotaShareName=owner,
                 jobs=[alert_job(j) for j in jobs.values()],
                 summary=(
                     f"At {when} the quota windows of {queue} lower {where}: "
@@ -92,13 +105,24 @@ def scheduled_risk_alerts(
                 "predicted from the jobs running now (not yet preempted, preemption order is "
                 "Batch's): not-yet-running first, then lower priority, then newest.",
                 nextSteps=[
-                    f"Checkpoint these jobs before {when}, or let them finish by then",
+                    (
+                        f"Checkpoint these jobs before {when}, or let them finish by then"
+                        if decision not in ("blocked", "draining")
+                        else f"Nothing is preempted at {when}: {applies}; checkpoint these "
+                        "jobs before the change is let through"
+                    ),
                     "Or change the window in the config (quotactl windows "
                     f"{queue} lists what is in force and what comes next)",
                 ],
-                protection=scheduled_protection(share, when, windows_after),
+                protection=scheduled_protection(
+                    share,
+                    when,
+                    windows_after,
+                    began=[w for w in windows_after if w not in windows_before],
+                    decision=decision,
+                ),
                 occurredAt=stamp,
-                dedupKey=f"{queue}:{share or '-'}:scheduled:{when}",
+                dedupKey=f"{queue}:{owner or '-'}:scheduled:{when}",
             )
         )
     return alerts

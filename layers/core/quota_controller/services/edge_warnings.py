@@ -50,6 +50,7 @@ def edge_warnings(
     if settings is None:
         return
     before = desired_now
+    in_force = report.in_force
     for edge in edges_to_warn(report.windows, now, settings.windowWarningMinutes)[
         :MAX_EDGES_WARNED
     ]:
@@ -66,8 +67,10 @@ def edge_warnings(
             observed=observed,
             before_guard=_without(plan(before, observed, batch.scope).actions),
         )
-        yield from scheduled_risk_alerts(queue, edge, at_edge.in_force, decision.decided, now)
-        before = decision.desired
+        yield from scheduled_risk_alerts(
+            queue, edge, at_edge.in_force, decision.decided, now, windows_before=in_force
+        )
+        before, in_force = decision.desired, at_edge.in_force
 
 
 def _without(needed: Sequence[Action]) -> Callable[[Plan], None]:

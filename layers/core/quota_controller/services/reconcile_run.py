@@ -392,7 +392,7 @@ class ReconcileRun:
         found = risk_alerts(
             self.queue, decided, self.result.held_change, self.stamp, self.window_ends
         )
-        for share, alert in found:
+        for shares, alert in found:
             if not self.memory.publish(alert):
-                unannounced.add(share)
+                unannounced.update(shares)
         return unannounced

@@ -102,8 +102,31 @@ def protection(
     return None
 
 
-def scheduled_protection(share: str | None, when: str, windows_after: Sequence[str]) -> str:
-    """The line of an early warning: the edge at `when` lowers quota under the jobs."""
+def scheduled_protection(
+    share: str | None,
+    when: str,
+    windows_after: Sequence[str],
+    *,
+    began: Sequence[str] = (),
+    decision: str | None = None,
+) -> str:
+    """The line of an early warning: the edge at `when` lowers quota under the jobs, because
+    windows end then or because windows in `began` begin; the guard's `decision` may hold it."""
+    if decision == "blocked":
+        return (
+            f"They are protected for now: at {when} reductionPolicy block holds the change "
+            "until someone approves it; until then nothing is preempted"
+        )
+    if decision == "draining":
+        return (
+            f"They are protected: from {when} reductionPolicy drain applies the change only "
+            "once they have finished, so none is preempted"
+        )
     where = share or "the service environment"
     after = f"the layout of {', '.join(windows_after)}" if windows_after else "its base quota"
+    if began:
+        return (
+            f"A checkpoint before {when}, or quota window {', '.join(began)} moved later: from "
+            f"then {where} has {after}"
+        )
     return f"A checkpoint before {when}, or a window that ends later: from then {where} has {after}"
