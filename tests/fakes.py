@@ -65,6 +65,7 @@ from quota_controller.domain.table_keys import (
 from quota_controller.ports import (
     ActionFailed,
     ActionUnsettled,
+    ReadRefused,
     RetryableError,
     SubscriptionRefused,
 )
@@ -524,6 +525,8 @@ class FakeBatch:
         self.requests: list[Request] = []
         self.reads: list[str] = []
         self._refusals: list[Refusal] = []
+        # A refusal every read raises (ReadRefused: AccessDenied), None while reads are allowed.
+        self.read_refusal: str | None = None
         # Reads lag: what a read still shows for a resource changed since (None: absent).
         self._stale: dict[tuple[str, ...], dict[str, Any] | None] = {}
         self.lagging = False
@@ -670,6 +673,8 @@ class FakeBatch:
         self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
     ) -> ObservedState:
         """The four reads of BotoBatchGateway.observe, parsed with the same models."""
+        if self.read_refusal is not None:
+            raise ReadRefused(self.read_refusal)
         self.reads.append(
             f"observe {queue} policies={sorted(policy_names)} "
             f"environments={sorted(environment_names)}"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quota_controller.domain.plan_records import Scope
-from quota_controller.ports import ActionFailed, RetryableError
+from quota_controller.ports import ActionFailed, ReadRefused, RetryableError
 
 TABLE_ENV = "QUOTACTL_TABLE"
 TABLE_OUTPUT = "ConfigTableName"
@@ -320,15 +320,16 @@ def failure(what: str) -> Iterator[None]:
 
     try:
         yield
-    except (ClientError, BotoCoreError, RetryableError, ActionFailed) as err:
+    except (ClientError, BotoCoreError, RetryableError, ReadRefused, ActionFailed) as err:
         raise AwsError(f"cannot {what}: {explain(err)}") from err
 
 
 def explain(err: BaseException) -> str:
-    """One line for a botocore error, also when an adapter wrapped it (RetryableError)."""
+    """One line for a botocore error, also when an adapter wrapped it (RetryableError,
+    ReadRefused, ActionFailed)."""
     from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
-    cause = err.__cause__ if isinstance(err, RetryableError | ActionFailed) else err
+    cause = err.__cause__ if isinstance(err, RetryableError | ReadRefused | ActionFailed) else err
     if isinstance(cause, ClientError):
         return describe_client_error(cause)
     if isinstance(cause, NoCredentialsError | PartialCredentialsError):

@@ -44,7 +44,7 @@ def run(
     failures). Its errors are said as `quotactl NAME: ...` (default: the parsed command)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from quota_controller.ports import ActionFailed, RetryableError
+    from quota_controller.ports import ActionFailed, ReadRefused, RetryableError
 
     name = name or args.command
     try:
@@ -55,7 +55,7 @@ def run(
     except aws.AwsError as exc:
         print(f"quotactl {name}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except (ClientError, BotoCoreError, RetryableError, ActionFailed) as exc:
+    except (ClientError, BotoCoreError, RetryableError, ReadRefused, ActionFailed) as exc:
         # A request outside a named step: still one line, no traceback.
         print(f"quotactl {name}: AWS request failed: {aws.explain(exc)}", file=sys.stderr)
         return EXIT_FAILED

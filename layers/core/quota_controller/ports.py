@@ -87,17 +87,20 @@ class BatchGateway(Protocol):
     def observe(
         self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
     ) -> ObservedState:
-        """Read the queue, its policy, environments and shares (four reads when it exists)."""
+        """Read the queue, its policy, environments and shares (four reads when it exists).
+        Raises RetryableError (throttled, 5xx) or ReadRefused (refused: AccessDenied)."""
         ...
 
     def active_jobs(
         self, queue: str, shares: Sequence[str], statuses: Sequence[str] | None = None
     ) -> dict[str, list[ActiveJob]]:
-        """The jobs of each share in `statuses` (None: SCHEDULED, STARTING and RUNNING)."""
+        """The jobs of each share in `statuses` (None: SCHEDULED, STARTING and RUNNING);
+        raises RetryableError or ReadRefused as `observe` does."""
         ...
 
     def queue_jobs(self, queue: str) -> list[ActiveJob]:
-        """Every unfinished job of the queue, whatever its share (what DeleteJobQueue ends)."""
+        """Every unfinished job of the queue, whatever its share (what DeleteJobQueue ends);
+        raises RetryableError or ReadRefused as `observe` does."""
         ...
 
     def share_tags(self, share_arn: str) -> dict[str, str] | None:

@@ -13,7 +13,8 @@ which works whether Batch leaves them out or refuses them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from botocore import xform_name
@@ -36,7 +37,7 @@ from quota_controller.domain.observed import (
 )
 from quota_controller.domain.plan_records import Action, Scope
 from quota_controller.domain.training_request import requested_capacity
-from quota_controller.ports import ActionFailed, ActionUnsettled, RetryableError
+from quota_controller.ports import ActionFailed, ActionUnsettled, ReadRefused, RetryableError
 
 _log = logging.getLogger(__name__)
 
@@ -60,6 +61,12 @@ class BotoBatchGateway:
         self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
     ) -> ObservedState:
         """Four reads when the queue exists: queue, policies, environments, shares."""
+        with _refusals("observe"):
+            return self._observe(queue, policy_names, environment_names)
+
+    def _observe(
+        self, queue: str, policy_names: Sequence[str], environment_names: Sequence[str]
+    ) -> ObservedState:
         queues = describe_existing(self._client, "job-queue", [queue])
         observed_queue = next(
             (ObservedQueue.model_validate(q) for q in queues if q.get("jobQueueName") == queue),
@@ -112,14 +119,16 @@ class BotoBatchGateway:
     ) -> dict[str, list[ActiveJob]]:
         """ListServiceJobs per share and status, then the priority of each dispatched job."""
         out: dict[str, list[ActiveJob]] = {}
-        for share in shares:
-            filters = [{"name": "QUOTA_SHARE_NAME", "values": [share]}]
-            out[share] = self._jobs(queue, statuses or ACTIVE_STATUSES, filters, share)
+        with _refusals("ListServiceJobs"):
+            for share in shares:
+                filters = [{"name": "QUOTA_SHARE_NAME", "values": [share]}]
+                out[share] = self._jobs(queue, statuses or ACTIVE_STATUSES, filters, share)
         return out
 
     def queue_jobs(self, queue: str) -> list[ActiveJob]:
         """ListServiceJobs of the queue in every unfinished status."""
-        return self._jobs(queue, UNFINISHED_STATUSES, None, None)
+        with _refusals("ListServiceJobs"):
+            return self._jobs(queue, UNFINISHED_STATUSES, None, None)
 
     def _jobs(
         self,
@@ -227,6 +236,19 @@ class BotoBatchGateway:
             for r in found
             if r.get(key) == name and r.get("status") not in ("DELETING", "DELETED")
         ]
+
+
+@contextmanager
+def _refusals(what: str) -> Iterator[None]:
+    """A read Batch refuses for a reason retrying will not fix (AccessDenied, a
+    ClientException): ReadRefused, naming the code, never botocore's error (retryable ones
+    were raised as RetryableError already)."""
+    try:
+        yield
+    except ClientError as err:
+        code = err.response.get("Error", {}).get("Code") or "Error"
+        operation = err.operation_name or what
+        raise ReadRefused(f"{operation}: {code}: {error_message(err)}") from err
 
 
 def _as_asked(action: Action, found: dict[str, Any]) -> bool:

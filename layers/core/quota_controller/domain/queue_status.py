@@ -231,9 +231,18 @@ def locked_status(
 ) -> QueueStatus:
     """The queue's status item while its lease is held by something other than a reconcile:
     Applied False (Locked, `message`), the rest as the last run left it."""
+    return not_applied_status(previous, "Locked", message, alerted, stamp)
+
+
+def not_applied_status(
+    previous: QueueStatus, reason: str, message: str, alerted: Sequence[str], stamp: str
+) -> QueueStatus:
+    """The queue's status item of a run that could not look at Batch (the lease is held
+    elsewhere, Batch refused a read): Applied False (`reason`, `message`), lastError
+    `message`, the rest as the last run left it."""
     kept = [c for c in previous.conditions if c.type != "Applied"]
     [applied] = conditions(
-        previous.conditions, [Condition("Applied", False, "Locked", message)], None, stamp
+        previous.conditions, [Condition("Applied", False, reason, message)], None, stamp
     )
     generation = next((c.observedGeneration for c in kept), previous.observedGeneration)
     return previous.but(

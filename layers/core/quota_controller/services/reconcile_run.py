@@ -23,6 +23,7 @@ from quota_controller.domain.impact import hold_since, risky_actions
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Desired, Wait
+from quota_controller.domain.queue_status import not_applied_status
 from quota_controller.domain.recent_writes import (
     drop_repeated_writes,
     remember_write,
@@ -38,12 +39,17 @@ from quota_controller.domain.run_outcome import (
     conclude,
     superseded,
 )
-from quota_controller.domain.run_status import RunFacts, rejected_status, status_writes
+from quota_controller.domain.run_status import (
+    ALERT_MEMORY,
+    RunFacts,
+    rejected_status,
+    status_writes,
+)
 from quota_controller.domain.service_limits import fitted_item
 from quota_controller.domain.status import differs, read_status
 from quota_controller.domain.table_keys import SORT_KEY, config_items
 from quota_controller.domain.window_ends import WindowEnds, change_author, window_ends
-from quota_controller.ports import ActionUnsettled, RetryableError
+from quota_controller.ports import ActionUnsettled, ReadRefused, RetryableError
 from quota_controller.services.alert_memory import AlertMemory
 from quota_controller.services.decision import Decision, decide
 from quota_controller.services.edge_warnings import edge_warnings
@@ -111,7 +117,10 @@ class ReconcileRun:
 
     def run_and_report(self) -> ReconcileResult:
         try:
-            result = self.run()
+            try:
+                result = self.run()
+            except ReadRefused as exc:
+                result = self._read_refused(exc)
         except Exception:
             # Whatever cut the run short, the alerts it published are not sent again by the
             # retry (a failure to remember them must not hide the original error).
@@ -274,6 +283,21 @@ class ReconcileRun:
         self._write([rejected_status(self._facts(), messages)], [])
         self.result.outcome = "rejected"
         self.result.errors = messages
+        return self.result
+
+    def _read_refused(self, exc: ReadRefused) -> ReconcileResult:
+        """Batch refused a read for a reason retrying will not fix (AccessDenied): a failed
+        run, said in status (Applied False, lastError) and alerted once while it stands, not
+        a record retried into a DLQ. The problems alerted before still stand as far as the
+        run knows; the next resync (or an edit) runs again."""
+        failure = f"AWS Batch refused a read: {exc}"
+        self.memory.publish(alerts.run_failed(self.queue, failure, self.stamp))
+        self.memory.keep_standing()
+        alerted = self.memory.raised[-ALERT_MEMORY:]
+        item = not_applied_status(self.queue_status, "ReadRefused", failure, alerted, self.stamp)
+        self._write([item.to_item()], [])
+        self.result.outcome = "failed"
+        self.result.errors = [failure]
         return self.result
 
     def _fail(self, decision: Decision, report: ValidationReport) -> ReconcileResult:
