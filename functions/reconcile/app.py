@@ -17,6 +17,7 @@ from quota_controller.services.reconcile_events import handle_event
 
 if TYPE_CHECKING:
     from quota_controller.services.reconcile import ReconcileResult
+    from quota_controller.services.reconcile_events import RecordFailure
 
 logger = Logger()
 metrics = Metrics()
@@ -42,6 +43,15 @@ def _observe(result: ReconcileResult) -> None:
         metrics.add_metric("DriftRepaired", MetricUnit.Count, len(result.applied))
 
 
+def _failed(failure: RecordFailure) -> None:
+    # The record goes back to its event source (then a DLQ): this line is what names it.
+    with logger.append_context_keys(jobQueue=failure.queue or "-"):
+        logger.error("record failed", record=failure.record_id, error=failure.error)
+    metrics.add_metric("ReconcileRecordsFailed", MetricUnit.Count, 1)
+    if failure.malformed:
+        metrics.add_metric("ReconcileRecordsMalformed", MetricUnit.Count, 1)
+
+
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @composition.traced
@@ -54,4 +64,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         lambda: composition.reconcile_deps(owner=context.aws_request_id),
         composition.requeuer(),
         on_result=_observe,
+        on_failure=_failed,
     )

@@ -3,7 +3,9 @@ reconcile handler -> AWS Batch (the emulator), with status, change records and a
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 from builders import guide_layout
 
 from quota_local.emulator import Fault, server_error, throttling
+from quota_local.event_sources import FakeContext
 from quota_local.stack import LocalStack
 
 QUEUE = "ml-training"
@@ -569,3 +572,70 @@ def test_a_share_batch_reports_invalid_is_alerted_even_while_its_item_is_invalid
     assert healthy["status"] == "False"
     failed = [a for a in converged.alerts() if a["kind"] == "RECONCILE_FAILED"]
     assert [(a["severity"], a["quotaShareName"]) for a in failed] == [("critical", "team-a")]
+
+
+def requeue_record(message_id: str, body: str) -> dict[str, Any]:
+    return {
+        "messageId": message_id,
+        "receiptHandle": "r",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1"},
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "awsRegion": "us-east-1",
+    }
+
+
+def test_a_batch_read_denied_fails_the_run_and_a_malformed_record_is_logged_and_counted(
+    converged: LocalStack, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    denied = Fault(
+        None,
+        code="AccessDeniedException",
+        status=403,
+        message="User is not authorized to perform: batch:DescribeJobQueues",
+        times=-1,
+    )
+    converged.emulator.inject(denied)
+    alerted = len(converged.alerts())
+    capsys.readouterr()
+    event = {
+        "Records": [
+            requeue_record("m1", json.dumps({"queue": QUEUE, "reason": "waiting"})),
+            requeue_record("m2", "{bad"),
+        ]
+    }
+
+    handler = converged.handler("reconcile")
+    logger = sys.modules["quota_local_function_reconcile"].logger
+    log = io.StringIO()
+    logger.registered_handler.setStream(log)
+    try:
+        response = handler(event, FakeContext("reconcile"))
+    finally:
+        logger.registered_handler.setStream(sys.stdout)
+        converged.emulator.clear_faults()
+
+    out = capsys.readouterr().out.splitlines() + log.getvalue().splitlines()
+    lines = [json.loads(x) for x in out if x.startswith("{")]
+    # The denied read is a failed run, said in status and alerted; only the bad body comes back.
+    assert response["batchItemFailures"] == [{"itemIdentifier": "m2"}]
+    view = converged.status(QUEUE)
+    assert conditions(view)["Applied"] == "False"
+    assert "AccessDeniedException" in view["lastError"]
+    [alert] = converged.alerts()[alerted:]
+    assert alert["kind"] == "RECONCILE_FAILED"
+    assert "AccessDeniedException" in alert["summary"]
+    errors = [x for x in lines if x.get("level") == "ERROR"]
+    assert [(x["message"], x["record"], x["jobQueue"]) for x in errors] == [
+        ("record failed", "m2", "-")
+    ]
+    assert "not JSON" in errors[0]["error"]
+    assert "{bad" not in errors[0]["error"]
+    emf = [x for x in lines if "_aws" in x]
+    assert [x["ReconcileRecordsFailed"] for x in emf if "ReconcileRecordsFailed" in x] == [[1.0]]
+    assert [x["ReconcileRecordsMalformed"] for x in emf if "ReconcileRecordsMalformed" in x] == [
+        [1.0]
+    ]
+    assert [x["Reconcile_failed"] for x in emf if "Reconcile_failed" in x] == [[1.0]]

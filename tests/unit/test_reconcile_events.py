@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from quota_controller.services.reconcile_events import handle_event
+from quota_controller.ports import RetryableError
+from quota_controller.services.reconcile_events import RecordFailure, handle_event
 
 NOW = datetime(2026, 3, 16, 19, 0, tzinfo=UTC)
 
@@ -145,3 +146,59 @@ def test_a_message_that_arrives_early_goes_back_for_the_whole_rest_of_its_wait()
 
     # Rounded up: a hop cut short would reconcile before the edge it waits for.
     assert requeues.sent == [("q", 1801, "window edge", [], None)]
+
+
+def sqs_batch(*bodies: str) -> dict[str, Any]:
+    """An SQS batch of raw bodies, message ids m1, m2, ..."""
+    records = [
+        {**sqs_event({})["Records"][0], "messageId": f"m{n}", "body": body}
+        for n, body in enumerate(bodies, 1)
+    ]
+    return {"Records": records}
+
+
+class Throttled:
+    def acquire_lease(self, queue: str, owner: str, now: datetime, seconds: int) -> bool:
+        raise RetryableError("PutItem: ProvisionedThroughputExceededException")
+
+
+def test_each_failed_record_is_reported_once_by_its_queue_or_its_id_and_still_fails() -> None:
+    deps = SimpleNamespace(
+        store=Throttled(),
+        clock=SimpleNamespace(now=lambda: NOW),
+        settings=SimpleNamespace(lease_seconds=120),
+        owner="me",
+    )
+    failures: list[RecordFailure] = []
+    event = sqs_batch(json.dumps({"queue": "q", "reason": "waiting"}), "{bad")
+
+    response = handle_event(event, None, lambda: deps, Requeues(), on_failure=failures.append)  # type: ignore[arg-type]
+
+    assert response["batchItemFailures"] == [
+        {"itemIdentifier": "m1"},
+        {"itemIdentifier": "m2"},
+    ]  # both come back (then the DLQ): the partial-batch answer is unchanged
+    throttled, bad = failures
+    assert (throttled.queue, throttled.record_id, throttled.malformed) == ("q", "m1", False)
+    assert "ProvisionedThroughputExceededException" in throttled.error
+    assert (bad.queue, bad.record_id, bad.malformed) == (None, "m2", True)
+    assert bad.error.startswith("message m2 is not JSON")
+    assert "{bad" not in bad.error  # the body is never quoted
+
+
+def test_a_stream_record_without_keys_is_reported_by_its_event_id() -> None:
+    failures: list[RecordFailure] = []
+    record = {"eventID": "e1", "eventName": "MODIFY", "eventSource": "aws:dynamodb"}
+    record["dynamodb"] = {"SequenceNumber": "1"}  # type: ignore[assignment]
+
+    response = handle_event(
+        {"Records": [record]},
+        None,
+        lambda: SimpleNamespace(),  # type: ignore[arg-type, return-value]
+        Requeues(),
+        on_failure=failures.append,
+    )
+
+    assert response["batchItemFailures"] == [{"itemIdentifier": "1"}]
+    [failure] = failures
+    assert (failure.queue, failure.record_id, failure.malformed) == (None, "e1", True)

@@ -5,13 +5,16 @@ is reconciled once, because the reconcile reads the table after every record of 
 written. A record whose reconcile raises RetryableError is reported as a batch item failure, so
 the event source retries it (the stream bisects and finally sends it to the on-failure DLQ; the
 requeue queue redrives it to its DLQ). Invalid config is not an error here: reconcile turns it
-into status and an alert.
+into status and an alert. Every failed record is handed to `on_failure` once (its queue, or its
+id when it names none, and the error as `log_safety.loggable` says it), so the function logs and
+counts it: Powertools' batch processor says nothing of it above DEBUG.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,11 +30,44 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
 from quota_controller.domain.requeue import MalformedMessage, RequeueMessage
 from quota_controller.ports import Requeuer
+from quota_controller.services.log_safety import loggable
 from quota_controller.services.reconcile import Deps, ReconcileResult, reconcile
 
 
 class MalformedRecord(ValueError):
     """A record that names no queue; retried, then it lands in the DLQ (never silently lost)."""
+
+
+@dataclass
+class RecordFailure:
+    """A record reported as a batch item failure: the queue it names (None when it names
+    none), the record's id (stream event id, SQS message id), the error (`loggable`), and
+    whether the record itself is malformed."""
+
+    queue: str | None
+    record_id: str
+    error: str
+    malformed: bool = False
+
+
+@dataclass
+class _Seen:
+    queue: str | None = None
+
+
+@contextmanager
+def _reported(
+    record_id: str, on_failure: Callable[[RecordFailure], None] | None
+) -> Iterator[_Seen]:
+    """Hands an error of one record's handling to `on_failure`, then lets it fail the record."""
+    seen = _Seen()
+    try:
+        yield seen
+    except Exception as exc:
+        if on_failure is not None:
+            malformed = isinstance(exc, MalformedRecord)
+            on_failure(RecordFailure(seen.queue, record_id, loggable(exc), malformed))
+        raise
 
 
 @dataclass
@@ -74,8 +110,10 @@ def handle_event(
     deps_factory: Callable[[], Deps],
     requeuer: Requeuer,
     on_result: Callable[[ReconcileResult], None] | None = None,
+    on_failure: Callable[[RecordFailure], None] | None = None,
 ) -> dict[str, Any]:
-    """Process a stream or SQS batch; returns the partial-batch response."""
+    """Process a stream or SQS batch; returns the partial-batch response. `on_result` is
+    called with each reconcile's result, `on_failure` once per failed record."""
     records = event.get("Records") or []
     source = records[0].get("eventSource") if records else None
     outcome = BatchOutcome()
@@ -118,7 +156,9 @@ def handle_event(
             )
 
     def run_stream(record: DynamoDBRecord) -> None:
-        run(queue_of_stream_record(record), "stream")
+        with _reported(record.event_id or "-", on_failure) as seen:
+            seen.queue = queue_of_stream_record(record)
+            run(seen.queue, "stream")
 
     if source == "aws:dynamodb":
         processor = BatchProcessor(
@@ -134,7 +174,12 @@ def handle_event(
         )
 
     def run_requeued(record: SQSRecord) -> None:
-        message = parse_requeue(record)
+        with _reported(record.message_id, on_failure) as seen:
+            message = parse_requeue(record)
+            seen.queue = message.queue
+            run_message(message)
+
+    def run_message(message: RequeueMessage) -> None:
         early = message.not_before - deps.clock.now().timestamp()
         if 1 < early <= MAX_REQUEUE_WAIT:
             # SQS delays at most 900 s: a longer wait comes back for the rest of it.
