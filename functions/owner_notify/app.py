@@ -7,11 +7,13 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 
 from quota_controller import composition
-from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.model import ReceivedAlert
 from quota_controller.domain.owner_topics import PROTOCOL as TOPIC
 from quota_controller.domain.owner_webhooks import PROTOCOL as WEBHOOK
+from quota_controller.services.log_safety import loggable
 from quota_controller.services.owner_notify import notify_owners
 
 logger = Logger()
@@ -29,7 +31,13 @@ class OwnerContactsFailed(Exception):
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point (SNS, one record; the `lambda` body is the alert JSON)."""
     record = event["Records"][0]["Sns"]
-    alert = Alert.model_validate_json(record["Message"])
+    try:
+        alert = ReceivedAlert.model_validate_json(record["Message"])
+    except ValidationError as exc:
+        # Not retried: the same body fails the same way. Never its text (it may quote it).
+        logger.error("malformed alert", messageId=record.get("MessageId"), error=loggable(exc))
+        metrics.add_metric("OwnerAlertsMalformed", MetricUnit.Count, 1)
+        return {"delivered": 0, "rejected": 0, "malformed": 1}
     logger.append_keys(
         jobQueue=alert.jobQueue,
         quotaShareName=alert.quotaShareName or "-",

@@ -5,10 +5,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 
 from quota_controller import composition
 from quota_controller.adapters.slack_webhook import deliver, webhook_for
-from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.model import ReceivedAlert
+from quota_controller.services.log_safety import loggable
 
 logger = Logger()
 metrics = Metrics()
@@ -21,7 +23,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """Entry point (SNS; the `lambda` body is the alert JSON). Raising makes Lambda retry."""
     # The SNS envelope is read by hand: Powertools' data classes package (SNSEvent) would add
     # ~20 ms to every cold start for this one lookup (make bench, cold_start).
-    alerts = [Alert.model_validate_json(r["Sns"]["Message"]) for r in event["Records"]]
+    alerts: list[ReceivedAlert] = []
+    for record in (r["Sns"] for r in event["Records"]):
+        try:
+            alerts.append(ReceivedAlert.model_validate_json(record["Message"]))
+        except ValidationError as exc:
+            # Not retried: the same body fails the same way. Never its text (it may quote it).
+            logger.error("malformed alert", messageId=record.get("MessageId"), error=loggable(exc))
+            metrics.add_metric("SlackAlertsMalformed", MetricUnit.Count, 1)
     # SNS invokes with one record: one alert, so one queue, share and key per invocation.
     logger.append_keys(
         jobQueue=",".join(a.jobQueue for a in alerts),

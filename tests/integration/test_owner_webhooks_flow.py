@@ -6,6 +6,7 @@ the platform's post nor another owner's (retries post only to the failed one).""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from alert_builders import preempt_running
 from builders import guide_layout
 
+from quota_local.event_sources import FakeContext
 from quota_local.notify_functions import LocalWebhooks, local_webhooks
 from quota_local.stack import LocalStack
 from quotactl.main import main
@@ -154,3 +156,50 @@ def test_a_secret_its_owner_must_fix_is_refused_without_a_retry(
         "owners/team-a-junk": rejected.get("owners/team-a-junk", ""),
     }
     assert "not a Slack webhook URL" in rejected["owners/team-a-junk"]
+
+
+def sns_record(message_id: str, body: str) -> dict[str, Any]:
+    return {
+        "Records": [{"EventSource": "aws:sns", "Sns": {"MessageId": message_id, "Message": body}}]
+    }
+
+
+def test_an_alert_of_a_later_schema_reaches_the_owners_and_a_malformed_one_is_dropped(
+    hooks: LocalWebhooks,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stack = hooks.stack
+    doc = guide_layout().set(reductionPolicy="warn").build()
+    doc["quotaShares"][0]["owners"] = [{"webhookSecret": hooks.secret("owners/team-a")}]
+    stack.apply(doc)
+    stack.advance(120)
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    handler = stack.handler("owner_notify")
+    newer = {
+        "schemaVersion": "2",
+        "kind": "QUOTA_EXHAUSTED",
+        "cause": "SOMETHING_NEW",
+        "severity": "notice",
+        "jobQueue": QUEUE,
+        "quotaShareName": "team-a",
+        "summary": "team-a is out of quota",
+        "occurredAt": "2026-03-16T19:01:00Z",
+        "dedupKey": "ml-training:team-a:new",
+    }
+    before = len(hooks.posts("owners/team-a"))
+    capsys.readouterr()
+
+    handler(sns_record("m-new", json.dumps(newer)), FakeContext("owner-notify"))
+    result = handler(sns_record("m-bad", "{not json SECRET"), FakeContext("owner-notify"))
+
+    [post] = hooks.posts("owners/team-a")[before:]
+    assert "team-a is out of quota" in post["text"]
+    assert "QUOTA_EXHAUSTED" in json.dumps(post["blocks"])
+    assert result == {"delivered": 0, "rejected": 0, "malformed": 1}  # returned: not retried
+    [error] = [r for r in caplog.records if r.getMessage() == "malformed alert"]
+    assert error.__dict__.get("messageId") == "m-bad"
+    assert "SECRET" not in caplog.text
+    emf = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
+    assert [m["OwnerAlertsMalformed"] for m in emf if "OwnerAlertsMalformed" in m] == [[1.0]]

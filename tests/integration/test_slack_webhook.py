@@ -481,3 +481,63 @@ def test_an_unset_secret_arn_is_a_configuration_error(
 
     with pytest.raises(WebhookConfigError, match="SLACK_WEBHOOK_SECRET_ARN is not set"):
         env.invoke(sns_event(an_alert()))
+
+
+def with_body(event: dict[str, Any], body: str) -> dict[str, Any]:
+    """The same SNS record carrying another body."""
+    [record] = event["Records"]
+    return {"Records": [{**record, "Sns": {**record["Sns"], "Message": body}}]}
+
+
+def test_an_alert_of_a_later_schema_is_posted_with_its_unknown_values_as_text(
+    env: Env, slack: tuple[FakeSlack, str]
+) -> None:
+    fake, url = slack
+    point_at(env, url)
+    event = sns_event(an_alert())
+    newer = {
+        **json.loads(event["Records"][0]["Sns"]["Message"]),
+        "schemaVersion": "2",
+        "kind": "QUOTA_EXHAUSTED",
+        "cause": "SOMETHING_NEW",
+        "severity": "notice",
+        "addedLater": {"x": 1},
+    }
+
+    result = env.invoke(with_body(event, json.dumps(newer)))
+
+    assert result == {"posted": 1, "rejected": 0}
+    [posted] = fake.requests
+    assert posted["body"]["text"].startswith("[NOTICE] 1 job of team-a preempted")
+    fields = json.dumps(posted["body"]["blocks"])
+    assert "QUOTA_EXHAUSTED" in fields
+    assert "SOMETHING_NEW" in fields
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"schemaVersion": "1", "kind": "PREEMPTION", "severity": "critical", "jobQueue": "q", '
+        '"occurredAt": "t", "dedupKey": "k", "detail": "SECRET-DETAIL"}',  # no summary
+        "{not json SECRET-DETAIL",
+    ],
+    ids=["no-summary", "not-json"],
+)
+def test_a_malformed_alert_is_logged_counted_and_not_retried(
+    env: Env, slack: tuple[FakeSlack, str], monkeypatch: pytest.MonkeyPatch, body: str
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    fake, url = slack
+    point_at(env, url)
+    event = with_body(sns_event(an_alert()), body)
+
+    result = env.invoke(event)  # returns: Lambda does not retry it
+
+    assert result == {"posted": 0, "rejected": 0}
+    assert fake.requests == []
+    [error] = [r for r in env.log_records() if r["level"] == "ERROR"]
+    assert error["message"] == "malformed alert"
+    assert error["messageId"] == event["Records"][0]["Sns"]["MessageId"]
+    assert "SECRET-DETAIL" not in env.output()
+    metrics = [json.loads(x) for x in env.output().splitlines() if x.startswith('{"_aws"')]
+    assert [m["SlackAlertsMalformed"] for m in metrics if "SlackAlertsMalformed" in m] == [[1.0]]

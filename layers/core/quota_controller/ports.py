@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 # Annotations only: what needs just the errors (Slack, alert) loads no planner or models.
 if TYPE_CHECKING:
-    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.model import Alert, ReceivedAlert
     from quota_controller.domain.history import JobRecord
     from quota_controller.domain.impact_records import ActiveJob
     from quota_controller.domain.observed import ObservedState
@@ -270,7 +270,7 @@ class ShareOwners(Protocol):
 class WebhookPoster(Protocol):
     """Posts an alert to the Slack webhook whose URL a Secrets Manager secret holds."""
 
-    def post(self, secret_arn: str, alert: Alert) -> None:
+    def post(self, secret_arn: str, alert: ReceivedAlert) -> None:
         """Raises DeliveryRefused (terminal: Slack's 4xx, a secret its owner must fix), or
         anything else for a failure worth a retry."""
         ...
@@ -279,7 +279,7 @@ class WebhookPoster(Protocol):
 class TopicPublisher(Protocol):
     """Publishes an alert to a share owner's own SNS topic (its Amazon Q Developer channel's)."""
 
-    def publish(self, topic_arn: str, alert: Alert) -> None:
+    def publish(self, topic_arn: str, alert: ReceivedAlert) -> None:
         """Raises DeliveryRefused (terminal: the topic is gone, may not be published to, its
         KMS key unusable), or anything else for a failure worth a retry."""
         ...

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.model import ReceivedAlert
 from quota_controller.domain.alerts.slack import slack_message
 from quota_controller.ports import DeliveryRefused, RetryableError
 from quota_controller.services.log_safety import hide_bodies
@@ -211,7 +211,7 @@ class Delivery:
     rejected: list[tuple[str, SlackRejected]] = field(default_factory=list)
 
 
-def deliver(alerts: Sequence[Alert], webhook: SlackWebhook) -> Delivery:
+def deliver(alerts: Sequence[ReceivedAlert], webhook: SlackWebhook) -> Delivery:
     """Post each alert; a rejection is recorded, anything retryable propagates.
 
     SNS invokes the function with one record, so a retry never posts an alert twice.
@@ -235,7 +235,7 @@ class OwnerWebhooks:
         self._allowed_origins = tuple(allowed_origins)
         self._hooks: dict[str, SlackWebhook] = {}
 
-    def post(self, secret_arn: str, alert: Alert) -> None:
+    def post(self, secret_arn: str, alert: ReceivedAlert) -> None:
         """Post the alert's Block Kit message; raises SlackRejected or WebhookSecretUnusable
         (refused for good) or RetryableError (none of them with the URL)."""
         from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError

@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.model import ReceivedAlert
 from quota_controller.domain.alerts.render import chat_notification
 from quota_controller.domain.owner_topics import topic_label
 from quota_controller.ports import DeliveryRefused, RetryableError
@@ -56,7 +56,7 @@ class OwnerChatTopics:
         self._make = client
         self._client: Any = None
 
-    def publish(self, topic_arn: str, alert: Alert) -> None:
+    def publish(self, topic_arn: str, alert: ReceivedAlert) -> None:
         """Publish the alert's custom notification; raises ChatTopicRefused or RetryableError."""
         name = topic_label(topic_arn)
         if self._client is None:

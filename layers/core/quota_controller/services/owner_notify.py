@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from quota_controller.domain.alerts.model import Alert
+from quota_controller.domain.alerts.model import ReceivedAlert
 from quota_controller.domain.owner_deliveries import (
     Direct,
     Prefixes,
@@ -91,7 +91,7 @@ class OwnerDelivery:
         )
 
 
-def notify_owners(message_id: str, alert: Alert, deps: OwnerNotifyDeps) -> OwnerDelivery:
+def notify_owners(message_id: str, alert: ReceivedAlert, deps: OwnerNotifyDeps) -> OwnerDelivery:
     """Deliver one alert (SNS message `message_id`) to each webhook and chat topic its share's
     owners name."""
     delivery = OwnerDelivery()
@@ -104,7 +104,7 @@ def notify_owners(message_id: str, alert: Alert, deps: OwnerNotifyDeps) -> Owner
     return delivery
 
 
-def _send(contact: Direct, alert: Alert, deps: OwnerNotifyDeps) -> None:
+def _send(contact: Direct, alert: ReceivedAlert, deps: OwnerNotifyDeps) -> None:
     if contact.protocol == WEBHOOK:
         deps.poster.post(contact.arn, alert)
     else:
@@ -112,7 +112,11 @@ def _send(contact: Direct, alert: Alert, deps: OwnerNotifyDeps) -> None:
 
 
 def _deliver_once(
-    message_id: str, contact: Direct, alert: Alert, deps: OwnerNotifyDeps, delivery: OwnerDelivery
+    message_id: str,
+    contact: Direct,
+    alert: ReceivedAlert,
+    deps: OwnerNotifyDeps,
+    delivery: OwnerDelivery,
 ) -> None:
     key = claim_key(message_id, contact.arn)
     try:

@@ -58,15 +58,19 @@ class ChangeRef(BaseModel):
     windowsEnded: list[str] = Field(default_factory=list)
 
 
-class Alert(BaseModel):
-    """One alert, as published to the alerts topic (the `sqs`/`lambda` body is this JSON)."""
+class ReceivedAlert(BaseModel):
+    """An alert as a subscriber reads it (SlackNotify, OwnerNotify): schema "1" grows by
+    addition, and an operator's `quotactl reconcile` may publish from another version, so a
+    schemaVersion, kind, cause or severity this version does not know is read as plain text and
+    rendered generically rather than refused. The controller publishes `Alert`, which keeps the
+    closed types; both read and write the same JSON."""
 
     model_config = ConfigDict(extra="ignore")
 
-    schemaVersion: Literal["1"] = "1"
-    kind: AlertKind
-    cause: AlertCause | None = None
-    severity: Severity
+    schemaVersion: str = "1"
+    kind: str
+    cause: str | None = None
+    severity: str
     jobQueue: str
     quotaShareName: str | None = None
     jobs: list[AlertJob] = Field(default_factory=list)
@@ -82,3 +86,12 @@ class Alert(BaseModel):
     # What was cut so the message fits SNS's 256 KB (`field: N characters cut`); empty when
     # nothing was. Each cut string also ends with `… [N characters cut]`.
     truncated: list[str] = Field(default_factory=list)
+
+
+class Alert(ReceivedAlert):
+    """One alert, as published to the alerts topic (the `sqs`/`lambda` body is this JSON)."""
+
+    schemaVersion: Literal["1"] = "1"
+    kind: AlertKind
+    cause: AlertCause | None = None
+    severity: Severity

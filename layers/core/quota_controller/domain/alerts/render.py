@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-from quota_controller.domain.alerts.model import Alert, AlertJob
+from quota_controller.domain.alerts.model import Alert, AlertJob, ReceivedAlert
 from quota_controller.domain.service_limits import SNS_BUDGET, cut, shrink, summary
 
 _ICON = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
@@ -69,6 +69,11 @@ def no_links(text: str, mark: str = "[:]") -> str:
     turn a URL a user wrote into a link; Slack mrkdwn gets a zero-width space after the colon
     instead (`mrkdwn_escape`). The controller's own text has no URL."""
     return text.replace("://", f"{mark}//")
+
+
+def icon(severity: str) -> str:
+    """The severity's label; one a later schema adds is shown as itself."""
+    return _ICON.get(severity) or f"[{one_line(severity, 40).upper()}]"
 
 
 def subject(alert: Alert) -> str:
@@ -130,7 +135,7 @@ def mrkdwn_escape(text: str) -> str:
     )
 
 
-def chat_notification(alert: Alert) -> dict[str, Any]:
+def chat_notification(alert: ReceivedAlert) -> dict[str, Any]:
     """An Amazon Q Developer in chat applications custom notification for this alert."""
     # As in the e-mail text: the detail's own line breaks stay, every line is flattened.
     detail = "\n".join(one_line(line, None) for line in (alert.detail or alert.summary).split("\n"))
@@ -155,7 +160,7 @@ def chat_notification(alert: Alert) -> dict[str, Any]:
         "id": alert.dedupKey,
         "content": {
             "textType": "client-markdown",
-            "title": mrkdwn_escape(f"{_ICON[alert.severity]} {one_line(alert.summary, None)}"),
+            "title": mrkdwn_escape(f"{icon(alert.severity)} {one_line(alert.summary, None)}"),
             "description": description,
             "nextSteps": [mrkdwn_escape(one_line(s, None)) for s in alert.nextSteps],
             "keywords": [mrkdwn_escape(one_line(k)) for k in keywords],

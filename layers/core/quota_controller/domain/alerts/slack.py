@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from quota_controller.domain.alerts.model import Alert, AlertJob
+from quota_controller.domain.alerts.model import AlertJob, ReceivedAlert
 from quota_controller.domain.alerts.render import mrkdwn_escape, one_line
 
 # Slack's limits: header text, section text, one section field, the fallback we choose to send.
@@ -26,6 +26,8 @@ JOBS_LISTED = 10
 
 _EMOJI = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":information_source:"}
 _LABEL = {"critical": "[CRITICAL]", "warning": "[WARNING]", "info": "[INFO]"}
+# A severity a later schema adds is shown as itself, with no emoji of its own.
+_OTHER_EMOJI = ":grey_question:"
 _ELLIPSIS = "\u2026"
 # A cut that ends inside an entity (`&`, `&l`, `&lt`) would show a stray ampersand.
 _PARTIAL_ENTITY = re.compile(r"&[a-z]{0,3}$")
@@ -91,23 +93,31 @@ def _lines(text: str) -> str:
     return "\n".join(one_line(line, None) for line in text.split("\n"))
 
 
-def fallback_text(alert: Alert) -> str:
+def _emoji(severity: str) -> str:
+    return _EMOJI.get(severity, _OTHER_EMOJI)
+
+
+def _label(severity: str) -> str:
+    return _LABEL.get(severity) or f"[{one_line(severity, 40).upper()}]"
+
+
+def fallback_text(alert: ReceivedAlert) -> str:
     """The top-level `text`: what notifications and clients without Block Kit show."""
     where = f"queue {alert.jobQueue}" + (
         f", share {alert.quotaShareName}" if alert.quotaShareName else ""
     )
     jobs = f", {len(alert.jobs)} job(s)" if alert.jobs else ""
     text = (
-        f"{_LABEL[alert.severity]} {one_line(alert.summary, None)} ({one_line(where, None)}{jobs})"
+        f"{_label(alert.severity)} {one_line(alert.summary, None)} ({one_line(where, None)}{jobs})"
     )
     if alert.detail:
         text += f"\n{_lines(alert.detail)}"
     return _cut(slack_escape(text), FALLBACK_MAX)
 
 
-def slack_message(alert: Alert) -> dict[str, Any]:
+def slack_message(alert: ReceivedAlert) -> dict[str, Any]:
     """The webhook payload: header, detail, fields, jobs, change, next steps, context, `text`."""
-    header = f"{_EMOJI[alert.severity]} {slack_escape(one_line(alert.summary, None))}"
+    header = f"{_emoji(alert.severity)} {slack_escape(one_line(alert.summary, None))}"
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
@@ -121,7 +131,7 @@ def slack_message(alert: Alert) -> dict[str, Any]:
                 _field("Quota share", _code(alert.quotaShareName or "")),
                 _field("Kind", slack_escape(alert.kind)),
                 _field("Cause", slack_escape(alert.cause or "-")),
-                _field("Severity", f"{_EMOJI[alert.severity]} {slack_escape(alert.severity)}"),
+                _field("Severity", f"{_emoji(alert.severity)} {slack_escape(alert.severity)}"),
             ],
         },
     ]
