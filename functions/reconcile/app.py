@@ -46,6 +46,10 @@ def _observe(result: ReconcileResult) -> None:
 def _failed(failure: RecordFailure) -> None:
     # The record goes back to its event source (then a DLQ): this line is what names it.
     with logger.append_context_keys(jobQueue=failure.queue or "-"):
+        if failure.deferred:
+            logger.warning("record deferred", record=failure.record_id, error=failure.error)
+            metrics.add_metric("ReconcileRecordsDeferred", MetricUnit.Count, 1)
+            return
         logger.error("record failed", record=failure.record_id, error=failure.error)
     metrics.add_metric("ReconcileRecordsFailed", MetricUnit.Count, 1)
     if failure.malformed:

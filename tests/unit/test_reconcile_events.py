@@ -202,3 +202,32 @@ def test_a_stream_record_without_keys_is_reported_by_its_event_id() -> None:
     assert response["batchItemFailures"] == [{"itemIdentifier": "1"}]
     [failure] = failures
     assert (failure.queue, failure.record_id, failure.malformed) == (None, "e1", True)
+
+
+class Running:
+    """A Lambda context whose remaining time drops by `step` ms each time it is asked."""
+
+    def __init__(self, left: int, step: int) -> None:
+        self.left, self.step = left, step
+
+    def get_remaining_time_in_millis(self) -> int:
+        left, self.left = self.left, self.left - self.step
+        return left
+
+
+def test_no_reconcile_starts_with_under_30_s_left_and_the_rest_comes_back() -> None:
+    requeues, failures = Requeues(), list[RecordFailure]()
+    event = sqs_batch(*(json.dumps({"queue": q, "reason": "resync"}) for q in ("a", "b", "c")))
+
+    response = handle_event(
+        event,
+        Running(left=50_000, step=15_000),  # 50 s, 35 s, then 20 s left
+        locked_deps,  # type: ignore[arg-type]
+        requeues,
+        on_failure=failures.append,
+    )
+
+    assert [q for q, *_ in requeues.sent] == ["a", "b"]  # reconciled (their queues locked)
+    assert response["batchItemFailures"] == [{"itemIdentifier": "m3"}]
+    [deferred] = failures
+    assert (deferred.queue, deferred.deferred, deferred.malformed) == ("c", True, False)

@@ -38,6 +38,17 @@ class MalformedRecord(ValueError):
     """A record that names no queue; retried, then it lands in the DLQ (never silently lost)."""
 
 
+class OutOfTime(Exception):
+    """Too little of the invocation is left to start another reconcile: the record is reported
+    as a batch item failure and comes back, rather than being cut off by the timeout (which
+    would fail the whole batch, the queues already reconciled with it)."""
+
+
+# A reconcile is not started with less than this left: one Batch call that hangs through
+# botocore's retries takes most of it (the resync keeps TAG_CHECK_RESERVE_MS the same way).
+RECONCILE_RESERVE_MS = 30_000
+
+
 @dataclass
 class RecordFailure:
     """A record reported as a batch item failure: the queue it names (None when it names
@@ -48,6 +59,8 @@ class RecordFailure:
     record_id: str
     error: str
     malformed: bool = False
+    # Not started for lack of time (OutOfTime): it comes back, nothing failed.
+    deferred: bool = False
 
 
 @dataclass
@@ -65,8 +78,9 @@ def _reported(
         yield seen
     except Exception as exc:
         if on_failure is not None:
-            malformed = isinstance(exc, MalformedRecord)
-            on_failure(RecordFailure(seen.queue, record_id, loggable(exc), malformed))
+            malformed, deferred = isinstance(exc, MalformedRecord), isinstance(exc, OutOfTime)
+            failure = RecordFailure(seen.queue, record_id, loggable(exc), malformed, deferred)
+            on_failure(failure)
         raise
 
 
@@ -104,6 +118,12 @@ def parse_requeue(record: SQSRecord) -> RequeueMessage:
         raise MalformedRecord(str(exc)) from None
 
 
+def remaining_ms(context: Any) -> int | None:
+    """What is left of the invocation, when the context says (None: no limit known)."""
+    left = getattr(context, "get_remaining_time_in_millis", None)
+    return int(left()) if callable(left) else None
+
+
 def handle_event(
     event: dict[str, Any],
     context: Any,
@@ -134,6 +154,9 @@ def handle_event(
         unread = set(read_share_tags) - tags_read.get(queue, set())
         if queue in outcome.results and not unread:
             return
+        left = remaining_ms(context)
+        if left is not None and left < RECONCILE_RESERVE_MS:
+            raise OutOfTime(f"{left} ms left, not starting a reconcile of {queue}")
         result = reconcile(queue, deps, unread, chain, locked_since=locked_since)
         result.trigger = trigger
         if on_result is not None:
