@@ -50,6 +50,15 @@ def cmd_apply(args: argparse.Namespace, out: TextIO) -> int:
     write = plan_config_write(valid.raw, existing, by=by, at=at, prune=args.prune)
     if not write.ok:  # validated above; the same validator cannot disagree, but never write
         return invalid_file(args.file, args.output, out, now)
+    if write.refused:
+        print(
+            f"quotactl apply: {args.file} is valid, but it would break a loan job queue {queue} "
+            "keeps; nothing written:",
+            file=sys.stderr,
+        )
+        for refusal in write.refused:
+            print(f"  {render.shown(refusal)}", file=sys.stderr)
+        return EXIT_FAILED
     # The file is valid alone; with the share items it keeps in the table it may not be (a
     # renamed share without --prune makes 21, a stray item rejects the queue): never write
     # what the reconciler would reject as a whole.

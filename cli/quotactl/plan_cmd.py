@@ -51,6 +51,13 @@ class Preview:
     windows_in_force: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Why apply would refuse a valid file (it would break a loan the queue keeps)."""
+
+    problems: list[str]
+
+
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     """Validate, read the table and Batch, and print the ordered actions and their impact."""
     # The layout in force at --at (else now, on the controller's clock), validated from then.
@@ -61,6 +68,15 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
         return invalid_file(args.file, args.output, out, now)
     target = aws.connect(args)
     preview = _preview(valid, target, prune=args.prune, now=now, written=written)
+    if isinstance(preview, Refused):  # apply would write nothing of the file
+        print(
+            f"quotactl plan: {args.file} is valid, but apply would refuse it: it would break a "
+            f"loan job queue {valid.queue} keeps:",
+            file=sys.stderr,
+        )
+        for problem in preview.problems:
+            print(f"  {render.shown(problem)}", file=sys.stderr)
+        return EXIT_FAILED
     if isinstance(preview, list):  # the config the reconciler would see is refused whole
         print(
             f"quotactl plan: with the items already in {target.where()}, the reconciler would "
@@ -79,7 +95,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 def _preview(
     valid: ValidFile, target: aws.Target, *, prune: bool, now: datetime, written: datetime
-) -> Preview | list[str]:
+) -> Preview | Refused | list[str]:
     queue = valid.queue
     store = DynamoConfigStore(target.table)
     with aws.failure(f"read job queue {queue} from {target.where()}"):
@@ -90,6 +106,8 @@ def _preview(
     write = plan_config_write(valid.raw, items, by="quotactl plan", at=stamp(written), prune=prune)
     if not write.ok:  # valid at the moment previewed, not from now on: apply would refuse it
         return [f"{p.location}: {p.message}" for p in write.report.errors]
+    if write.refused:
+        return Refused(write.refused)
     assembled, report = validate_items(queue, after_write(items, write), now)
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]

@@ -140,3 +140,41 @@ def test_a_loan_ended_by_prune_is_the_pruners_change(stack: LocalStack, tmp_path
         if c.get("quotaShareName") == "team-a" and c["operation"] == "UpdateQuotaShare"
     ]
     assert [c["by"] for c in lowered] == ["alice", "carol"], "lent by alice, ended by carol"
+
+
+def test_a_file_whose_window_would_override_the_loan_is_refused(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loan = lend(stack)
+    before = queue_item(stack)
+    start = stack.clock.now()
+    doc = layout().build()
+    doc["windows"] = [
+        {
+            "name": "a-boost",
+            "priority": 5,
+            "from": z(start + timedelta(hours=1)),
+            "until": z(start + timedelta(hours=2)),
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}],
+                }
+            ],
+        }
+    ]
+    path = tmp_path / "boost.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+
+    for argv in (("plan", "-f", str(path)), ("apply", "-f", str(path))):
+        assert quotactl(*argv) == 1, argv
+        said = capsys.readouterr().err
+        assert "would break a loan job queue ml-training keeps" in said
+        assert "window 'a-boost' of the file sets team-a's capacityLimits at " in said
+        assert f"while loan {loan} lasts" in said
+        assert "above the loan's 1: it would override the loan's limits for team-a" in said
+        assert "the loan hides it" not in said
+    assert queue_item(stack) == before, "nothing written"
+    stack.advance(3600 + 120)
+    assert (limit(stack, "team-a"), limit(stack, "team-c")) == (2, 1), "the loan still stands"

@@ -119,3 +119,59 @@ def test_a_kept_loan_that_hides_the_files_own_limits_is_said() -> None:
     assert "the loan hides it (run with --prune to end the loan now)" in window
     unchanged = apply(table(loan("running", 12)), reductionPolicy="block")
     assert unchanged.notes == [], "a file that changes neither share's limits hides nothing"
+
+
+def boost(priority: int | None, *shares: str) -> dict[str, Any]:
+    """A one-off window inside the loan's time that sets these shares' limits to 1."""
+    window: dict[str, Any] = {
+        "name": "a-boost",
+        "from": z(NOW + timedelta(hours=1)),
+        "until": z(NOW + timedelta(hours=2)),
+        "quotaShares": [
+            {"quotaShareName": s, "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 1}]}
+            for s in shares
+        ],
+    }
+    if priority is not None:
+        window["priority"] = priority
+    return window
+
+
+def two_share_loan() -> dict[str, Any]:
+    """team-c lends team-a one unit (3 -> 2, 1 -> 2 on the guide layout)."""
+    made = loan("running", 3)
+    made["quotaShares"] = [
+        {"quotaShareName": "team-c", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
+        {"quotaShareName": "team-a", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
+    ]
+    return made
+
+
+def test_a_window_that_would_override_a_kept_loan_refuses_the_write() -> None:
+    write = apply(table(two_share_loan()), windows=[boost(5, "team-a")])
+    assert write.ok, "the file alone is valid"
+    (refusal,) = write.refused
+    assert refusal.startswith(
+        "window 'a-boost' of the file sets team-a's capacityLimits at 2026-12-05T13:00Z, while "
+        "loan running lasts (until 2026-12-05T15:00Z), at priority 5, above the loan's 1: it "
+        "would override the loan's limits for team-a but not for team-c"
+    )
+    assert "no other window may set them while it lasts" in refusal
+    assert "run with --prune to end the loan now" in refusal
+    assert not any("hides it" in n for n in write.notes), "the loan hides nothing of it"
+
+
+def test_a_window_at_the_loans_priority_is_refused_and_one_below_it_is_hidden() -> None:
+    equal = apply(table(two_share_loan()), windows=[boost(None, "team-a", "team-c")])
+    (refusal,) = equal.refused
+    assert "sets team-a's and team-c's capacityLimits" in refusal
+    assert "at the loan's priority (1): nothing would say which of the two wins" in refusal
+    below = apply(table(two_share_loan()), windows=[boost(0, "team-a")])
+    assert below.refused == []
+    (note,) = below.notes
+    assert "at priority 0, below the loan's 1: the loan hides it" in note
+
+
+def test_prune_ends_the_loan_a_window_would_override() -> None:
+    write = apply(table(two_share_loan()), prune=True, windows=[boost(5, "team-a")])
+    assert (write.refused, write.loans_ended) == ([], ["running"])

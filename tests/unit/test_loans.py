@@ -238,3 +238,26 @@ def test_a_loan_of_a_shares_only_instance_names_the_shares_that_could_lend_it() 
         "--from team-a: lending 1 x ml.g5.xlarge would leave team-a with no capacity limit"
     )
     assert problem.endswith("instead, lend from a share with more (team-c)")
+
+
+@pytest.mark.parametrize(
+    ("priority", "says"),
+    [
+        (5, "at priority 5, above a loan's 1, it would override the loan"),
+        (None, "at a loan's priority (1), nothing would say which of the two wins"),
+        (0, "at priority 0, below a loan's 1, the loan would hide it"),
+    ],
+    ids=["higher-overrides", "equal-clashes", "lower-is-hidden"],
+)
+def test_a_loan_over_a_window_on_its_shares_is_refused_saying_which_would_win(
+    priority: int | None, says: str
+) -> None:
+    window = {**ANOTHER_LATER, **({"priority": priority} if priority is not None else {})}
+    made = loan_window(document(window), lend(), NOW, by="alice")
+    assert made.window is None
+    (problem,) = made.problems
+    assert problem.startswith(
+        f"window 'deadline' sets team-a's capacityLimits at 2026-12-02T17:00Z, while the loan "
+        f"lasts; {says}. A loan sets both shares' whole capacityLimits, so no other window may "
+        "set them while it lasts"
+    ), problem

@@ -6,7 +6,10 @@ are kept unless `prune` is set; they are reported so nobody is surprised. So are
 (`quotactl lend`'s windows, marked `lentBy`) the document does not name: a team's file knows
 nothing of a loan made from the command line, and applying it must not end the loan early
 without saying so. A loan that has ended is dropped once the reconciler has carried out its
-end; `prune` ends the others.
+end; `prune` ends the others. A window of the document that would override a kept loan
+(set either of its shares' capacityLimits at a priority not below the loan's while it lasts)
+refuses the write (`refused`): the loan would take units from one share and not give them to
+the other.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ class ConfigWrite:
     loans_ended: list[str] = field(default_factory=list)
     # What the write leaves out of the table's items and why (said to the user).
     notes: list[str] = field(default_factory=list)
+    # Why the write must not be made although the document is valid: a window of the document
+    # that would override a loan kept over it (the loan would break).
+    refused: list[str] = field(default_factory=list)
     # Each item written or deleted as it was read (None: it did not exist), so the write can
     # refuse to replace an edit someone made since.
     expected: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
@@ -163,7 +169,9 @@ def _carry_loans(
         queue_item["windows"] = [*queue_item.get("windows", []), plain(dict(stored))]
         if running:
             out.loans_kept.append(window.name)
-            out.notes += kept_loan_conflicts(window, raw, table_shares, now)
+            conflicts = kept_loan_conflicts(window, raw, table_shares, now)
+            out.notes += conflicts.notes
+            out.refused += conflicts.refusals
 
 
 def _window(stored: Any) -> Window | None:

@@ -7,7 +7,11 @@ left out (a limit's maxCapacity is at least 1), so a loan is refused when it wou
 lender with no limit at all, or the borrower with more than a share may have (1-5 each, as AWS
 Batch takes them). A loan is also refused when
 another window changes either share's capacity limits while it lasts: the loan would hide that
-change (or be hidden by it), since a window's fields replace the base's rather than add to it.
+change (a window of lower priority), be overridden by it (higher: the units would leave one
+share without reaching the other), or clash with it (equal), since a window's fields replace
+the base's rather than add to it. `quotactl apply` of a file that does not name a loan keeps
+it (`kept_loan_conflicts`): a window of the file the loan would hide is said, and one that
+would override the loan or clash with it is refused.
 
 A loan's window is marked by `lentBy` (who lent; `is_loan`), never recognised by its wording.
 Once it has ended and the reconciler has carried out its end, lend drops
@@ -28,7 +32,12 @@ from typing import Any
 from quota_controller.domain.config.fields import NAME_MAX
 from quota_controller.domain.config.model import MAX_CAPACITY_LIMITS
 from quota_controller.domain.config.timeline import layout_at, moments, parse_windows
-from quota_controller.domain.config.windows import MAX_WINDOWS, Window, show_time
+from quota_controller.domain.config.windows import (
+    MAX_WINDOWS,
+    ONE_OFF_PRIORITY,
+    Window,
+    show_time,
+)
 from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 
 DESCRIPTION_MAX = 512
@@ -264,47 +273,104 @@ def _can_lend(limits: Mapping[str, int], units: Sequence[tuple[str, int]]) -> bo
     return any(n - lent.get(u, 0) > 0 for u, n in limits.items())
 
 
+@dataclass(frozen=True)
+class KeptLoanConflicts:
+    """What a kept loan and a document do to each other: `notes`, what the loan hides of the
+    document while it lasts (said, the write goes ahead); `refusals`, the document's windows
+    that would override the loan (the write is refused: the loan would break)."""
+
+    notes: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+
+
 def kept_loan_conflicts(
     loan: Window,
     raw: Mapping[str, Any],
     table_shares: Mapping[str, Mapping[str, Any]],
     now: datetime,
-) -> list[str]:
+) -> KeptLoanConflicts:
     """What a loan kept over a document (`quotactl apply` of a file that does not name it)
-    hides of the document while it lasts: a share the loan sets whose base capacityLimits the
-    document changes (`table_shares`: the share items in the table, by name), and the
-    document's windows that set the loan's shares' capacityLimits before it ends."""
+    and the document do to each other while the loan lasts. Notes: a share the loan sets whose
+    base capacityLimits the document changes (`table_shares`: the share items in the table, by
+    name), and the document's windows of lower priority that set the loan's shares'
+    capacityLimits before it ends (the loan hides them). Refusals: the document's windows of
+    the loan's priority or higher that do (they would override the loan, or be refused beside
+    it: the loan would take units from one share and not give them to the other)."""
     until = loan.until
+    out = KeptLoanConflicts()
     if until is None or until <= now:
-        return []
+        return out
     shares = [o.quotaShareName for o in loan.quotaShares if o.capacityLimits is not None]
     filed = _shares(raw)
-    out = [
+    out.notes.extend(
         f"the file changes {share}'s capacityLimits, which loan {loan.name} sets until "
         f"{show_time(until)}: the file's limits apply only once the loan ends (run with "
         "--prune to end it now)"
         for share in shares
         if share in filed and _limits(filed[share]) != _limits(table_shares.get(share) or {})
-    ]
+    )
     try:
         windows = parse_windows([w for w in raw.get("windows") or [] if w.get("name") != loan.name])
     except ValueError:  # the document was validated: its windows parse
         return out
-    for window, share, at in _hiding(windows, shares, now, until):
-        out.append(
-            f"window {window!r} of the file sets {share}'s capacityLimits at {show_time(at)}, "
-            f"while loan {loan.name} lasts (until {show_time(until)}): the loan hides it (run "
-            "with --prune to end the loan now)"
-        )
+    overlaps = _hiding(windows, shares, now, until)
+    for window, share, at in overlaps:
+        if window.precedence < loan.precedence:
+            out.notes.append(
+                f"window {window.name!r} of the file sets {share}'s capacityLimits at "
+                f"{show_time(at)}, while loan {loan.name} lasts (until {show_time(until)}), at "
+                f"priority {window.precedence}, below the loan's {loan.precedence}: the loan "
+                "hides it (run with --prune to end the loan now)"
+            )
+    overriding = {w.name: w for w, _, _ in overlaps if w.precedence >= loan.precedence}
+    out.refusals.extend(_overrides_loan(w, loan, shares, overlaps) for w in overriding.values())
     return out
+
+
+def _overrides_loan(
+    window: Window,
+    loan: Window,
+    shares: Sequence[str],
+    overlaps: Sequence[tuple[Window, str, datetime]],
+) -> str:
+    """Why `window` may not set the capacityLimits of `loan`'s shares while the loan lasts."""
+    hit = [s for w, s, _ in overlaps if w.name == window.name]
+    at = min(t for w, _, t in overlaps if w.name == window.name)
+    until = show_time(loan.until) if loan.until is not None else "?"
+    what = " and ".join(f"{s}'s" for s in hit)
+    if window.precedence > loan.precedence:
+        rank = f"at priority {window.precedence}, above the loan's {loan.precedence}"
+        missed = [s for s in shares if s not in hit]
+        effect = (
+            f"it would override the loan's limits for {' and '.join(hit)} but not for "
+            f"{' and '.join(missed)}, so the units lent would leave one share without reaching "
+            "the other"
+            if missed
+            else f"it would override the loan's limits for {' and '.join(hit)}"
+        )
+    else:
+        rank = f"at the loan's priority ({loan.precedence})"
+        effect = "nothing would say which of the two wins"
+    lower = (
+        f"give the window a priority below {loan.precedence} (the loan then hides it), "
+        if loan.precedence > 0
+        else ""
+    )
+    return (
+        f"window {window.name!r} of the file sets {what} capacityLimits at {show_time(at)}, "
+        f"while loan {loan.name} lasts (until {until}), {rank}: {effect}; a loan sets both "
+        "shares' whole capacityLimits, and no other window may set them while it lasts: "
+        f"{lower}start the window once the loan has ended, or run with --prune to end the loan "
+        "now"
+    )
 
 
 def _hiding(
     windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
-) -> list[tuple[str, str, datetime]]:
+) -> list[tuple[Window, str, datetime]]:
     """Windows that set either share's capacity limits at some moment of [start, until): each
     (window, share) once, with the first such moment."""
-    out: list[tuple[str, str, datetime]] = []
+    out: list[tuple[Window, str, datetime]] = []
     seen: set[tuple[str, str]] = set()
     for moment in moments(windows, start, until):
         for w in moment.windows:
@@ -315,20 +381,32 @@ def _hiding(
                 if (w.name, name) in seen:
                     continue
                 seen.add((w.name, name))
-                out.append((w.name, name, max(moment.at, start)))
+                out.append((w, name, max(moment.at, start)))
     return out
 
 
 def _hidden_by(
     windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
 ) -> list[str]:
-    """Windows that set either share's capacity limits at some moment of [start, until)."""
+    """Windows that set either share's capacity limits at some moment of [start, until), each
+    with which of it and the loan (a one-off window, priority 1) would win."""
     return [
-        f"window {window!r} sets {share}'s capacityLimits at {show_time(at)}, while the loan "
-        "lasts: a loan sets both shares' whole capacityLimits, so one would hide the other; end "
-        "the loan before that window, or edit the windows with `quotactl apply`"
+        f"window {window.name!r} sets {share}'s capacityLimits at {show_time(at)}, while the "
+        f"loan lasts; {_which_wins(window)}. A loan sets both shares' whole capacityLimits, so "
+        "no other window may set them while it lasts: end the loan before that window, or edit "
+        "the windows with `quotactl apply`"
         for window, share, at in _hiding(windows, shares, start, until)
     ]
+
+
+def _which_wins(window: Window) -> str:
+    """Which of `window` and a loan's window would win where both are in force."""
+    loan = ONE_OFF_PRIORITY
+    if window.precedence > loan:
+        return f"at priority {window.precedence}, above a loan's {loan}, it would override the loan"
+    if window.precedence == loan:
+        return f"at a loan's priority ({loan}), nothing would say which of the two wins"
+    return f"at priority {window.precedence}, below a loan's {loan}, the loan would hide it"
 
 
 def _default_name(loan: Loan, start: datetime, taken: set[str]) -> str:
