@@ -1,10 +1,13 @@
-"""`quotactl delete QUEUE ITEM... | --all`: delete config items of a queue."""
+"""`quotactl delete QUEUE ITEM... | --all`: delete config items of a queue, refusing a delete
+that would leave the remaining config invalid (`_broken_by`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TextIO
 
 from quota_controller.adapters.config_store import ConfigChanged, DynamoConfigStore
 from quota_controller.domain.config.items import (
@@ -12,10 +15,12 @@ from quota_controller.domain.config.items import (
     SORT_KEY,
     is_config_key,
     is_controller_key,
+    plain,
+    validate_items,
 )
 from quota_controller.domain.table_keys import config_items
 from quotactl import aws, render
-from quotactl.operating import EXIT_FAILED, EXIT_OK, EXIT_USAGE, hint
+from quotactl.operating import EXIT_FAILED, EXIT_OK, EXIT_USAGE, clock, hint
 
 
 def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
@@ -51,6 +56,23 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
         print(
             f"quotactl delete: job queue {queue} has no item {', '.join(missing) or 'at all'} "
             f"in {target.where()} (its config items: {', '.join(config) or 'none'})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    broken = _broken_by(queue, current, keys, clock(args).now().replace(microsecond=0))
+    if broken:
+        print(
+            f"quotactl delete: deleting {', '.join(keys)} would make job queue {queue}'s config "
+            "invalid, and the reconciler would then change nothing of the queue (nothing "
+            "deleted):",
+            file=sys.stderr,
+        )
+        for problem in broken:
+            print(f"  {render.shown(problem)}", file=sys.stderr)
+        print(
+            "  remove the share from the queue's file together with what names it (windows; "
+            f"loans end with --prune), then `{hint(args, 'apply', '-f', 'FILE', '--prune')}` "
+            "deletes its item and writes the rest in one transaction",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -91,3 +113,29 @@ def cmd_delete(args: argparse.Namespace, out: TextIO) -> int:
     then = "Then " if args.dry_run else ""
     print(f"{then}{what}; follow it with `{hint(args, 'status', queue)}`.", file=out)
     return EXIT_OK
+
+
+def _broken_by(
+    queue: str, current: Mapping[str, Mapping[str, Any]], keys: Sequence[str], now: datetime
+) -> list[str]:
+    """What deleting `keys` breaks of the config the queue keeps, validated as `apply`
+    validates what the table keeps: the queue-wide errors the remaining items have that the
+    current ones do not (a window naming a deleted share). Deleting the QUEUE item is said
+    apart: nothing is validated without it."""
+    if QUEUE_ITEM in keys:
+        return []
+    config = [plain(i) for i in config_items(current.values())]
+    _, before = validate_items(queue, config, now)
+    assembled, after = validate_items(queue, [i for i in config if i[SORT_KEY] not in keys], now)
+    known = {str(p) for p in before.queue_wide_errors}
+    windows = (assembled.raw or {}).get("windows") or []
+    out = []
+    for problem in after.queue_wide_errors:
+        if str(problem) in known:
+            continue
+        said = assembled.describe(problem)
+        index = problem.path[1] if problem.path[:1] == ("windows",) else None
+        if isinstance(index, int) and index < len(windows) and isinstance(windows[index], Mapping):
+            said += f" (window {windows[index].get('name')!r})"
+        out.append(said)
+    return out

@@ -234,6 +234,42 @@ def test_a_stray_item_is_named_by_apply_and_removed_with_delete(
         assert main(["delete", QUEUE, *table]) == 2
 
 
+def test_delete_refuses_to_leave_a_window_naming_the_deleted_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = guide_layout().build()
+    doc["windows"] = [
+        {
+            "name": "c-nights",
+            "every": {"days": ["MON", "TUE"], "start": "20:00", "end": "23:00", "timeZone": "UTC"},
+            "quotaShares": [{"quotaShareName": "team-c", "state": "DISABLED"}],
+        }
+    ]
+    with LocalStack() as stack:
+        stack.apply(doc)
+        stack.advance(120)
+        table = ["--table", stack.table_name]
+        capsys.readouterr()
+        for dry in ([], ["--dry-run"]):
+            assert main(["delete", QUEUE, "SHARE#team-c", *dry, *table]) == 1
+            err = capsys.readouterr().err
+            assert f"deleting SHARE#team-c would make job queue {QUEUE}'s config invalid" in err
+            assert (
+                "item QUEUE: windows[0].quotaShares[0].quotaShareName: names quota share "
+                "'team-c', which the document does not have" in err
+            )
+            assert "(window 'c-nights')" in err
+            assert "quotactl apply -f FILE --prune --table" in err
+        assert stack.table.get_item(Key={"queue": QUEUE, "item": "SHARE#team-c"}).get("Item")
+        assert main(["reconcile", QUEUE, *table]) == 0
+        capsys.readouterr()
+        assert stack.status(QUEUE)["conditions"]["Valid"]["status"] == "True"
+
+        # What the window does not name may go.
+        assert main(["delete", QUEUE, "SHARE#team-b", *table]) == 0
+        assert "SHARE#team-b  deleted" in capsys.readouterr().out
+
+
 def test_delete_never_removes_an_item_edited_after_it_was_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
