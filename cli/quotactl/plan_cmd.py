@@ -230,8 +230,14 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
             approve = approve_command(args, p.queue, p.held_change)
             print(f"  To approve change {p.held_change}: {approve}", file=out)
         elif any(g.decision == "blocked" for g in p.decided):
+            # With --at the change comes at an edge: its hold begins then, not at the apply.
+            when = (
+                f"Once the edge comes (the layout in force at {stamp(p.at)})"
+                if getattr(args, "at", None) and p.at is not None
+                else "Once applied"
+            )
             print(
-                "  Once applied, the reconciler holds it under a change id of its own: "
+                f"  {when}, the reconciler holds it under a change id of its own: "
                 f"`{hint(args, 'status', p.queue)}` shows it, then quotactl approve that id.",
                 file=out,
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -441,6 +442,34 @@ def test_plan_of_a_lowered_share_shows_the_jobs_at_risk_and_writes_nothing(
 
     assert batch_writes(busy) == writes_before
     assert items(busy) == table_before
+
+
+def test_plan_at_a_lowering_edge_says_the_hold_begins_when_the_edge_comes(
+    busy: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = busy.clock.now()
+    lowering = {
+        "name": "b-down",
+        "from": (start + timedelta(hours=1)).isoformat(),
+        "until": (start + timedelta(hours=2)).isoformat(),
+        "quotaShares": [
+            {
+                "quotaShareName": "team-b",
+                "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 1}],
+            }
+        ],
+    }
+    path = doc_file(team_b_at(2, reductionPolicy="block", windows=[lowering]))
+    at = (start + timedelta(minutes=90)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    assert quotactl(busy, "plan", "-f", path, "--at", at) == 0
+    out = capsys.readouterr().out
+    assert "UpdateQuotaShare  quota share team-b  blocked" in out
+    assert (
+        f"  Once the edge comes (the layout in force at {at}), the reconciler holds it under a "
+        f"change id of its own: `quotactl status {QUEUE} --table {busy.table_name}` shows it"
+    ) in out
+    assert "Once applied" not in out, "the hold begins at the edge, not when the file is applied"
 
 
 def test_plan_previews_share_items_the_table_keeps(
