@@ -345,6 +345,10 @@ class LocalStack:
             raise ValueError(
                 "invalid quota document:\n" + "\n".join(f"  {p}" for p in write.report.errors)
             )
+        if write.refused:  # a window that would override a loan the queue keeps
+            raise ValueError(
+                "refused quota document:\n" + "\n".join(f"  {p}" for p in write.refused)
+            )
         if write.puts or write.deletes:
             assert write.queue is not None
             store.put_config(write.queue, write.puts, write.deletes)

@@ -175,6 +175,8 @@ def test_a_file_whose_window_would_override_the_loan_is_refused(
         assert f"while loan {loan} lasts" in said
         assert "above the loan's 1: it would override the loan's limits for team-a" in said
         assert "the loan hides it" not in said
+    with pytest.raises(ValueError, match="refused quota document"):
+        stack.apply(doc)  # the local stack's apply, as quotactl apply
     assert queue_item(stack) == before, "nothing written"
     stack.advance(3600 + 120)
     assert (limit(stack, "team-a"), limit(stack, "team-c")) == (2, 1), "the loan still stands"
