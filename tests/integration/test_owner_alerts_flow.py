@@ -234,4 +234,5 @@ def test_a_reduction_of_another_share_warns_the_owners_of_the_jobs_it_puts_at_ri
             ("team-a", ["a-borrows"])
         ]
         assert "quota share team-c" in risks[0]["summary"]
+        assert risks[0]["change"]["quotaShareName"] == "team-c", "the share the change edits"
         assert [a for a in received(stack, c_url) if a["kind"] == "PREEMPTION_RISK"] == []

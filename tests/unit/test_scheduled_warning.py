@@ -293,3 +293,17 @@ def test_a_held_edge_says_nothing_is_preempted_then() -> None:
     assert alert.protection is not None
     assert alert.protection.startswith("They are protected for now")
     assert alert.nextSteps[0].startswith("Nothing is preempted at 2026-03-16T21:00Z")
+
+
+def test_an_edge_that_lowers_two_things_names_both_in_its_protection() -> None:
+    env = _env_lowered("apply-with-warning", _job("a1", "team-a"))
+    cut = Reduction("limit", "team-a", G5, 4, 2)
+    share = GuardedAction(
+        Action("UpdateQuotaShare", {}, "quota share team-a", "lower", "team-a", (cut,)),
+        "apply-with-warning",
+        [Risk(cut, 4, 2, (_job("a2", "team-a"),))],
+    )
+    (alert,) = scheduled_risk_alerts("q", ENV_EDGE, [], [env, share], ENV_EDGE)
+    assert "lower the service environment and quota share team-a" in alert.summary
+    assert alert.protection is not None
+    assert "from then the service environment and quota share team-a have" in alert.protection

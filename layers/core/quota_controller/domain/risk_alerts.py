@@ -41,8 +41,11 @@ def risk_alerts(
             by_owner.setdefault(owner, []).append(guarded)
     for owner, group in sorted(by_owner.items(), key=lambda kv: kv[0] or ""):
         targets = tuple(dict.fromkeys(g.action.share for g in group))
-        # The share the requests change (None: the environment or the queue, or several).
-        share = targets[0] if len(targets) == 1 else None
+        # The shares the requests change other than the owner's (a lender, for a borrower).
+        changed = [t for t in targets if t is not None and t != owner]
+        # The share the requests change (None: the environment or the queue); of several, the
+        # one that is not the owner's (the lender whose change reaches the owner's jobs).
+        share = targets[0] if len(targets) == 1 else changed[0] if len(changed) == 1 else None
 
         def theirs(job_share: str, guarded: GuardedAction, owner: str | None = owner) -> bool:
             return (job_share or guarded.action.share) == owner
@@ -166,7 +169,13 @@ def risk_alerts(
                     occurredAt=stamp,
                     dedupKey=(f"{queue}:{owner or '-'}:risk:{held_change}:{decision}"),
                     change=(
-                        ChangeRef(id=held_change, at=stamp, windowsEnded=ended)
+                        ChangeRef(
+                            id=held_change,
+                            at=stamp,
+                            windowsEnded=ended,
+                            # The share the change edits, when the jobs at risk are another's.
+                            quotaShareName=changed[0] if len(changed) == 1 else None,
+                        )
                         if held_change
                         else None
                     ),

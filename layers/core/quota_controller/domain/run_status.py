@@ -41,8 +41,11 @@ from quota_controller.domain.status_records import QueueStatus
 from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
 from quota_controller.domain.window_ends import WindowEnds, stored_targets
 
-# At most this many alert keys are remembered in the queue status (a bound on the item size).
-ALERT_MEMORY = 100
+# At most this many alert keys are remembered in the queue status (a bound on the item size:
+# a key is at most ~200 bytes). One run may raise a risk alert per share with jobs at risk for
+# the change and for each edge warned (20 shares x (1 + MAX_EDGES_WARNED)), besides its others:
+# a key forgotten in the run that raised it would be alerted again by every run.
+ALERT_MEMORY = 500
 # Queue status a queue-wide rejection carries over from the last run (it checks none of it).
 KEPT_ON_REJECTION = (
     "heldChange",

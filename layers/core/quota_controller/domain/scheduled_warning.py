@@ -78,7 +78,6 @@ def scheduled_risk_alerts(
         if not jobs:
             continue
         targets = list(dict.fromkeys(g.action.share for g in group))
-        share = targets[0] if len(targets) == 1 else None
         where = " and ".join(
             f"quota share {target}" if target else "the service environment" for target in targets
         )
@@ -115,7 +114,7 @@ def scheduled_risk_alerts(
                     f"{queue} lists what is in force and what comes next)",
                 ],
                 protection=scheduled_protection(
-                    share,
+                    where,
                     when,
                     windows_after,
                     began=[w for w in windows_after if w not in windows_before],

@@ -103,15 +103,16 @@ def protection(
 
 
 def scheduled_protection(
-    share: str | None,
+    where: str,
     when: str,
     windows_after: Sequence[str],
     *,
     began: Sequence[str] = (),
     decision: str | None = None,
 ) -> str:
-    """The line of an early warning: the edge at `when` lowers quota under the jobs, because
-    windows end then or because windows in `began` begin; the guard's `decision` may hold it."""
+    """The line of an early warning: the edge at `when` lowers `where` (quota share X, the
+    service environment, or both) under the jobs, because windows end then or because windows
+    in `began` begin; the guard's `decision` may hold it."""
     if decision == "blocked":
         return (
             f"They are protected for now: at {when} reductionPolicy block holds the change "
@@ -122,11 +123,11 @@ def scheduled_protection(
             f"They are protected: from {when} reductionPolicy drain applies the change only "
             "once they have finished, so none is preempted"
         )
-    where = share or "the service environment"
     after = f"the layout of {', '.join(windows_after)}" if windows_after else "its base quota"
+    has = f"{where} {'have' if ' and ' in where else 'has'} {after}"
     if began:
         return (
             f"A checkpoint before {when}, or quota window {', '.join(began)} moved later: from "
-            f"then {where} has {after}"
+            f"then {has}"
         )
-    return f"A checkpoint before {when}, or a window that ends later: from then {where} has {after}"
+    return f"A checkpoint before {when}, or a window that ends later: from then {has}"
