@@ -227,7 +227,33 @@ def test_no_reconcile_starts_with_under_30_s_left_and_the_rest_comes_back() -> N
         on_failure=failures.append,
     )
 
-    assert [q for q, *_ in requeues.sent] == ["a", "b"]  # reconciled (their queues locked)
-    assert response["batchItemFailures"] == [{"itemIdentifier": "m3"}]
+    # a and b reconciled (their queues locked: requeued); c sent again, due in a second:
+    # failed back to SQS it would wait out the visibility timeout and use up a receive.
+    assert [(q, delay) for q, delay, *_ in requeues.sent][2:] == [("c", 1)]
+    assert [q for q, *_ in requeues.sent][:2] == ["a", "b"]
+    assert response["batchItemFailures"] == []
     [deferred] = failures
-    assert (deferred.queue, deferred.deferred, deferred.malformed) == ("c", True, False)
+    assert (deferred.queue, deferred.record_id, deferred.deferred) == ("c", "m3", True)
+
+
+def test_a_stream_record_with_too_little_time_left_comes_back_from_the_stream() -> None:
+    failures: list[RecordFailure] = []
+    record = {
+        "eventID": "e1",
+        "eventName": "MODIFY",
+        "eventSource": "aws:dynamodb",
+        "dynamodb": {
+            "SequenceNumber": "7",
+            "Keys": {"queue": {"S": "q"}, "item": {"S": "QUEUE"}},
+        },
+    }
+    response = handle_event(
+        {"Records": [record]},
+        Running(left=20_000, step=0),
+        locked_deps,  # type: ignore[arg-type]
+        Requeues(),
+        on_failure=failures.append,
+    )
+    assert response["batchItemFailures"] == [{"itemIdentifier": "7"}]
+    [deferred] = failures
+    assert (deferred.queue, deferred.deferred) == ("q", True)

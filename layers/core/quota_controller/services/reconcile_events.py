@@ -39,9 +39,10 @@ class MalformedRecord(ValueError):
 
 
 class OutOfTime(Exception):
-    """Too little of the invocation is left to start another reconcile: the record is reported
-    as a batch item failure and comes back, rather than being cut off by the timeout (which
-    would fail the whole batch, the queues already reconciled with it)."""
+    """Too little of the invocation is left to start another reconcile: a stream record is
+    reported as a batch item failure and comes back, a requeue message is sent again due in a
+    second, rather than being cut off by the timeout (which would fail the whole batch, the
+    queues already reconciled with it)."""
 
 
 # A reconcile is not started with less than this left: one Batch call that hangs through
@@ -200,9 +201,9 @@ def handle_event(
         with _reported(record.message_id, on_failure) as seen:
             message = parse_requeue(record)
             seen.queue = message.queue
-            run_message(message)
+            run_message(message, record.message_id)
 
-    def run_message(message: RequeueMessage) -> None:
+    def run_message(message: RequeueMessage, record_id: str) -> None:
         early = message.not_before - deps.clock.now().timestamp()
         if 1 < early <= MAX_REQUEUE_WAIT:
             # SQS delays at most 900 s: a longer wait comes back for the rest of it.
@@ -217,13 +218,28 @@ def handle_event(
             return
         # Due, or a wait no requeue asks for (a time in milliseconds, infinity): run now rather
         # than send it back forever. A reconcile is always safe to run.
-        run(
-            message.queue,
-            message.reason or "requeue",
-            message.read_share_tags,
-            message.chain,
-            message.locked_since,
-        )
+        try:
+            run(
+                message.queue,
+                message.reason or "requeue",
+                message.read_share_tags,
+                message.chain,
+                message.locked_since,
+            )
+        except OutOfTime as exc:
+            # Sent again, due in a second: failed back to SQS it would wait out the queue's
+            # visibility timeout (12 minutes, past a window's edge) and use up one of its
+            # receives before the DLQ.
+            requeuer.requeue(
+                message.queue,
+                1,
+                message.reason,
+                message.read_share_tags,
+                message.chain,
+                message.locked_since,
+            )
+            if on_failure is not None:
+                on_failure(RecordFailure(message.queue, record_id, loggable(exc), deferred=True))
 
     # A batch where every record failed is still a partial response: the source retries it.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
