@@ -49,6 +49,9 @@ class Preview:
     # The moment previewed (`--at`, else now) and the windows in force then.
     at: datetime | None = None
     windows_in_force: tuple[str, ...] = ()
+    # The windows in force when the file would be applied (now): the same as at `at` unless a
+    # window's edge comes in between.
+    windows_now: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,11 @@ def _preview(
     if report.queue_wide_errors or report.settings is None:
         return [assembled.describe(p) for p in report.errors]
     decision = decision_against_batch(queue, target, items, assembled, report, guard="always")
+    in_force_now = (
+        report.in_force
+        if now == written
+        else validate_items(queue, after_write(items, write), written)[1].in_force
+    )
     held = decision.held_change
     previous = decision.desired.held_change
     if held is not None and held != (previous.id if previous is not None else None):
@@ -130,6 +138,7 @@ def _preview(
         warnings=[str(w) for w in report.warnings],
         at=now,
         windows_in_force=report.in_force,
+        windows_now=in_force_now,
     )
 
 
@@ -230,10 +239,11 @@ def _print_preview(p: Preview, args: argparse.Namespace, out: TextIO) -> None:
             approve = approve_command(args, p.queue, p.held_change)
             print(f"  To approve change {p.held_change}: {approve}", file=out)
         elif any(g.decision == "blocked" for g in p.decided):
-            # With --at the change comes at an edge: its hold begins then, not at the apply.
+            # With --at past a window's edge the change comes at that edge: its hold begins
+            # then, not at the apply.
             when = (
                 f"Once the edge comes (the layout in force at {stamp(p.at)})"
-                if getattr(args, "at", None) and p.at is not None
+                if p.at is not None and p.windows_in_force != p.windows_now
                 else "Once applied"
             )
             print(

@@ -471,6 +471,14 @@ def test_plan_at_a_lowering_edge_says_the_hold_begins_when_the_edge_comes(
     ) in out
     assert "Once applied" not in out, "the hold begins at the edge, not when the file is applied"
 
+    # The same reduction in the base layout, previewed at the same moment: no edge between.
+    base = doc_file(team_b_at(1, reductionPolicy="block"))
+    assert quotactl(busy, "plan", "-f", base, "--at", at) == 0
+    out = capsys.readouterr().out
+    assert "UpdateQuotaShare  quota share team-b  blocked" in out
+    assert "  Once applied, the reconciler holds it" in out
+    assert "Once the edge comes" not in out
+
 
 def test_plan_previews_share_items_the_table_keeps(
     converged: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]
