@@ -261,3 +261,20 @@ def test_a_loan_over_a_window_on_its_shares_is_refused_saying_which_would_win(
         f"lasts; {says}. A loan sets both shares' whole capacityLimits, so no other window may "
         "set them while it lasts"
     ), problem
+
+
+def test_a_window_edited_in_over_a_loan_at_a_higher_priority_is_said_by_validation() -> None:
+    """apply and lend refuse it; an edit in the table reaches the reconciler, whose status
+    (the Valid condition's message) and the plan then say it."""
+    made = loan_window(document(), lend(), NOW, by="alice").window
+    assert made is not None
+    boost = {**ANOTHER_LATER, "name": "a-boost", "priority": 5}
+    report = validate_document(document(made, boost), NOW)
+    assert report.ok
+    [said] = [str(w) for w in report.warnings if "overrides loan" in str(w)]
+    assert f"overrides loan {made['name']!r} on quota share team-a from 2026-12-02T17:00Z" in said
+    assert "(priority 5, the loan's 1)" in said
+    # Below the loan's priority the loan wins: nothing to say.
+    lower = {**ANOTHER_LATER, "name": "a-low", "priority": 0}
+    quiet = validate_document(document(made, lower), NOW)
+    assert not [w for w in quiet.warnings if "overrides loan" in str(w)]

@@ -274,7 +274,47 @@ def _check_windows(
         return None
     windows = [w for _, w in parsed]
     _check_moments(raw, windows, {w.name: i for i, w in parsed}, now, report)
+    _loans_overridden(windows, {w.name: i for i, w in parsed}, now, report)
     return None if len(report.errors) > before else windows
+
+
+def _loans_overridden(
+    windows: list[Window], index: Mapping[str, int], now: datetime, report: ValidationReport
+) -> None:
+    """A window of higher priority than a loan (`quotactl lend`) that sets one of its shares'
+    capacityLimits while it lasts: the loan's units leave the lender and do not reach the
+    borrower (or the other way round). `quotactl apply` and `lend` refuse it; an edit in the
+    table is said here, in status and the plan (equal priorities are already an error)."""
+    for loan in windows:
+        if not loan.lentBy or loan.until is None or loan.until <= now:
+            continue
+        shares = {o.quotaShareName for o in loan.quotaShares if o.capacityLimits is not None}
+        start = max(now, loan.from_) if loan.from_ is not None else now
+        said: set[tuple[str, str]] = set()
+        for moment in moments(windows, start, loan.until):
+            if loan not in moment.windows:
+                continue
+            for window in moment.windows:
+                if window is loan or window.precedence <= loan.precedence:
+                    continue
+                for override in window.quotaShares:
+                    share = override.quotaShareName
+                    if share not in shares or override.capacityLimits is None:
+                        continue
+                    if (window.name, share) in said:
+                        continue
+                    said.add((window.name, share))
+                    report.warnings.append(
+                        Problem(
+                            ("windows", index[window.name]),
+                            f"overrides loan {loan.name!r} on quota share {share} from "
+                            f"{show_time(max(moment.at, start))} (priority {window.precedence}, "
+                            f"the loan's {loan.precedence}): the loan's units leave one share "
+                            "and do not reach the other; give this window a priority below "
+                            "the loan's, or end the loan first",
+                            "warning",
+                        )
+                    )
 
 
 def _never_in_force(index: int, window: Window, now: datetime, report: ValidationReport) -> None:
