@@ -142,6 +142,13 @@ FOUND: dict[str, Scenario] = {
         Layout(2, (ShareSpec(LAB, 1, 100), ShareSpec(LEND, 1)), "warn", busy=(0, 0)),
         (Submit(1, 1), Cancel(0), Cancel(1), Wait(1)),
     ),
+    # A job stuck for QUOTA_MANAGEMENT_LIMIT_EXCEEDED for 11 minutes, then a TERMINATE rule
+    # after 600 s for that reason: Batch terminates it as the UpdateJobQueue lands, so the
+    # guard names it first (`make soak` found it).
+    "terminate-rule-over-a-job-stuck-long-enough": Scenario(
+        Layout(3, (ShareSpec(LAB, 1), ShareSpec(LAB, 1)), "warn"),
+        (Submit(0, 3, 5, 0, None), Wait(10), TimeLimit(True)),
+    ),
 }
 
 

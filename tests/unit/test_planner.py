@@ -737,44 +737,68 @@ def test_environment_update(
     assert the_plan.wait_texts == []
 
 
+CAPACITY, LIMIT = STUCK["reason"], OVER_QUOTA["reason"]
+
+
 @pytest.mark.parametrize(
-    ("before", "after", "changed"),
+    ("before", "after", "changed", "terminating"),
     [
-        pytest.param({}, {"priority": 10}, {"priority": 10}, id="priority"),
-        pytest.param({}, {"state": "DISABLED"}, {"state": "DISABLED"}, id="state"),
+        pytest.param({}, {"priority": 10}, {"priority": 10}, [], id="priority"),
+        pytest.param({}, {"state": "DISABLED"}, {"state": "DISABLED"}, [], id="state"),
         pytest.param(
             {},
             {"jobStateTimeLimitActions": [STUCK]},
             {"jobStateTimeLimitActions": [STUCK]},
+            [(CAPACITY, None, 3600)],
             id="time-limit-added",
         ),
         pytest.param(
             {"jobStateTimeLimitActions": [STUCK]},
             {},
             {"jobStateTimeLimitActions": []},
+            [],
             id="time-limit-removed",
         ),
         pytest.param(
             {"jobStateTimeLimitActions": [STUCK]},
             {"jobStateTimeLimitActions": [{**STUCK, "maxTimeSeconds": 600}]},
             {"jobStateTimeLimitActions": [{**STUCK, "maxTimeSeconds": 600}]},
-            id="time-limit-changed",
+            [(CAPACITY, 3600, 600)],
+            id="time-limit-sooner",
+        ),
+        pytest.param(
+            {"jobStateTimeLimitActions": [{**STUCK, "maxTimeSeconds": 600}]},
+            {"jobStateTimeLimitActions": [STUCK]},
+            {"jobStateTimeLimitActions": [STUCK]},
+            [],
+            id="time-limit-later",
         ),
         pytest.param(
             {"priority": 3},
             {"priority": 0, "state": "DISABLED", "jobStateTimeLimitActions": [OVER_QUOTA]},
             {"priority": 0, "state": "DISABLED", "jobStateTimeLimitActions": [OVER_QUOTA]},
+            [(LIMIT, None, 7200)],
             id="all-at-once",
         ),
     ],
 )
 def test_queue_update_carries_only_the_changed_fields(
-    before: dict[str, Any], after: dict[str, Any], changed: dict[str, Any]
+    before: dict[str, Any],
+    after: dict[str, Any],
+    changed: dict[str, Any],
+    terminating: list[tuple[str, int | None, int]],
 ) -> None:
     the_plan = plan_for(desired(guide(queue=after)), converged(guide(queue=before)))
 
     assert requests(the_plan) == [("UpdateJobQueue", {"jobQueue": queue_arn(), **changed})]
-    assert the_plan.actions[0].reductions == ()
+    # A TERMINATE rule added or made sooner is judged as a reduction: the jobs stuck for its
+    # reason may be terminated as it lands (impact_layouts: their risks). Nothing else is.
+    assert all(r.kind == "terminates" for r in the_plan.actions[0].reductions)
+    assert [
+        (r.unit, r.before, r.after)
+        for r in the_plan.actions[0].reductions
+        if r.kind == "terminates"
+    ] == terminating
 
 
 def test_reordered_time_limits_are_no_change() -> None:

@@ -154,6 +154,7 @@ def layout_risks(
         before, after = layouts[index], layouts[index + 1]
         risks = _lending_risks(action, before, after, jobs)
         risks += _stranded(action, before, after, terminates, jobs)
+        risks += _terminated_by_new_rules(action, after, jobs)
         if risks:
             out[index] = risks
     return out
@@ -272,4 +273,29 @@ def _stranded(
             f"at the head of the queue ({text}, after: {action.summary})"
         )
         out.append(Risk(action.reductions[0], 0, None, (job,), why=why))
+    return out
+
+
+def _terminated_by_new_rules(
+    action: Action, after: Layout, jobs: Sequence[ActiveJob]
+) -> list[Risk]:
+    """Queued jobs stuck (in the layout after the request) for a reason a rule the request
+    adds, or makes sooner, terminates: one that has waited that long already is terminated as
+    the rule lands, the others once they have."""
+    out: list[Risk] = []
+    for reduction in action.reductions:
+        if reduction.kind != "terminates":
+            continue
+        for job in jobs:
+            if job.status not in QUEUED_STATUSES or not job.usage:
+                continue
+            found = unrunnable(after, job)
+            if found is None or found[0] != reduction.unit:
+                continue
+            why = (
+                f"terminated by the new jobStateTimeLimitActions rule for {found[0]} once it "
+                f"has waited {reduction.after} s at the head of the queue, at once if it has "
+                f"already ({found[1]})"
+            )
+            out.append(Risk(reduction, 0, None, (job,), why=why))
     return out

@@ -29,8 +29,10 @@ def risks_for(
     """
     out: list[Risk] = []
     for reduction in action.reductions:
-        if reduction.kind == "disabled":
-            continue  # disabling stops new jobs only; running jobs may finish
+        if reduction.kind in ("disabled", "terminates"):
+            # Disabling stops new jobs only (running jobs may finish); a terminating rule hurts
+            # queued jobs only, found with the layouts (impact_layouts.layout_risks).
+            continue
         if reduction.share is None:
             out.append(_environment_risk(reduction, jobs_by_share))
             continue

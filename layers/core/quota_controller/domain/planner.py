@@ -230,9 +230,11 @@ def _queue(
         params["state"] = spec.state
         changes.append(f"state {current.state} -> {spec.state}")
     observed_limits = [a.model_dump() for a in current.jobStateTimeLimitActions]
+    terminating: list[Reduction] = []
     if _sorted_dicts(observed_limits) != _sorted_dicts(time_limits):
         params["jobStateTimeLimitActions"] = time_limits
         changes.append("jobStateTimeLimitActions")
+        terminating = _new_terminations(observed_limits, time_limits)
     if current.schedulingPolicyArn is None:
         out.conflicts.append(
             f"job queue {queue} was created without a scheduling policy; Batch cannot add one "
@@ -277,7 +279,7 @@ def _queue(
                 {"jobQueue": current.jobQueueArn, **params},
                 f"job queue {queue}",
                 "update the job queue: " + ", ".join(changes),
-                reductions=tuple(switched),
+                reductions=(*switched, *terminating),
             )
         )
     retag(current.jobQueueArn, current.tags, tags, f"job queue {queue}", out)
@@ -293,6 +295,25 @@ def _change_text(
     if state_before != state:
         parts.append(f"state {state_before} -> {state}")
     return f"update the {what}: " + ", ".join(parts)
+
+
+def _new_terminations(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Reduction]:
+    """A TERMINATE rule the queue did not have, or one that now terminates sooner: a job stuck
+    for its reason may be terminated as soon as the rule lands (it has waited long enough
+    already), so the change is judged like a reduction (its jobs named first)."""
+    had = {
+        str(a.get("reason")): int(a.get("maxTimeSeconds") or 0)
+        for a in before
+        if a.get("action") == "TERMINATE"
+    }
+    out = []
+    for rule in after:
+        if rule.get("action") != "TERMINATE":
+            continue
+        reason, seconds = str(rule.get("reason")), int(rule.get("maxTimeSeconds") or 0)
+        if reason not in had or seconds < had[reason]:
+            out.append(Reduction("terminates", None, reason, had.get(reason), seconds))
+    return out
 
 
 def _sorted_dicts(items: list[dict[str, Any]]) -> list[tuple[tuple[str, Any], ...]]:

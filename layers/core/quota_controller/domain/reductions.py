@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 ReductionKind = Literal[
-    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted"
+    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted", "terminates"
 ]
 
 
@@ -27,6 +27,12 @@ class Reduction:
         who = f"share {self.share}" if self.share else "the service environment"
         if self.kind == "deleted" and not self.share:
             return "the job queue: deleted (its jobs are terminated)"
+        if self.kind == "terminates":
+            # `unit` holds the stuck reason the new jobStateTimeLimitActions rule terminates for.
+            return (
+                f"the job queue: terminates jobs stuck for {self.unit} after "
+                f"{self.after} s (jobStateTimeLimitActions)"
+            )
         if self.kind == "limit":
             return f"{who}: {self.unit} {self.before} -> {self.after}"
         if self.kind == "unit-removed":

@@ -65,7 +65,11 @@ def risk_alerts(
             f"quota share {target}"
             if target
             else "the job queue"
-            if any(g.action.deletes_queue for g in group if g.action.share is None)
+            if any(
+                g.action.operation in ("DeleteJobQueue", "UpdateJobQueue")
+                for g in group
+                if g.action.share is None
+            )
             else "the service environment"
             for target in targets
         )
@@ -123,6 +127,13 @@ def risk_alerts(
                 "Restore the removed item in the config to keep them",
             ]
             if deletes
+            else [
+                "Expect these queued jobs to be terminated by the new jobStateTimeLimitActions "
+                "rule (at once if they have waited that long): resubmit them where they can "
+                "run, or change the rule",
+                undo,
+            ]
+            if all(r.reduction.kind == "terminates" for g in group for r in g.risks)
             else [
                 "Expect these jobs to be preempted and requeued (or failed once "
                 "preemptionRetriesBeforeTermination is used up)",
