@@ -36,6 +36,7 @@ from sequences import (
     Resize,
     Scenario,
     SetBorrowLimit,
+    SetEnvironment,
     SetLimit,
     SetStrategy,
     ShareSpec,
@@ -155,3 +156,17 @@ FOUND: dict[str, Scenario] = {
 @pytest.mark.parametrize("scenario", list(FOUND.values()), ids=list(FOUND))
 def test_sequences_found_so_far_keep_the_invariants(scenario: Scenario) -> None:
     run_scenario(scenario)
+
+
+def test_an_environment_cut_names_every_job_tied_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make soak` found it under environment_reduction_preempts=yes: the environment lowered
+    2 -> 1 under one running job of each of two shares within quota; the guard named one, the
+    emulator preempted the other (a tie in the heuristic) and the alert said UNKNOWN. Every job
+    tied at the cut is named now, so the one preempted is named and attributed."""
+    monkeypatch.setenv("QUOTA_LOCAL_VARIANTS", "environment_reduction_preempts=yes")
+    run_scenario(
+        Scenario(
+            Layout(2, (ShareSpec(LAB, 1), ShareSpec(LAB, 1)), "warn", busy=(0, 0, 1)),
+            (SetLimit(0, 1), SetEnvironment(1)),
+        )
+    )

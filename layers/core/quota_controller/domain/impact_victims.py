@@ -63,7 +63,9 @@ def _over(reduction: Reduction, unit: str, cap: int, jobs: Sequence[ActiveJob]) 
     victims: list[ActiveJob] = []
     excess = usage - cap
     for job in sorted(holders, key=victim_order):
-        if excess <= 0:
+        # Jobs tied with the last one needed are named too: which of them Batch picks is its
+        # heuristic's choice (the preemption selection algorithm is not documented to a tie).
+        if excess <= 0 and (not victims or victim_order(job) != victim_order(victims[-1])):
             break
         victims.append(job)
         excess -= job.uses(unit)
