@@ -216,8 +216,8 @@ def test_renaming_the_environment_to_a_smaller_one_under_running_jobs_is_held(
     assert queue["serviceEnvironmentOrder"][0]["serviceEnvironment"] == old["serviceEnvironmentArn"]
     held = stack.status(QUEUE)["heldChange"]
     assert held["decision"] == "blocked"
-    assert len(held["jobs"]) == 2
-    assert set(held["jobs"]) <= set(jobs)
+    # Two of the three must go; they started together, so which is Batch's choice: all named.
+    assert set(held["jobs"]) == set(jobs)
 
 
 def test_renaming_the_environment_under_warn_names_the_jobs_first(stack: LocalStack) -> None:
@@ -232,8 +232,8 @@ def test_renaming_the_environment_under_warn_names_the_jobs_first(stack: LocalSt
     alerts = risk_alerts(stack)
     assert len(alerts) == 1
     named = {j["jobId"] for j in alerts[0]["jobs"]}
-    assert len(named) == 2
-    assert named <= set(jobs)
+    assert named == set(jobs)  # two of three tied for the cut: Batch picks which
+    assert "(in use: 3, new ceiling: 1)" in alerts[0]["detail"]
     hurt = {j for j in jobs if preempted(stack, j) or status_of(stack, j) != "RUNNING"}
     assert hurt <= named  # nothing hurt that was not named first
     queue = stack.batch.describe_job_queues(jobQueues=[QUEUE])["jobQueues"][0]

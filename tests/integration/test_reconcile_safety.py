@@ -94,8 +94,8 @@ def test_an_environment_reduction_counts_the_jobs_of_a_share_frozen_by_an_invali
     assert environment(stack, f"{QUEUE}-env")["capacityLimits"][0]["maxCapacity"] == 3
     held = stack.status(QUEUE)["heldChange"]
     assert held["decision"] == "blocked"
-    assert len(held["jobs"]) == 1
-    assert held["jobs"][0] in jobs
+    # One of the two must go; they started together, so which is Batch's choice: both named.
+    assert sorted(held["jobs"]) == sorted(jobs)
 
 
 def test_lowering_the_environment_before_the_queue_exists_still_creates_the_queue(
