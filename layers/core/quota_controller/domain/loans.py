@@ -31,7 +31,7 @@ from typing import Any
 
 from quota_controller.domain.config.fields import NAME_MAX
 from quota_controller.domain.config.model import MAX_CAPACITY_LIMITS
-from quota_controller.domain.config.timeline import layout_at, moments, parse_windows
+from quota_controller.domain.config.timeline import layout_at, parse_windows, setting_limits
 from quota_controller.domain.config.windows import (
     MAX_WINDOWS,
     ONE_OFF_PRIORITY,
@@ -313,7 +313,7 @@ def kept_loan_conflicts(
         windows = parse_windows([w for w in raw.get("windows") or [] if w.get("name") != loan.name])
     except ValueError:  # the document was validated: its windows parse
         return out
-    overlaps = _hiding(windows, shares, now, until)
+    overlaps = setting_limits(windows, shares, now, until)
     for window, share, at in overlaps:
         if window.precedence < loan.precedence:
             out.notes.append(
@@ -365,26 +365,6 @@ def _overrides_loan(
     )
 
 
-def _hiding(
-    windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
-) -> list[tuple[Window, str, datetime]]:
-    """Windows that set either share's capacity limits at some moment of [start, until): each
-    (window, share) once, with the first such moment."""
-    out: list[tuple[Window, str, datetime]] = []
-    seen: set[tuple[str, str]] = set()
-    for moment in moments(windows, start, until):
-        for w in moment.windows:
-            for override in w.quotaShares:
-                name = override.quotaShareName
-                if name not in shares or override.capacityLimits is None:
-                    continue
-                if (w.name, name) in seen:
-                    continue
-                seen.add((w.name, name))
-                out.append((w, name, max(moment.at, start)))
-    return out
-
-
 def _hidden_by(
     windows: Sequence[Window], shares: Sequence[str], start: datetime, until: datetime
 ) -> list[str]:
@@ -395,7 +375,7 @@ def _hidden_by(
         f"loan lasts; {_which_wins(window)}. A loan sets both shares' whole capacityLimits, so "
         "no other window may set them while it lasts: end the loan before that window, or edit "
         "the windows with `quotactl apply`"
-        for window, share, at in _hiding(windows, shares, start, until)
+        for window, share, at in setting_limits(windows, shares, start, until)
     ]
 
 

@@ -9,7 +9,7 @@ moment).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -149,4 +149,24 @@ def equal_precedence_overlaps(
             common = sorted(a.targets() & b.targets())
             if common:
                 out.append((a, b, common[0]))
+    return out
+
+
+def setting_limits(
+    windows: Sequence[Window], shares: Collection[str], start: datetime, until: datetime
+) -> list[tuple[Window, str, datetime]]:
+    """Windows that set one of `shares`' capacityLimits at some moment of [start, until): each
+    (window, share) once, with the first such moment (what a loan's shares must not meet)."""
+    out: list[tuple[Window, str, datetime]] = []
+    seen: set[tuple[str, str]] = set()
+    for moment in moments(windows, start, until):
+        for w in moment.windows:
+            for override in w.quotaShares:
+                name = override.quotaShareName
+                if name not in shares or override.capacityLimits is None:
+                    continue
+                if (w.name, name) in seen:
+                    continue
+                seen.add((w.name, name))
+                out.append((w, name, max(moment.at, start)))
     return out

@@ -44,6 +44,7 @@ from quota_controller.domain.config.timeline import (
     in_force,
     moments,
     next_edge,
+    setting_limits,
 )
 from quota_controller.domain.config.windows import MAX_WINDOWS, Window, show_time
 
@@ -290,31 +291,20 @@ def _loans_overridden(
             continue
         shares = {o.quotaShareName for o in loan.quotaShares if o.capacityLimits is not None}
         start = max(now, loan.from_) if loan.from_ is not None else now
-        said: set[tuple[str, str]] = set()
-        for moment in moments(windows, start, loan.until):
-            if loan not in moment.windows:
-                continue
-            for window in moment.windows:
-                if window is loan or window.precedence <= loan.precedence:
-                    continue
-                for override in window.quotaShares:
-                    share = override.quotaShareName
-                    if share not in shares or override.capacityLimits is None:
-                        continue
-                    if (window.name, share) in said:
-                        continue
-                    said.add((window.name, share))
-                    report.warnings.append(
-                        Problem(
-                            ("windows", index[window.name]),
-                            f"overrides loan {loan.name!r} on quota share {share} from "
-                            f"{show_time(max(moment.at, start))} (priority {window.precedence}, "
-                            f"the loan's {loan.precedence}): the loan's units leave one share "
-                            "and do not reach the other; give this window a priority below "
-                            "the loan's, or end the loan first",
-                            "warning",
-                        )
-                    )
+        # The loan is in force all through [start, until): the windows above it that set one of
+        # its shares then override it.
+        above = [w for w in windows if w.precedence > loan.precedence]
+        for window, share, at in setting_limits(above, shares, start, loan.until):
+            report.warnings.append(
+                Problem(
+                    ("windows", index[window.name]),
+                    f"overrides loan {loan.name!r} on quota share {share} from {show_time(at)} "
+                    f"(priority {window.precedence}, the loan's {loan.precedence}): the loan's "
+                    "units leave one share and do not reach the other; give this window a "
+                    "priority below the loan's, or end the loan first",
+                    "warning",
+                )
+            )
 
 
 def _never_in_force(index: int, window: Window, now: datetime, report: ValidationReport) -> None:
