@@ -280,8 +280,9 @@ def _terminated_by_new_rules(
     action: Action, after: Layout, jobs: Sequence[ActiveJob]
 ) -> list[Risk]:
     """Queued jobs stuck (in the layout after the request) for a reason a rule the request
-    adds, or makes sooner, terminates: one that has waited that long already is terminated as
-    the rule lands, the others once they have."""
+    adds, or makes sooner, terminates: one that has waited that long already may be terminated
+    as the rule lands (the emulator counts the time waited before; AWS does not say), the
+    others once they have."""
     out: list[Risk] = []
     for reduction in action.reductions:
         if reduction.kind != "terminates":
@@ -294,8 +295,9 @@ def _terminated_by_new_rules(
                 continue
             why = (
                 f"terminated by the new jobStateTimeLimitActions rule for {found[0]} once it "
-                f"has waited {reduction.after} s at the head of the queue, at once if it has "
-                f"already ({found[1]})"
+                f"has waited {reduction.after} s at the head of the queue, perhaps as the rule "
+                f"lands: whether the time it waited before counts is not documented "
+                f"({found[1]})"
             )
             out.append(Risk(reduction, 0, None, (job,), why=why))
     return out
