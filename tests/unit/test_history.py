@@ -181,13 +181,16 @@ def test_what_a_describe_adds_does_not_decide_which_status_of_one_second_wins() 
 
 def _random_record(rng: random.Random) -> JobRecord:
     status = rng.choice([None, "RUNNABLE", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED"])
+    priority = rng.choice([None, 0, 5])
     return JobRecord(
         queue="q",
         jobId="j",
         jobName=rng.choice([None, "a", "b"]),
         share=rng.choice([None, "s1", "s2"]),
-        # Every observation with a status names the job's priority (events and answers do).
-        priority=rng.choice([0, 5]) if status else rng.choice([None, 0, 5]),
+        # An observation may show a status and no priority (an event without the field), and
+        # one of the same second another priority (updated while the job waited).
+        priority=priority,
+        priorityAt=rng.choice([0, 10, 10, 11, None]) if priority is not None else None,
         submittedAt=rng.choice([None, 1, 2]),
         status=status,
         statusAt=rng.choice([10, 10, 11]) if status else None,
@@ -210,6 +213,38 @@ def test_merge_is_a_join_whatever_was_merged_first() -> None:
         assert merge(a, b) == merge(b, a)
         assert merge(merge(a, b), c) == merge(a, merge(b, c))
         assert merge(a, a) == a
+
+
+def test_the_newest_observation_naming_a_priority_wins_in_any_order() -> None:
+    """An event that shows the job's status but no priority, an older one naming priority 7
+    and one of the same second naming 2 (the priority was updated while it waited): the job's
+    priority is 2 whichever order they are merged in; the status is the newest event's."""
+    no_priority = JobRecord(queue="q", jobId="j", status="RUNNABLE", statusAt=10)
+    older = JobRecord(queue="q", jobId="j", status="RUNNABLE", statusAt=5, priority=7)
+    updated = JobRecord(queue="q", jobId="j", status="RUNNABLE", statusAt=10, priority=2)
+    orders = [
+        merge(merge(no_priority, older), updated),
+        merge(no_priority, merge(older, updated)),
+        merge(merge(no_priority, updated), older),
+        merge(merge(older, updated), no_priority),
+    ]
+    assert {r.priority for r in orders} == {2}
+    assert {r.priorityAt for r in orders} == {10}
+    assert all(r == orders[0] for r in orders)
+
+
+def test_an_item_stored_before_priority_was_dated_reads_its_status_time() -> None:
+    """A stored item without `priorityAt` dates its priority by its status observation: a
+    replay of that observation changes nothing but the date, and an older answer naming
+    another priority does not override it."""
+    item = to_item(JobRecord(queue="q", jobId="j", status="RUNNING", statusAt=100, priority=3), 90)
+    del item["priorityAt"]
+    stored = from_item(item)
+    assert (stored.priority, stored.priorityAt) == (3, 100)
+    older = JobRecord(queue="q", jobId="j", status="RUNNABLE", statusAt=50, priority=9)
+    assert merge(stored, older).priority == 3
+    described = JobRecord(queue="q", jobId="j", priority=9, priorityAt=0)
+    assert merge(stored, described) == stored
 
 
 def test_an_item_stored_before_status_preempted_merges_one_way_in_any_order() -> None:

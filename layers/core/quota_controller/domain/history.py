@@ -8,9 +8,9 @@ it was preempted (with the cause Batch gave).
 
 `merge(a, b)` is a join: commutative, associative and idempotent. Every field is combined by an
 operator that is (min of times first seen, max of times last seen, union of attempts and stuck
-reasons, OR of "preempted", and for the status the newest observation by a total order), so a
-replayed event changes nothing and any order of the same events gives one record. Pure: no boto3,
-no environment.
+reasons, OR of "preempted", and for the status, and apart from it for the priority, the newest
+observation by a total order), so a replayed event changes nothing and any order of the same
+events gives one record. Pure: no boto3, no environment.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from quota_controller.domain.alerts.events import JobDetail, PreemptedAttempt, queue_name
 from quota_controller.domain.alerts.observation import stuck_code
@@ -114,6 +114,11 @@ class JobRecord(_Record):
     instanceType: str | None = None
     count: int | None = None
     priority: int | None = None
+    # When the observation that named the priority was made (0: an answer read without a
+    # time, which any dated observation overrides). A job's priority can be updated while it
+    # waits, so the newest observation naming one wins, apart from the status (an observation
+    # may show a status and no priority).
+    priorityAt: int | None = None
     retries: int | None = None  # preemptionRetriesBeforeTermination
     submittedAt: int | None = None
     # The latest status and the time of the observation that showed it, and how many
@@ -130,6 +135,17 @@ class JobRecord(_Record):
     attempts: dict[str, AttemptRecord] = Field(default_factory=dict)
     firstSeenAt: int | None = None
     lastSeenAt: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _date_priority(cls, data: Any) -> Any:
+        # A record written before `priorityAt` was kept: its priority is dated by its status
+        # observation, the best known for it, so it merges the same way in any order.
+        dated = isinstance(data, dict) and data.get("priorityAt") is not None
+        if isinstance(data, dict) and data.get("priority") is not None and not dated:
+            status_at = data.get("statusAt")
+            data = {**data, "priorityAt": status_at if status_at is not None else 0}
+        return data
 
     @property
     def done(self) -> bool:
@@ -199,6 +215,7 @@ def observe(
         instanceType=usage.capacityUnit if usage else None,
         count=int(usage.quantity) if usage else None,
         priority=detail.schedulingPriority,
+        priorityAt=at if detail.schedulingPriority is not None else None,
         retries=retries if isinstance(retries, int) else None,
         submittedAt=detail.createdAt,
         status=state,
@@ -305,7 +322,7 @@ def _merge_attempt(a: AttemptRecord | None, b: AttemptRecord) -> AttemptRecord:
     )
 
 
-def _status_order(r: JobRecord) -> tuple[int, int, int, str, str, int]:
+def _status_order(r: JobRecord) -> tuple[int, int, int, str, str]:
     # The preempted attempts its status observation counted, not the record's (a merge keeps
     # the most any observation counted, also one without a status: ordering on that would make
     # the answer depend on what was merged first).
@@ -315,8 +332,11 @@ def _status_order(r: JobRecord) -> tuple[int, int, int, str, str, int]:
         STATUS_RANK.get(r.status or "", -1),
         r.status or "",
         r.statusReason or "",
-        r.priority if r.priority is not None else -1,
     )
+
+
+def _priority_order(r: JobRecord) -> tuple[int, int]:
+    return (r.priorityAt or 0, r.priority if r.priority is not None else -1)
 
 
 def merge(a: JobRecord | None, b: JobRecord) -> JobRecord:
@@ -326,6 +346,8 @@ def merge(a: JobRecord | None, b: JobRecord) -> JobRecord:
     if (a.queue, a.jobId) != (b.queue, b.jobId):
         raise ValueError(f"cannot merge job {a.queue}/{a.jobId} with {b.queue}/{b.jobId}")
     latest = max(a, b, key=_status_order)
+    named = [r for r in (a, b) if r.priority is not None]
+    priority = max(named, key=_priority_order) if named else None
     attempts = dict(a.attempts)
     for key, attempt in b.attempts.items():
         attempts[key] = _merge_attempt(attempts.get(key), attempt)
@@ -336,8 +358,9 @@ def merge(a: JobRecord | None, b: JobRecord) -> JobRecord:
         share=_first(a.share, b.share),
         instanceType=_first(a.instanceType, b.instanceType),
         count=_first(a.count, b.count),
-        # Priority can be updated while the job waits: the newest observation's, else known.
-        priority=latest.priority if latest.priority is not None else _first(a.priority, b.priority),
+        # Priority can be updated while the job waits: the newest observation naming one.
+        priority=priority.priority if priority else None,
+        priorityAt=priority.priorityAt if priority else None,
         retries=_first(a.retries, b.retries),
         submittedAt=_first(a.submittedAt, b.submittedAt),
         status=latest.status,
