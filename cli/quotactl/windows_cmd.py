@@ -52,8 +52,8 @@ def cmd_windows(args: argparse.Namespace, out: TextIO) -> int:
                 "name": c.window.name,
                 "kind": "recurring" if c.window.recurring else "one-off",
                 "priority": c.window.precedence,
-                "since": stamp(c.since),
-                "until": stamp(c.until),
+                "since": stamp(c.since) if c.since else None,
+                "until": stamp(c.until) if c.until else None,
                 "description": c.window.description,
             }
             for c in current(windows, now)
@@ -101,8 +101,8 @@ def _print_windows(data: dict[str, Any], out: TextIO) -> None:
                 "window": w["name"],
                 "kind": w["kind"],
                 "priority": w["priority"],
-                "since": w["since"],
-                "until": w["until"],
+                "since": w["since"] or "(always)",
+                "until": w["until"] or "(no end)",
                 "description": w["description"],
             }
             for w in in_force

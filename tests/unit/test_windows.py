@@ -18,6 +18,7 @@ from quota_controller.domain.config.timeline import (
 )
 from quota_controller.domain.config.validation import validate_document
 from quota_controller.domain.config.windows import Window
+from quota_controller.domain.schedule import current
 
 NOW = datetime(2026, 12, 2, 15, 0, tzinfo=UTC)  # a Wednesday
 G5 = "ml.g5.xlarge"
@@ -356,3 +357,36 @@ def test_a_document_with_windows_is_validated_only_at_a_moment_the_caller_gives(
     # The domain reads no clock: the reconcile, the CLI and the alert function pass theirs.
     with pytest.raises(ValueError, match="pass `now`"):
         validate_document(document(nights()))
+
+
+def test_a_window_in_force_shows_its_real_ends_also_beyond_the_look_ahead() -> None:
+    """`quotactl windows` says since when and until when each window in force holds: a
+    recurring window in force every hour of every day has no end but its own `until` (more than
+    a year away here) and no start but its `from`; without them, none; a nightly one, tonight's
+    interval."""
+    days = ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
+    every_hour = {"days": days, "start": "00:00", "end": "24:00", "timeZone": "UTC"}
+    share = [{"quotaShareName": "team-a", "capacityLimits": limits(1)}]
+    always = Window.model_validate({"name": "always", "every": every_hour, "quotaShares": share})
+    bounded = Window.model_validate(
+        {
+            "name": "bounded",
+            "every": every_hour,
+            "from": "2024-01-01T00:00Z",
+            "until": "2028-06-01T00:00Z",
+            "quotaShares": share,
+        }
+    )
+    night = Window.model_validate(nights())
+    shown = {c.window.name: (c.since, c.until) for c in current([always, bounded, night], NOW)}
+    assert shown["always"] == (None, None)
+    assert shown["bounded"] == (
+        datetime(2024, 1, 1, tzinfo=UTC),
+        datetime(2028, 6, 1, tzinfo=UTC),
+    )
+    late = datetime(2026, 12, 2, 21, 0, tzinfo=UTC)  # Wednesday night in Madrid (UTC+1)
+    tonight = {c.window.name: (c.since, c.until) for c in current([night], late)}
+    assert tonight["nights"] == (
+        datetime(2026, 12, 2, 19, 0, tzinfo=UTC),
+        datetime(2026, 12, 3, 7, 0, tzinfo=UTC),
+    )

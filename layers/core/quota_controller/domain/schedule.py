@@ -9,11 +9,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from quota_controller.domain.config.timeline import apply, check_until, in_force, moments
-from quota_controller.domain.config.windows import Window
+from quota_controller.domain.config.windows import HORIZON, Window
 
 ENVIRONMENT = "serviceEnvironment"
 
@@ -40,21 +40,37 @@ class Edge:
 
 @dataclass(frozen=True)
 class Current:
-    """A window in force now, with the interval of it that is in force."""
+    """A window in force now, with the interval of it that is in force: since it has been in
+    force without a break, and until it stops; None for an end it does not have (a recurring
+    window in force at every hour, without `from` or `until`)."""
 
     window: Window
-    since: datetime
-    until: datetime
+    since: datetime | None
+    until: datetime | None
 
 
 def current(windows: Sequence[Window], now: datetime) -> list[Current]:
     """The windows in force at `now`, in the order they are applied (the last one wins)."""
     out: list[Current] = []
     for w in in_force(windows, now):
-        found = w.next_occurrence(now)
+        # A year either side: an interval of a weekly recurrence that reaches that far has no
+        # gap at all, so it runs from the window's `from` to its `until` (or has no end).
+        low, high = now - HORIZON, now + HORIZON
+        found = next(((a, b) for a, b in w.occurrences(low, high) if a <= now < b), None)
         if found is not None:
-            out.append(Current(w, found[0], found[1]))
+            since, until = found
+            out.append(
+                Current(
+                    w,
+                    since if since > low else _utc(w.from_),
+                    until if until < high else _utc(w.until),
+                )
+            )
     return out
+
+
+def _utc(t: datetime | None) -> datetime | None:
+    return None if t is None else t.astimezone(UTC)
 
 
 def next_edges(
