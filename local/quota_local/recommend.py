@@ -164,8 +164,17 @@ def recommend(
         layout = evaluation.layout
         return (evaluation.stuck, *evaluation.score, distance(current, layout), repr(layout))
 
+    def usable(evaluation: Evaluation) -> bool:
+        # Within the space, and valid and within the environment's capacity in every layout
+        # the windows put in force.
+        return (
+            within(space, evaluation.layout)
+            and not evaluation.invalid
+            and not evaluation.oversubscribed
+        )
+
     rng = random.Random(seed)
-    candidates = [e for e in seen.values() if within(space, e.layout) and not e.invalid]
+    candidates = [e for e in seen.values() if usable(e)]
     best = min(candidates, key=_rank) if candidates else baseline
     stale = 0
     # Nothing ranks below no stuck job, no wait and no preemption: a step from there only adds
@@ -176,14 +185,10 @@ def recommend(
             stale += 1
             continue
         evaluation = run(step)
-        if _rank(evaluation) < _rank(best):
+        if usable(evaluation) and _rank(evaluation) < _rank(best):
             best = evaluation
     ranked = sorted(
-        (
-            e
-            for e in seen.values()
-            if (within(space, e.layout) and not e.invalid) or e.layout == current
-        ),
+        (e for e in seen.values() if usable(e) or e.layout == current),
         key=_rank,
     )
     # What is left after check_inputs: jobs of instance types the environment lacks.
@@ -194,7 +199,20 @@ def recommend(
             "than the service environment, or a --keep excludes it): shown for comparison only"
         )
         ranked = [e for e in ranked if e.layout != current] or [baseline]
-    if within(space, current) and _rank(ranked[0]) >= _rank(baseline):
+    elif baseline.oversubscribed:
+        warnings.append(
+            f"the current layout over-subscribes the service environment {baseline.oversubscribed}"
+            "; the layouts recommended do not, in any layout their windows put in force: the "
+            "current one is shown for comparison only"
+        )
+        ranked = [e for e in ranked if e.layout != current] or [baseline]
+        if not any(usable(e) for e in ranked):
+            warnings.append(
+                "no layout searched fits the service environment in every layout the windows "
+                "put in force (the limits the windows set leave too little to the other "
+                "shares): change the windows, `quotactl validate` says where"
+            )
+    if usable(baseline) and _rank(ranked[0]) >= _rank(baseline):
         ranked = [baseline, *(e for e in ranked if e.layout != current)]
     ranked, alike = _one_per_behaviour(ranked)
     static = evaluate(document, current, jobs, objective, demand) if schedule is not None else None

@@ -9,11 +9,12 @@ the figures (`ShareFigures`) the report and the explanation show.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from quota_controller.domain.config import validate_document
+from quota_controller.domain.config.layout_rules import OVERSUBSCRIBED
 from quota_controller.domain.config.model import QuotaDocument
 from quota_local.recommend_layout import Layout, build_document, document_data
 from quota_local.simulate import simulate, windowed_layout
@@ -56,6 +57,9 @@ class Evaluation:
     shares: dict[str, ShareFigures]
     # Why the layout cannot be used (the document's windows make it invalid at a moment).
     invalid: str | None = None
+    # Where the layout over-subscribes the environment in a layout its windows put in force
+    # (validation's warning at the first such moment): never recommended, but simulated.
+    oversubscribed: str | None = None
 
 
 def same_figures(evaluation: Evaluation) -> tuple[object, ...]:
@@ -73,6 +77,7 @@ def same_figures(evaluation: Evaluation) -> tuple[object, ...]:
         r(evaluation.wait_mean_s),
         r(evaluation.preempted_instance_hours),
         evaluation.invalid,
+        evaluation.oversubscribed,
         tuple(
             (
                 name,
@@ -134,7 +139,9 @@ def evaluate(
 ) -> Evaluation:
     """Simulate `jobs` under `layout` and score it on `objective`. With a schedule, `layout`
     is the base the windows are laid on, and the run changes layout at each edge; a base the
-    windows make invalid at some moment scores worst and says why (`invalid`)."""
+    windows make invalid at some moment scores worst and says why (`invalid`), one that
+    over-subscribes the environment at some moment (as `quotactl validate` warns) says where
+    (`oversubscribed`)."""
     built = build_document(document, layout)
     if schedule is None:
         return _score(layout, simulate(built, jobs, timeline=False), objective, demand)
@@ -145,7 +152,10 @@ def evaluate(
         return _invalid(layout, f"with the windows: {first}")
     windowed = windowed_layout(raw, schedule.start, jobs)
     result = simulate(built, jobs, timeline=False, windows=windowed)
-    return _score(layout, result, objective, demand)
+    evaluation = _score(layout, result, objective, demand)
+    # Validation's own capacity check, at every window edge it looks at (a year on).
+    over = next((p for p in report.warnings if p.rule == OVERSUBSCRIBED), None)
+    return replace(evaluation, oversubscribed=over.message) if over else evaluation
 
 
 def _invalid(layout: Layout, why: str) -> Evaluation:

@@ -20,6 +20,7 @@ from quotactl.main import main
 
 QUEUE = "ml-training"
 G5 = "ml.g5.xlarge"
+DAYS = ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
 
 
 def layout() -> dict[str, Any]:
@@ -219,6 +220,91 @@ def test_a_document_with_quota_windows_is_searched_as_a_schedule(
     assert main(argv) == 0
     shown = capsys.readouterr().out
     assert "current, no windows" in shown
+
+
+def _nights(team_a: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "nights",
+            "every": {"days": DAYS, "start": "00:00", "end": "06:00", "timeZone": "UTC"},
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": G5, "maxCapacity": team_a}],
+                }
+            ],
+        }
+    ]
+
+
+def _busy_team_c(team_c: int = 1) -> tuple[dict[str, Any], list[WorkloadJob]]:
+    """4 x G5 with team-a and b at 1 each, and team-c queuing two at a time: with team-c at 1
+    the base has room for one more of team-c's, which the nights window may already use."""
+    document = (
+        DocBuilder(QUEUE)
+        .env(**{G5: 4})
+        .share("team-a", **{G5: 1})
+        .share("team-b", **{G5: 1})
+        .share("team-c", **{G5: team_c})
+        .build()
+    )
+    jobs = [WorkloadJob(600.0 * k, "team-c", G5, 1, 1800.0) for k in range(24)]
+    jobs += [WorkloadJob(600.0 * k, "team-c", G5, 1, 1800.0) for k in range(24)]
+    jobs.append(WorkloadJob(0.0, "team-a", G5, 1, 600.0))
+    return document, jobs
+
+
+def _validate_warnings(path: str, capsys: pytest.CaptureFixture[str]) -> str:
+    main(["validate", path])
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
+def test_no_recommended_layout_over_subscribes_the_environment_when_a_window_is_in_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At night team-a has 2 of the 4: team-c's quota may rise in the base only if the
+    layout the window puts in force still fits (quotactl validate warns otherwise)."""
+    document, jobs = _busy_team_c()
+    document["windows"] = _nights(2)
+    out = str(tmp_path / "out.yaml")
+    argv = ["--start", "2026-12-07T00:00Z", "--budget", "12", "-o", out]
+    assert _recommend(tmp_path, document, jobs, *argv) == 0
+    shown = capsys.readouterr().out
+    assert "over-subscribes" not in shown, "the current layout fits at night"
+    assert "add up to" not in _validate_warnings(out, capsys)
+
+
+def test_a_current_layout_over_subscribing_in_a_window_is_shown_and_not_recommended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """team-c has 2 and at night team-a has 2: 5 of 4 in the current layout. recommend still
+    scores it, says where it over-subscribes and writes a layout that does not, though team-c
+    waits more in it."""
+    document, jobs = _busy_team_c(team_c=2)
+    document["windows"] = _nights(2)
+    out = str(tmp_path / "out.yaml")
+    argv = ["--start", "2026-12-07T00:00Z", "--budget", "12", "-o", out]
+    assert _recommend(tmp_path, document, jobs, *argv) == 0
+    shown = capsys.readouterr().out
+    assert "the current layout over-subscribes the service environment" in shown
+    assert "windows in force: nights" in shown
+    written = yaml.safe_load(Path(out).read_text(encoding="utf-8"))
+    assert written["windows"] == _nights(2)
+    assert "add up to" not in _validate_warnings(out, capsys)
+
+
+def test_windows_that_over_subscribe_whatever_the_base_are_named_as_the_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """At night team-a has 3 of 4 and the two other shares at least 1 each: no base fits."""
+    document, jobs = _busy_team_c()
+    document["windows"] = _nights(3)
+    argv = ["--start", "2026-12-07T00:00Z", "--budget", "6", "-o", str(tmp_path / "out.yaml")]
+    assert _recommend(tmp_path, document, jobs, *argv) == 0
+    shown = capsys.readouterr().out
+    assert "the current layout over-subscribes the service environment" in shown
+    assert "no layout searched fits the service environment" in shown
 
 
 def _recommend(

@@ -154,6 +154,11 @@ def partial_limit_problems(
         yield from _unit_problems(environment, index, share, sorted(firsts.values()))
 
 
+# The rule of the warning that a layout's shares' limits of a type add up to more than the
+# service environment has (`Problem.rule`).
+OVERSUBSCRIBED = "oversubscribed"
+
+
 def capacity_warnings(
     settings: QueueSettings, parsed: Sequence[tuple[int, QuotaShareSpec]]
 ) -> Iterable[Problem]:
@@ -181,6 +186,7 @@ def capacity_warnings(
                 f"{env_max} the environment has: shares cannot all use their full quota at "
                 "once, so some jobs will wait even within quota",
                 "warning",
+                rule=OVERSUBSCRIBED,
             )
     for i, share in parsed:
         sharing = share.resourceSharingConfiguration

@@ -31,6 +31,8 @@ class Problem:
     # The quota share the problem belongs to; None for queue-wide problems.
     share: str | None = None
     share_index: int | None = None
+    # Which rule found it, for a caller that acts on one rule (never read from the message).
+    rule: str | None = None
 
     @property
     def location(self) -> str:

@@ -377,6 +377,7 @@ def _check_moments(
                         ("windows", index[moment.windows[-1].name]),
                         f"{since} (windows in force: {', '.join(moment.names)}): {warning}",
                         "warning",
+                        rule=warning.rule,
                     )
                 )
         found = [p for p in effective.errors if str(p) not in base]
