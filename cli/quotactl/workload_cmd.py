@@ -7,12 +7,27 @@ import sys
 from typing import TextIO
 
 from quotactl import aws
-from quotactl.history_access import EXIT_OK, history_records, no_jobs, queue_layouts, window_end_ms
+from quotactl.history_access import (
+    EXIT_OK,
+    history_records,
+    no_jobs,
+    queue_layouts,
+    window_end_ms,
+)
+
+# How each stand-in run time of a stuck job is chosen, as stderr says it.
+_STAND_INS = {
+    "stuck:median-same-size": "the median run time of its share's finished jobs of the same "
+    "instance type and count",
+    "stuck:median-share": "the median run time of its share's finished jobs (none of its size)",
+    "stuck:default": "{default:g} s (its share finished no job in the window)",
+}
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
-    """The window's jobs as the simulator's workload CSV on stdout; what was left out on stderr."""
-    from quota_local.history_report import workload
+    """The window's jobs as the simulator's workload CSV on stdout; what was left out, and
+    which rows have a stand-in run time, on stderr."""
+    from quota_local.history_report import STAND_IN_DEFAULT_S, workload
     from quota_local.workload import write_workload
 
     until = window_end_ms(args)
@@ -24,6 +39,18 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     if not exported.jobs:
         raise no_jobs(args, since, until)
     out.write(write_workload(exported.jobs))
+    stuck = sum(exported.stand_ins.values())
+    if stuck:
+        how = "; ".join(
+            f"{n} {_STAND_INS[basis].format(default=STAND_IN_DEFAULT_S)}"
+            for basis, n in sorted(exported.stand_ins.items())
+        )
+        print(
+            f"quotactl workload export: exported {stuck} stuck job(s) (waiting with a stuck "
+            "reason, never ran) with a stand-in run time, marked in column run_time_basis: "
+            f"{how}",
+            file=sys.stderr,
+        )
     for why, n in sorted(exported.skipped.items()):
         print(f"quotactl workload export: left out {n} job(s): {why}", file=sys.stderr)
     return EXIT_OK

@@ -8,13 +8,14 @@ borrowed.
 Workload CSV, one job per row (header required; extra columns are refused, missing optional
 ones take their defaults):
 
-    submit_time,share,instance_type,count,priority,run_time,name,retries
-    0,team-a,ml.g5.xlarge,1,0,3600,,
-    60,team-b,ml.g5.xlarge,2,5,1800,nightly-eval,1
+    submit_time,share,instance_type,count,priority,run_time,name,retries,run_time_basis
+    0,team-a,ml.g5.xlarge,1,0,3600,,,
+    60,team-b,ml.g5.xlarge,2,5,1800,nightly-eval,1,
 
 `submit_time` and `run_time` are seconds (from the start of the simulation; run time of the
 training itself); `priority` 0..9999 (default 0); `retries` is preemptionRetriesBeforeTermination
-(empty: requeued without limit).
+(empty: requeued without limit); `run_time_basis` says where a stand-in run time comes from
+(`workload export` of a stuck job; empty: measured) and does not change the simulation.
 
 Lent and borrowed capacity: Batch does not say from which lender a borrower's instances come,
 so each lending share is credited with the borrowed instance-time in proportion to the idle own

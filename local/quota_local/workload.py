@@ -22,6 +22,7 @@ COLUMNS = (
     "run_time",
     "name",
     "retries",
+    "run_time_basis",
 )
 REQUIRED = ("submit_time", "share", "instance_type", "count", "run_time")
 # A SageMaker training job trains at most 28 days and runs at most 30 in total, uploading
@@ -49,6 +50,9 @@ class WorkloadJob:
     priority: int = 0
     name: str = ""
     retries: int | None = None
+    # Empty: `run_time` was measured. Else where a stand-in run time comes from (`workload
+    # export` of a stuck job that never ran; docs/history.md).
+    run_time_basis: str = ""
 
 
 def read_workload(text: str, source: str = "workload") -> list[WorkloadJob]:
@@ -98,7 +102,10 @@ def read_workload(text: str, source: str = "workload") -> list[WorkloadJob]:
             problems.extend(fields.errors)
             continue
         name = fields.text("name", required=False)
-        jobs.append(WorkloadJob(submit, share, unit, count, run_time, priority, name, retries))
+        basis = fields.text("run_time_basis", required=False)
+        jobs.append(
+            WorkloadJob(submit, share, unit, count, run_time, priority, name, retries, basis)
+        )
     if not rows and not problems:
         problems.append(f"{source}: no jobs: the file has a header and no rows")
     if problems:
@@ -208,6 +215,7 @@ def write_workload(jobs: Sequence[WorkloadJob]) -> str:
                 j.run_time,
                 j.name,
                 "" if j.retries is None else j.retries,
+                j.run_time_basis,
             ]
         )
     return buffer.getvalue()

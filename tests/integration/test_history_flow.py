@@ -390,3 +390,48 @@ def test_an_empty_history_says_how_to_fill_it(
     assert printed == f"quotactl history backfill ml-idle --table {stack.table_name}"
     stack.advance(120)  # the queue is created in Batch
     assert main(shlex.split(printed)[1:]) == 0, capsys.readouterr().err
+
+
+def _export(
+    stack: LocalStack, queue: str, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    code = quotactl(stack, "workload", "export", queue, "--since", "1d")
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_a_stuck_job_is_exported_with_a_stand_in_run_time_and_a_running_one_is_named(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """team-x finishes two 2-instance jobs of 20 and 40 min; a 4-instance job in a 3-instance
+    environment is stuck and never runs: it is demand the layout leaves unserved, exported with
+    the median run time of team-x's finished jobs (none has 4 instances); a 10-hour job still
+    runs at the window's end and is left out, named so."""
+    layout = DocBuilder("ml-stuck").env(**g5(3)).share("team-x", "LEND", **g5(3)).build()
+    stack.apply(layout)
+    stack.advance(180)
+    stack.submit_job("ml-stuck", "team-x", G5, 2, runtime_s=1200, name="short")
+    stack.submit_job("ml-stuck", "team-x", G5, 2, runtime_s=2400, name="long")
+    stack.submit_job("ml-stuck", "team-x", G5, 4, runtime_s=600, name="too-big")
+    stack.advance(3600)
+    stack.submit_job("ml-stuck", "team-x", G5, 1, runtime_s=36000, name="running")
+    stack.advance(600)
+    code, out, err = _export(stack, "ml-stuck", capsys)
+    assert code == 0, err
+    rows = {r["name"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert set(rows) == {"short", "long", "too-big"}
+    assert (rows["too-big"]["count"], float(rows["too-big"]["run_time"])) == ("4", 1800.0)
+    assert rows["too-big"]["run_time_basis"] == "stuck:median-share"
+    assert rows["short"]["run_time_basis"] == ""
+    assert (
+        "exported 1 stuck job(s) (waiting with a stuck reason, never ran) with a stand-in run "
+        "time, marked in column run_time_basis: 1 the median run time of its share's finished "
+        "jobs (none of its size)"
+    ) in err
+    assert "left out 1 job(s): still running or starting" in err
+    # simulate reads the column, and still says the job can never run in this layout.
+    workload, quotas = tmp_path / "jobs.csv", tmp_path / "quotas.yaml"
+    workload.write_text(out, encoding="utf-8")
+    quotas.write_text(yaml.safe_dump(layout), encoding="utf-8")
+    assert main(["simulate", "-f", str(quotas), "--workload", str(workload), "-o", "json"]) == 0
+    assert '"stuck": 1' in capsys.readouterr().out

@@ -118,8 +118,40 @@ def test_export_needs_the_run_time_without_preempted_attempts() -> None:
         ("team-a", 0, 2, 3600),
         ("team-b", 2 * H, 1, 3600),  # the second attempt, not the preempted 3480 s
         ("team-c", 3 * H, 1, 3000),
+        ("team-c", 6 * H, 1, 3000),  # d1, stuck: c1's run time stands in for its own
     ]
-    assert exported.skipped == {"not finished": 1}
+    assert [j.run_time_basis for j in exported.jobs] == ["", "", "", "stuck:median-same-size"]
+    assert exported.skipped == {}
+    assert exported.stand_ins == {"stuck:median-same-size": 1}
+
+
+def test_a_stuck_jobs_stand_in_is_its_shares_median_else_a_stated_default() -> None:
+    big = (
+        record("d2").share("team-c").type("ml.g5.xlarge", 3).submitted(7 * H)
+        .status("RUNNABLE", 7 * H).stuck("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE")
+        .build()
+    )  # fmt: skip
+    lone = (
+        record("b2").share("team-b").submitted(8 * H).status("RUNNABLE", 8 * H)
+        .stuck("MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED").build()
+    )  # fmt: skip
+    waiting = record("a2").share("team-a").submitted(9 * H).status("RUNNABLE", 9 * H).build()
+    running = (
+        record("a3").share("team-a").submitted(9 * H).ran(9 * H, None)
+        .status("RUNNING", 9 * H).build()
+    )  # fmt: skip
+    records = [r for r in RECORDS if r.jobName not in ("b1", "d1")]
+    exported = workload([*records, big, lone, waiting, running], SINCE, UNTIL)
+    stand_ins = {j.name: (j.run_time, j.run_time_basis) for j in exported.jobs if j.run_time_basis}
+    assert stand_ins == {
+        "d2": (3000, "stuck:median-share"),  # c1's, though it had 1 instance
+        "b2": (3600, "stuck:default"),  # team-b finished nothing in the window
+    }
+    assert exported.skipped == {
+        "still running or starting (its run time is not known yet: move --until past its end)": 1,
+        "still waiting with no stuck reason (queued behind others, never ran)": 1,
+    }
+    assert exported.active == 6  # "old" ended before the window
 
 
 def test_a_quota_window_counts_the_layout_in_force_at_each_moment() -> None:
