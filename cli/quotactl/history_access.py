@@ -215,6 +215,23 @@ def no_jobs(args: argparse.Namespace, since_ms: int, until_ms: int) -> HistoryEr
     )
 
 
+def none_submitted(
+    args: argparse.Namespace, since_ms: int, until_ms: int, active: int, skipped: dict[str, int]
+) -> HistoryError:
+    """The error for a window in which jobs of the queue waited or ran (`active`) but none can
+    be exported: each reason they were left out, with its count."""
+    if args.until is not None:
+        window = f"between {_shown_ms(since_ms)} and {_shown_ms(until_ms)}"
+        widen = "widen --since or move --until"
+    else:
+        window, widen = f"in the last {span(args.since)}", "widen --since"
+    reasons = "; ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+    return HistoryError(
+        f"no job of {args.queue} submitted {window} can be exported, though {active} waited or "
+        f"ran in it (left out: {reasons}): {widen}"
+    )
+
+
 def span(seconds: int) -> str:
     """A window's length as a duration (`30d`, `2w`, `12h`, `90m`)."""
     for unit, size in (("w", DURATION_UNITS["w"]), ("d", 86400), ("h", 3600)):

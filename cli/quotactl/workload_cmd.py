@@ -11,6 +11,7 @@ from quotactl.history_access import (
     EXIT_OK,
     history_records,
     no_jobs,
+    none_submitted,
     queue_layouts,
     window_end_ms,
 )
@@ -37,6 +38,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     records, _ = history_records(args, target, since)
     exported = workload(records, since, until)
     if not exported.jobs:
+        if exported.active:
+            raise none_submitted(args, since, until, exported.active, exported.skipped)
         raise no_jobs(args, since, until)
     out.write(write_workload(exported.jobs))
     stuck = sum(exported.stand_ins.values())

@@ -435,3 +435,20 @@ def test_a_stuck_job_is_exported_with_a_stand_in_run_time_and_a_running_one_is_n
     quotas.write_text(yaml.safe_dump(layout), encoding="utf-8")
     assert main(["simulate", "-f", str(quotas), "--workload", str(workload), "-o", "json"]) == 0
     assert '"stuck": 1' in capsys.readouterr().out
+
+
+def test_a_window_whose_jobs_all_still_run_says_so_with_the_counts(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack.apply(DocBuilder("ml-busy").env(**g5(2)).share("team-y", "LEND", **g5(2)).build())
+    stack.advance(180)
+    stack.submit_job("ml-busy", "team-y", G5, 1, runtime_s=36000, name="long-a")
+    stack.submit_job("ml-busy", "team-y", G5, 1, runtime_s=36000, name="long-b")
+    stack.advance(600)
+    code, _, err = _export(stack, "ml-busy", capsys)
+    assert code == 1
+    assert (
+        "no job of ml-busy submitted in the last 1d can be exported, though 2 waited or ran in "
+        "it (left out: 2 still running or starting"
+    ) in err
+    assert "waited or ran in the last" not in err
