@@ -62,7 +62,8 @@ def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list
     """Jobs the document cannot even queue: unknown shares, and shares or a job queue that are
     DISABLED (Batch refuses the submit: no new jobs are accepted); and jobs asking for an
     instance type the environment has no capacity for (a typo, usually: Batch queues them, and
-    they never run)."""
+    they never run) or for more instances of one than the environment's limit for it (stuck in
+    any quota layout)."""
     shares = {s.quotaShareName for s in document.quotaShares}
     unknown = sorted({j.share for j in jobs if j.share not in shares})
     out = [f"share {s!r} is not in the document (jobs for it are skipped)" for s in unknown]
@@ -85,6 +86,22 @@ def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list
         + ("it" if n == 1 else "they")
         + " can never run (stuck)"
         for unit, n in sorted(missing.items())
+    ]
+    limit = {c.capacityUnit: c.maxCapacity for c in document.serviceEnvironment.capacityLimits}
+    larger: dict[str, list[int]] = {}
+    for job in jobs:
+        if job.share in shares and job.count > limit.get(job.instance_type, job.count):
+            larger.setdefault(job.instance_type, []).append(job.count)
+    out += [
+        (
+            f"1 job asks for {counts[0]}"
+            if len(counts) == 1
+            else f"{len(counts)} jobs ask for up to {max(counts)}"
+        )
+        + f" x {unit}, more than the service environment's {limit[unit]}: "
+        + ("it" if len(counts) == 1 else "they")
+        + " can never run in any layout (stuck)"
+        for unit, counts in sorted(larger.items())
     ]
     return out
 

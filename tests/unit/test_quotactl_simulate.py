@@ -132,6 +132,27 @@ def test_a_mistyped_instance_type_is_warned_about(
     assert sum(s["stuck"] for s in layout["shares"]) == 2
 
 
+@pytest.mark.parametrize("command", ["simulate", "recommend"])
+def test_a_job_larger_than_the_environment_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The example's environment has 3 x ml.g5.xlarge: jobs of 4 and 5 never run, whatever the
+    quotas."""
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(
+        "submit_time,share,instance_type,count,run_time\n"
+        "0,team-a,ml.g5.xlarge,4,60\n0,team-b,ml.g5.xlarge,5,60\n10,team-a,ml.g5.xlarge,1,60\n"
+    )
+    argv = [command, "-f", EXAMPLE, "--workload", str(jobs)]
+    if command == "recommend":
+        argv += ["--budget", "2", "-o", str(tmp_path / "out.yaml")]
+    assert main(argv) == 0
+    assert (
+        "warning: 2 jobs ask for up to 5 x ml.g5.xlarge, more than the service environment's 3: "
+        "they can never run in any layout (stuck)"
+    ) in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("header", "hint"),
     [
@@ -261,8 +282,10 @@ def test_jobs_that_can_never_run_are_named_with_the_reason(
 
     code, out, _ = simulate_cli(capsys, doc, "--workload", str(work))
     assert code == 0
-    warning = next(line for line in out.splitlines() if "can never run" in line)
+    warning = next(line for line in out.splitlines() if "can never run (stuck)" in line)
     assert "share 'a': 1 job can never run (stuck): huge: MISCONFIGURATION:" in warning
+    # Before the run, that no quota layout can run it (the environment has 2).
+    assert "1 job asks for 5 x ml.g5.xlarge, more than the service environment's 2" in out
 
 
 # -- the plot ----------------------------------------------------------------------------------
