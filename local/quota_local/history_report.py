@@ -247,6 +247,9 @@ def build_report(
                     changes[hi][r.share] -= r.count
         points = sorted({since_ms, until_ms, *starts, *changes})
         running: Counter[str] = Counter()
+        # A type nobody used in the window may have no price (check_prices asks only for the
+        # used ones): its usage is 0, and so is its cost.
+        price = prices.get(unit, 0.0) if prices is not None else 0.0
         for t0, t1 in itertools.pairwise(points):
             running.update(changes.get(t0, Counter()))
             hours = (t1 - t0) / HOUR_MS
@@ -269,8 +272,8 @@ def build_report(
                 f.lentHours += lent * hours
                 f.idleHours += (idle[n] - lent) * hours
                 if prices is not None:
-                    f.costOwn = (f.costOwn or 0.0) + own[n] * hours * prices[unit]
-                    f.costBorrowed = (f.costBorrowed or 0.0) + borrowed[n] * hours * prices[unit]
+                    f.costOwn = (f.costOwn or 0.0) + own[n] * hours * price
+                    f.costBorrowed = (f.costBorrowed or 0.0) + borrowed[n] * hours * price
                 _spread(usage[n], t0, t1, max(running[n], 0), since_ms, step_ms)
     for n in names:
         f = figures[n]

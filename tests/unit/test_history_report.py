@@ -105,6 +105,24 @@ def test_a_price_missing_for_a_used_type_is_named() -> None:
         build_report("ml-training", RECORDS, DOC, SINCE, UNTIL, {"ml.p4d.24xlarge": 30.0})
 
 
+def test_a_priced_type_nobody_used_costs_nothing() -> None:
+    # team-a also holds an ml.m5.xlarge no job ran: it needs no price, and adds no cost.
+    from builders import DocBuilder, g5
+
+    two_types = QuotaDocument.model_validate(
+        DocBuilder("ml-training")
+        .env(**{"ml.g5.xlarge": 3, "ml.m5.xlarge": 1})
+        .share("team-a", "LEND_AND_BORROW", 100, **{"ml.g5.xlarge": 1, "ml.m5.xlarge": 1})
+        .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+        .share("team-c", "LEND", **g5(1))
+        .build()
+    )
+    report = build_report("ml-training", RECORDS, two_types, SINCE, UNTIL, {"ml.g5.xlarge": 1.5})
+    a = next(f for f in report.shares if f.share == "team-a")
+    assert (a.costOwn, a.costBorrowed) == (1.5, 1.5)
+    assert report.total.costOwn == pytest.approx(5.7)
+
+
 def test_percentile_is_nearest_rank() -> None:
     assert percentile([0, 120, 600], 0.5) == 120
     assert percentile([5], 0.95) == 5

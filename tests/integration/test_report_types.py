@@ -1,0 +1,61 @@
+"""quotactl report on a queue whose shares hold more than one instance type: team-a holds one
+ml.g5.xlarge and one ml.m5.xlarge of its own and runs three ml.g5.xlarge jobs (two borrowed from
+team-b and team-c); nobody runs an ml.m5.xlarge."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from builders import DocBuilder
+
+from quota_local.stack import LocalStack
+from quotactl.main import main
+
+QUEUE = "ml-mixed"
+G5, M5 = "ml.g5.xlarge", "ml.m5.xlarge"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[LocalStack]:
+    with LocalStack() as local:
+        local.apply(
+            DocBuilder(QUEUE)
+            .env(**{G5: 3, M5: 1})
+            .share("team-a", "LEND_AND_BORROW", 200, **{G5: 1, M5: 1})
+            .share("team-b", "LEND", **{G5: 1})
+            .share("team-c", "LEND", **{G5: 1})
+            .build()
+        )
+        local.advance(180)
+        for k in range(3):
+            local.submit_job(QUEUE, "team-a", G5, 1, runtime_s=3600, name=f"a{k}")
+        local.advance(2 * 3600)
+        yield local
+
+
+def report(stack: LocalStack, capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code = main(
+        ["report", QUEUE, "--since", "1d", "-o", "json", *argv, "--table", stack.table_name]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def test_a_priced_type_nobody_used_needs_no_price(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({G5: 2.0}), encoding="utf-8")
+    data = report(stack, capsys, "--prices", str(prices))
+    a = next(s for s in data["shares"] if s["share"] == "team-a")
+    assert a["ownHours"] == pytest.approx(1.0, abs=0.02)
+    assert a["borrowedHours"] == pytest.approx(2.0, abs=0.04)
+    # ml.g5.xlarge hours at 2.0 each; the ml.m5.xlarge quota, never used, costs nothing.
+    assert a["costOwn"] == pytest.approx(2.0 * a["ownHours"], abs=0.01)
+    assert a["costBorrowed"] == pytest.approx(2.0 * a["borrowedHours"], abs=0.01)
+    assert data["total"]["costOwn"] == pytest.approx(2.0 * data["total"]["ownHours"], abs=0.01)
