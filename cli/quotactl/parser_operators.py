@@ -130,7 +130,7 @@ def add_operator_commands(sub: Any) -> None:
         "--from-time",
         type=moment,
         metavar="TIME",
-        help="when the loan starts (default: now)",
+        help="when the loan starts (ISO-8601 with a zone, e.g. 2026-12-05T18:00Z; default: now)",
     )
     p.add_argument(
         "--name",

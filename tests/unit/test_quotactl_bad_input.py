@@ -3,7 +3,9 @@ field and the rule, a usage error (exit 2) for a malformed argument, never a tra
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -148,6 +150,79 @@ def test_a_malformed_history_until_is_a_usage_error(
 ) -> None:
     err = usage_error([*command, "--until", until, "--table", "t"], capsys)
     assert f"argument --until: {until!r} {rule}" in err
+
+
+def _time_options() -> list[tuple[list[str], str, argparse.Action]]:
+    """Every option of every command that takes a time: (command words, option, action)."""
+    from quotactl.parser import build_parser
+    from quotactl.times import moment
+
+    found = []
+
+    def walk(parser: argparse.ArgumentParser, words: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*words, *name.split("-")] if name == "history-backfill" else
+                         [*words, name])  # fmt: skip
+            elif action.type is moment:
+                found.append((words, action.option_strings[0], action))
+
+    walk(build_parser(), [])
+    return found
+
+
+TIME_OPTIONS = _time_options()
+
+
+def test_every_time_option_is_in_the_table() -> None:
+    # The commands a user gives a time to; a new one joins the table below by itself.
+    assert sorted((" ".join(words), option) for words, option, _ in TIME_OPTIONS) == [
+        ("history backfill", "--until"),
+        ("lend", "--from-time"),
+        ("lend", "--until"),
+        ("plan", "--at"),
+        ("recommend", "--start"),
+        ("report", "--until"),
+        ("simulate", "--start"),
+        ("workload export", "--until"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("2026-01-01", "2026-01-01T00:00Z"),
+        ("2026-01-01Z", "2026-01-01T00:00Z"),
+        ("2026-01-01+01:00", "2026-01-01T00:00+01:00"),
+        ("2026-12-05T18:00", "2026-12-05T18:00Z"),
+        ("2026-12-05 18:00:30", "2026-12-05T18:00:30Z"),
+        ("friday", "2026-12-05T18:00Z"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("words", "option", "action"),
+    TIME_OPTIONS,
+    ids=[f"{' '.join(w)} {o}" for w, o, _ in TIME_OPTIONS],
+)
+def test_a_time_option_hints_a_value_it_accepts(
+    capsys: pytest.CaptureFixture[str],
+    words: list[str],
+    option: str,
+    action: argparse.Action,
+    given: str,
+    hint: str,
+) -> None:
+    err = usage_error([*words, option, given], capsys)
+    assert f"argument {option}: {given!r} " in err
+    assert f"(e.g. {hint})" in err
+    assert action.type is not None
+    accepted = action.type(hint)  # the option's own reading of the hinted value
+    assert accepted.tzinfo is not None
+    # The example its help gives is accepted too.
+    example = re.search(r"e\.g\. ([^\s;)]+)", action.help or "")
+    assert example is not None, f"{option} of {' '.join(words)}: its help gives no example"
+    action.type(example.group(1))
 
 
 @pytest.mark.parametrize("same", ["-f", "--workload"])
