@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from quota_local.history_report import BUCKETS, Figures, Report
+from quota_local.history_report import BUCKETS, Figures, Report, UsagePlot
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]  # fmt: skip
@@ -19,15 +19,16 @@ def _hours(span_ms: int) -> float:
     return span_ms / 3_600_000
 
 
-def usage_svg(report: Report, share: str, width: int = 440, height: int = 180) -> str:
-    """Instances in use (averaged per step) against the share's quota, over the window."""
-    series = report.usage.get(share, [0.0] * BUCKETS)
-    quota = report.quota.get(share, 0.0)
+def usage_svg(report: Report, plot: UsagePlot, width: int = 440, height: int = 196) -> str:
+    """Instances of one type in use by one share (averaged per step) against its quota of
+    that type, over the window, with the instance-hours the table counts for them."""
+    series, quota = plot.usage, plot.quota
     # The quota over time (quota windows change it); flat without windows.
-    quotas = report.quota_series.get(share) or [quota] * BUCKETS
+    quotas = plot.quota_series
     peak = max([1.0, quota, *series, *quotas])
-    left, top, w, h = 40, 24, width - 50, height - 50
+    left, top, w, h = 40, 40, width - 50, height - 66
     bottom = top + h
+    name = escape(f"{plot.share} {plot.unit}")
 
     def x(k: float) -> float:
         return left + w * k / BUCKETS
@@ -44,8 +45,10 @@ def usage_svg(report: Report, share: str, width: int = 440, height: int = 180) -
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="usage of {escape(share)}" font-family="sans-serif" font-size="11">'
-        f'<text x="{left}" y="14" font-size="13">{escape(share)}: instances in use vs quota</text>'
+        f'role="img" aria-label="usage of {name}" font-family="sans-serif" font-size="11">'
+        f'<text x="{left}" y="14" font-size="13">{name}: instances in use vs quota</text>'
+        f'<text x="{left}" y="30">own {round(plot.ownHours, 3):g} h, '
+        f"borrowed {round(plot.borrowedHours, 3):g} h</text>"
         f'<polygon fill="#4e79a7" fill-opacity="0.7" points="{area}"/>'
         f'<polyline fill="none" points="{quota_steps}" '
         'stroke="#e15759" stroke-dasharray="6,4"/>'
@@ -167,7 +170,7 @@ def render_html(report: Report, since_text: str) -> str:
     """The whole page."""
     data = report.as_data()
     priced = report.total.costOwn is not None
-    usage = "".join(f"<div class='plot'>{usage_svg(report, f.share)}</div>" for f in report.shares)
+    usage = "".join(f"<div class='plot'>{usage_svg(report, p)}</div>" for p in report.plots)
     step_h = _hours(report.until_ms - report.since_ms) / BUCKETS
     preempt = {cause: [float(v) for v in series] for cause, series in report.preemptions.items()}
     preempt_svg = bars_svg(
@@ -196,7 +199,8 @@ def render_html(report: Report, since_text: str) -> str:
         " Instance-hours own, borrowed, lent and idle against the current quota document; "
         "see docs/history.md for how each figure is computed.</p>"
         f"{_table([*report.shares, report.total], priced)}"
-        f"<h2>Usage against quota</h2>{usage}"
+        "<h2>Usage against quota, per share and instance type</h2>"
+        f"{usage}"
         f"<h2>Waits</h2>{wait_svg}"
         f"<h2>Preemptions</h2>{preempt_svg}"
         "</body></html>\n"

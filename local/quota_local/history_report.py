@@ -68,6 +68,22 @@ class Figures:
 
 
 @dataclass
+class UsagePlot:
+    """One share's use of one instance type against its quota of that type: a share's
+    quota of one type cannot be lent to a job of another, so types are never added up."""
+
+    share: str
+    unit: str
+    # Instances in use and the quota, averaged per time step.
+    usage: list[float]
+    quota_series: list[float]
+    # The quota of the layout in force at the window's end (what the table says now).
+    quota: float = 0.0
+    ownHours: float = 0.0
+    borrowedHours: float = 0.0
+
+
+@dataclass
 class Report:
     """The figures of a queue's window, and the series its plots draw."""
 
@@ -76,11 +92,9 @@ class Report:
     until_ms: int
     shares: list[Figures]
     total: Figures
-    # Per share: instances in use and quota (all types), averaged per time step; `quota` is
-    # the quota of the layout in force at the window's end (what the table says now).
-    usage: dict[str, list[float]] = field(default_factory=dict)
-    quota: dict[str, float] = field(default_factory=dict)
-    quota_series: dict[str, list[float]] = field(default_factory=dict)
+    # Per share, per instance type it holds quota of or used in the window (share order, then
+    # type): its usage against quota.
+    plots: list[UsagePlot] = field(default_factory=list)
     waits: dict[str, list[float]] = field(default_factory=dict)
     # Per cause: preemptions per time step.
     preemptions: dict[str, list[int]] = field(default_factory=dict)
@@ -172,8 +186,6 @@ def build_report(
             f.costOwn = f.costBorrowed = 0.0
     span = until_ms - since_ms
     step_ms = span / BUCKETS
-    usage = {n: [0.0] * BUCKETS for n in names}
-    quota_series = {n: [0.0] * BUCKETS for n in names}
     preempt_series: dict[str, list[int]] = defaultdict(lambda: [0] * BUCKETS)
     waits: dict[str, list[float]] = {n: [] for n in names}
 
@@ -219,19 +231,42 @@ def build_report(
             and s.state == "ENABLED"
         }
 
-    def quotas(doc: QuotaDocument, unit: str | None) -> dict[str, int]:
-        """Each share's maxCapacity of `unit` (None: of every type) in a layout."""
+    def quotas(doc: QuotaDocument, unit: str) -> dict[str, int]:
+        """Each share's maxCapacity of `unit` in a layout."""
         out = dict.fromkeys(names, 0)
         for s in doc.quotaShares:
             out[s.quotaShareName] = sum(
-                c.maxCapacity for c in s.capacityLimits if unit is None or c.capacityUnit == unit
+                c.maxCapacity for c in s.capacityLimits if c.capacityUnit == unit
             )
         return out
 
+    held = {
+        (s.quotaShareName, c.capacityUnit)
+        for _, doc in segments
+        for s in doc.quotaShares
+        for c in s.capacityLimits
+    }
+    used = {
+        (r.share, r.instanceType)
+        for r in records
+        if r.share
+        and r.instanceType
+        and r.count
+        and in_window(r, since_ms, until_ms)
+        and any(a.startedAt is not None for a in r.attempts.values())
+    }
+    plots = {
+        (n, unit): UsagePlot(n, unit, [0.0] * BUCKETS, [0.0] * BUCKETS)
+        for n in names
+        for unit in units
+        if (n, unit) in held | used
+    }
     for (start, doc), end in zip(segments, [*starts[1:], until_ms], strict=True):
-        total_quota = quotas(doc, None)
-        for n in names:
-            _spread(quota_series[n], max(start, since_ms), end, total_quota[n], since_ms, step_ms)
+        for (n, unit), plot in plots.items():
+            quota = quotas(doc, unit)[n]
+            _spread(plot.quota_series, max(start, since_ms), end, quota, since_ms, step_ms)
+    for (n, unit), plot in plots.items():
+        plot.quota = float(quotas(segments[-1][1], unit)[n])
     for unit in units:
         changes: dict[int, Counter[str]] = defaultdict(Counter)
         for r in records:
@@ -274,23 +309,24 @@ def build_report(
                 if prices is not None:
                     f.costOwn = (f.costOwn or 0.0) + own[n] * hours * price
                     f.costBorrowed = (f.costBorrowed or 0.0) + borrowed[n] * hours * price
-                _spread(usage[n], t0, t1, max(running[n], 0), since_ms, step_ms)
+                plot = plots.get((n, unit))
+                if plot is not None:
+                    plot.ownHours += own[n] * hours
+                    plot.borrowedHours += borrowed[n] * hours
+                    _spread(plot.usage, t0, t1, max(running[n], 0), since_ms, step_ms)
     for n in names:
         f = figures[n]
         f.waitedJobs = len(waits[n])
         f.waitP50Seconds = percentile(waits[n], 0.50)
         f.waitP95Seconds = percentile(waits[n], 0.95)
     total = _total(list(figures.values()), [w for ws in waits.values() for w in ws])
-    quota_now = quotas(segments[-1][1], None)
     return Report(
         queue,
         since_ms,
         until_ms,
         list(figures.values()),
         total,
-        usage=usage,
-        quota={n: float(quota_now[n]) for n in names},
-        quota_series=quota_series,
+        plots=list(plots.values()),
         waits=waits,
         preemptions=dict(preempt_series),
     )

@@ -5,6 +5,7 @@ team-b and team-c); nobody runs an ml.m5.xlarge."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,3 +60,32 @@ def test_a_priced_type_nobody_used_needs_no_price(
     assert a["costOwn"] == pytest.approx(2.0 * a["ownHours"], abs=0.01)
     assert a["costBorrowed"] == pytest.approx(2.0 * a["borrowedHours"], abs=0.01)
     assert data["total"]["costOwn"] == pytest.approx(2.0 * data["total"]["ownHours"], abs=0.01)
+
+
+def test_the_html_plots_usage_per_share_and_instance_type(
+    stack: LocalStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    html = tmp_path / "report.html"
+    data = report(stack, capsys, "--html", str(html))
+    page = html.read_text(encoding="utf-8")
+    plots = {
+        label: (float(own), float(borrowed), int(quota))
+        for label, own, borrowed, quota in re.findall(
+            r'aria-label="usage of ([^"]+)".*?own ([\d.]+) h, borrowed ([\d.]+) h.*?quota (\d+)<',
+            page,
+        )
+    }
+    # team-a's two types apart: its three ml.g5.xlarge against a quota of 1, not of 2.
+    assert list(plots) == [f"team-a {G5}", f"team-a {M5}", f"team-b {G5}", f"team-c {G5}"]
+    shares = {s["share"]: s for s in data["shares"]}
+    assert plots[f"team-a {G5}"] == (
+        shares["team-a"]["ownHours"],
+        shares["team-a"]["borrowedHours"],
+        1,
+    )
+    assert plots[f"team-a {M5}"] == (0.0, 0.0, 1)
+    assert plots[f"team-b {G5}"] == (0.0, 0.0, 1)
+    # Still self-contained: four usage plots, waits, preemptions; no script, no external file.
+    assert page.count("<svg") == 6
+    assert "<script" not in page
+    assert not re.search(r"(src|href)=", page)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from alert_builders import RECLAIM
-from builders import guide_layout
+from builders import DocBuilder, g5, guide_layout
 from history_builders import at, ms, record
 
 from quota_controller.domain.config.model import QuotaDocument
@@ -105,22 +105,46 @@ def test_a_price_missing_for_a_used_type_is_named() -> None:
         build_report("ml-training", RECORDS, DOC, SINCE, UNTIL, {"ml.p4d.24xlarge": 30.0})
 
 
-def test_a_priced_type_nobody_used_costs_nothing() -> None:
-    # team-a also holds an ml.m5.xlarge no job ran: it needs no price, and adds no cost.
-    from builders import DocBuilder, g5
+# team-a also holds an ml.m5.xlarge, which no job runs.
+TWO_TYPES = QuotaDocument.model_validate(
+    DocBuilder("ml-training")
+    .env(**{"ml.g5.xlarge": 3, "ml.m5.xlarge": 1})
+    .share("team-a", "LEND_AND_BORROW", 100, **{"ml.g5.xlarge": 1, "ml.m5.xlarge": 1})
+    .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+    .share("team-c", "LEND", **g5(1))
+    .build()
+)
 
-    two_types = QuotaDocument.model_validate(
-        DocBuilder("ml-training")
-        .env(**{"ml.g5.xlarge": 3, "ml.m5.xlarge": 1})
-        .share("team-a", "LEND_AND_BORROW", 100, **{"ml.g5.xlarge": 1, "ml.m5.xlarge": 1})
-        .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
-        .share("team-c", "LEND", **g5(1))
-        .build()
-    )
-    report = build_report("ml-training", RECORDS, two_types, SINCE, UNTIL, {"ml.g5.xlarge": 1.5})
+
+def test_a_priced_type_nobody_used_costs_nothing() -> None:
+    # The ml.m5.xlarge needs no price, and adds no cost.
+    report = build_report("ml-training", RECORDS, TWO_TYPES, SINCE, UNTIL, {"ml.g5.xlarge": 1.5})
     a = next(f for f in report.shares if f.share == "team-a")
     assert (a.costOwn, a.costBorrowed) == (1.5, 1.5)
     assert report.total.costOwn == pytest.approx(5.7)
+
+
+def test_usage_is_plotted_per_share_and_instance_type() -> None:
+    report = build_report("ml-training", RECORDS, TWO_TYPES, SINCE, UNTIL)
+    plots = {(p.share, p.unit): p for p in report.plots}
+    assert list(plots) == [
+        ("team-a", "ml.g5.xlarge"),
+        ("team-a", "ml.m5.xlarge"),
+        ("team-b", "ml.g5.xlarge"),
+        ("team-c", "ml.g5.xlarge"),
+    ]
+    g5_plot, m5_plot = plots["team-a", "ml.g5.xlarge"], plots["team-a", "ml.m5.xlarge"]
+    # a1's two ml.g5.xlarge for the first hour: one own, one borrowed, against a quota of 1
+    # (not the 2 of both types); nothing on the ml.m5.xlarge.
+    assert (g5_plot.quota, g5_plot.ownHours, g5_plot.borrowedHours) == (1.0, 1.0, 1.0)
+    assert g5_plot.usage[0] == 2.0
+    assert (m5_plot.quota, m5_plot.ownHours, m5_plot.borrowedHours) == (1.0, 0.0, 0.0)
+    assert set(m5_plot.usage) == {0.0}
+    # The plots of a share add up to its figures.
+    for f in report.shares:
+        mine = [p for p in report.plots if p.share == f.share]
+        assert sum(p.ownHours for p in mine) == pytest.approx(f.ownHours)
+        assert sum(p.borrowedHours for p in mine) == pytest.approx(f.borrowedHours)
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -193,10 +217,8 @@ def test_a_quota_window_counts_the_layout_in_force_at_each_moment() -> None:
     assert (b["lentHours"], c["lentHours"]) == (0.0, 0.0)
     assert b["idleHours"] == 8.033
     # The plot's quota line follows the layouts; the label is the quota now.
-    assert report.quota_series["team-a"][0] == 2.0
-    assert report.quota_series["team-a"][-1] == 1.0
-    assert report.quota["team-a"] == 1.0
+    plot = next(p for p in report.plots if p.share == "team-a")
+    assert (plot.quota_series[0], plot.quota_series[-1], plot.quota) == (2.0, 1.0, 1.0)
     # Without layouts the document holds throughout (the figures above).
-    assert build_report("ml-training", RECORDS, DOC, SINCE, UNTIL).quota_series["team-a"] == [
-        1.0
-    ] * len(report.quota_series["team-a"])
+    plain = build_report("ml-training", RECORDS, DOC, SINCE, UNTIL).plots[0]
+    assert (plain.share, plain.quota_series) == ("team-a", [1.0] * len(plot.quota_series))
