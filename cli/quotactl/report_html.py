@@ -180,7 +180,7 @@ def render_html(report: Report, since_text: str) -> str:
         label_every=BUCKETS // 10,
     )
     wait_svg = bars_svg(
-        "Wait from RUNNABLE to SCHEDULED: jobs per wait, by share",
+        "Waits from RUNNABLE to dispatch, again after each requeue: waits per length, by share",
         [label for _, label in WAIT_EDGES],
         _wait_stacks(report),
     )

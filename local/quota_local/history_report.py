@@ -133,6 +133,37 @@ def in_window(record: JobRecord, since_ms: int, until_ms: int) -> bool:
     return start <= until_ms and (end is None or end >= since_ms)
 
 
+def job_waits(record: JobRecord) -> list[tuple[int, float]]:
+    """Each wait of a job as (when it ended, ms; its length, s), as the simulator counts them:
+    from RUNNABLE (else its submit) to its first SCHEDULED, and again after each preemption
+    that requeued it, from the preempted attempt's stop (the job is RUNNABLE again) to the
+    next dispatch.
+
+    The history keeps only the first SCHEDULED time: a later dispatch is taken as the next
+    attempt's start less the time the first attempt took from SCHEDULED to its start (its
+    SCHEDULED and STARTING phases; 0 when that is not known). A wait that ends in an attempt
+    that never started (preempted before it ran) is not known, and not counted."""
+    out: list[tuple[int, float]] = []
+    start = record.firstRunnableAt or record.submittedAt
+    scheduled = record.firstScheduledAt
+    if scheduled is not None and start is not None:
+        out.append((scheduled, max(0, scheduled - start) / 1000))
+    ordered = sorted(
+        record.attempts.values(),
+        key=lambda a: (a.startedAt if a.startedAt is not None else a.stoppedAt or 0,
+                       a.stoppedAt or 0),
+    )  # fmt: skip
+    first_start = next((a.startedAt for a in ordered if a.startedAt is not None), None)
+    startup = 0
+    if scheduled is not None and first_start is not None and first_start >= scheduled:
+        startup = first_start - scheduled
+    for stopped, restarted in itertools.pairwise(ordered):
+        begin, started = stopped.stoppedAt, restarted.startedAt
+        if stopped.preempted and begin is not None and started is not None and started >= begin:
+            out.append((started, max(0, started - startup - begin) / 1000))
+    return out
+
+
 def check_prices(
     records: Iterable[JobRecord], prices: Mapping[str, float], since_ms: int, until_ms: int
 ) -> None:
@@ -188,6 +219,7 @@ def build_report(
     step_ms = span / BUCKETS
     preempt_series: dict[str, list[int]] = defaultdict(lambda: [0] * BUCKETS)
     waits: dict[str, list[float]] = {n: [] for n in names}
+    waited: Counter[str] = Counter()
 
     def bucket(t: float) -> int:
         return min(BUCKETS - 1, max(0, int((t - since_ms) / step_ms)))
@@ -199,10 +231,9 @@ def build_report(
         f = figures[r.share]
         if r.submittedAt is not None and since_ms <= r.submittedAt <= until_ms:
             f.jobs += 1
-        start = r.firstRunnableAt or r.submittedAt
-        scheduled = r.firstScheduledAt
-        if scheduled is not None and start is not None and since_ms <= scheduled <= until_ms:
-            waits[r.share].append(max(0, scheduled - start) / 1000)
+        mine = [seconds for end, seconds in job_waits(r) if since_ms <= end <= until_ms]
+        waits[r.share] += mine
+        waited[r.share] += bool(mine)
         for a in r.attempts.values():
             if a.preempted and a.stoppedAt is not None and since_ms <= a.stoppedAt <= until_ms:
                 cause = a.cause or "UNKNOWN"
@@ -316,10 +347,11 @@ def build_report(
                     _spread(plot.usage, t0, t1, max(running[n], 0), since_ms, step_ms)
     for n in names:
         f = figures[n]
-        f.waitedJobs = len(waits[n])
+        f.waitedJobs = waited[n]
         f.waitP50Seconds = percentile(waits[n], 0.50)
         f.waitP95Seconds = percentile(waits[n], 0.95)
     total = _total(list(figures.values()), [w for ws in waits.values() for w in ws])
+    total.waitedJobs = sum(waited.values())
     return Report(
         queue,
         since_ms,
@@ -370,7 +402,6 @@ def _total(shares: list[Figures], waits: list[float]) -> Figures:
         if f.costOwn is not None:
             total.costOwn = (total.costOwn or 0.0) + f.costOwn
             total.costBorrowed = (total.costBorrowed or 0.0) + (f.costBorrowed or 0.0)
-    total.waitedJobs = len(waits)
     total.waitP50Seconds = percentile(waits, 0.50)
     total.waitP95Seconds = percentile(waits, 0.95)
     return total

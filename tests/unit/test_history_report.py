@@ -3,7 +3,8 @@
 Guide layout (3 x ml.g5.xlarge; team-a and team-b LEND_AND_BORROW, team-c LEND, 1 each), a
 10-hour window from T:
 - a1 (team-a, 2 instances) runs 0-1 h: 1 own, 1 borrowed; team-b and team-c lend 0.5 each.
-- b1 (team-b) waits 120 s, runs 2 h+120 s to 3 h and is preempted (reclaim), runs 4-5 h.
+- b1 (team-b) waits 120 s, runs 2 h+120 s to 3 h and is preempted (reclaim), waits again,
+  runs 4-5 h.
 - c1 (team-c) waits 600 s, runs 3 h+600 s to 4 h. d1 (team-c) is stuck, never runs.
 - old (team-a) ended before the window: not counted.
 """
@@ -16,7 +17,14 @@ from builders import DocBuilder, g5, guide_layout
 from history_builders import at, ms, record
 
 from quota_controller.domain.config.model import QuotaDocument
-from quota_local.history_report import ReportError, build_report, percentile, workload
+from quota_controller.domain.history import AttemptRecord
+from quota_local.history_report import (
+    ReportError,
+    build_report,
+    job_waits,
+    percentile,
+    workload,
+)
 from quota_local.scheduling import CAPACITY_LIMIT_PREEMPTION, IN_SHARE_PREEMPTION
 
 H = 3600
@@ -60,8 +68,16 @@ def test_usage_own_borrowed_lent_and_idle_per_share() -> None:
 
 def test_waits_preemptions_and_stuck_jobs() -> None:
     figures = _by_share()
-    assert (figures["team-b"]["waitP50Seconds"], figures["team-c"]["waitP95Seconds"]) == (120, 600)
-    assert (figures["TOTAL"]["waitP50Seconds"], figures["TOTAL"]["waitP95Seconds"]) == (120, 600)
+    # b1 waits twice, as the simulator counts it: 120 s to its first dispatch, and 1 h from its
+    # preemption at 3 h to its restart at 4 h.
+    b, c, total = figures["team-b"], figures["team-c"], figures["TOTAL"]
+    assert (b["waitP50Seconds"], b["waitP95Seconds"], b["waitedJobs"]) == (120, 3600, 1)
+    assert (c["waitP50Seconds"], c["waitP95Seconds"]) == (600, 600)
+    assert (total["waitP50Seconds"], total["waitP95Seconds"], total["waitedJobs"]) == (
+        120,
+        3600,
+        3,
+    )
     assert figures["team-b"]["preemptionsByCause"] == {"CAPACITY_RECLAIM": 1}
     assert figures["team-b"]["preemptedHours"] == 0.967
     assert figures["TOTAL"]["preemptions"] == 1
@@ -69,6 +85,24 @@ def test_waits_preemptions_and_stuck_jobs() -> None:
     assert figures["TOTAL"]["stuckByReason"] == {
         "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED": 1
     }
+
+
+def test_a_requeued_job_waits_again_until_its_next_dispatch() -> None:
+    # Scheduled at 60 s, started at 120 s: 60 s from SCHEDULED to its start. Preempted at
+    # 600 s, restarted at 1000 s: dispatched again about 940 s, a wait of 340 s. The attempt
+    # preempted at 2000 s before it started (no start) ends no known wait; the one after it
+    # (from 2000 s to 2100 s, less 60 s) does.
+    job = (
+        record("r1").share("team-a").submitted(0, 60).ran(120, 600, preempted=RECLAIM)
+        .ran(1000, 1500, preempted=RECLAIM).status("RUNNABLE", 2100).build()
+    )  # fmt: skip
+    never_started = AttemptRecord(stoppedAt=ms(at(2000)), reason=RECLAIM, preempted=True)
+    last = AttemptRecord(startedAt=ms(at(2100)), stoppedAt=ms(at(3000)))
+    job = job.model_copy(update={"attempts": {**job.attempts, "a3": never_started, "a4": last}})
+    assert [seconds for _, seconds in job_waits(job)] == [60, 340, 40]
+    report = build_report("ml-training", [job], DOC, SINCE, UNTIL)
+    a = next(f for f in report.shares if f.share == "team-a")
+    assert (a.waitedJobs, a.waitP50Seconds, a.waitP95Seconds) == (1, 60, 340)
 
 
 @pytest.mark.parametrize(
