@@ -182,6 +182,31 @@ def queue_layouts(
     return document, layouts
 
 
+def queue_created_ms(target: aws.Target, queue: str, since_ms: int, until_ms: int) -> int | None:
+    """When the controller created the job queue, if its change record (CreateJobQueue) falls
+    in the window [since_ms, until_ms] (the latest such, for a queue deleted and created
+    again); None when none does: the queue is older, adopted, or the record expired."""
+    from quota_controller.domain.change_record import ChangeRecord
+
+    store = DynamoConfigStore(target.table)
+    since = datetime.fromtimestamp(since_ms / 1000, UTC)
+    with aws.failure(f"read the change records of job queue {queue} from {target.where()}"):
+        items = store.recent_changes(queue, since=since)
+    created = []
+    for item in items:
+        record = ChangeRecord.from_item(item)
+        if record.operation != "CreateJobQueue" or record.at is None:
+            continue
+        try:
+            at = datetime.fromisoformat(record.at.replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        ms = int(at.timestamp() * 1000) if at.tzinfo is not None else None
+        if ms is not None and since_ms <= ms <= until_ms:
+            created.append(ms)
+    return max(created, default=None)
+
+
 def history_records(
     args: argparse.Namespace, target: aws.Target, since_ms: int
 ) -> tuple[list[JobRecord], str]:

@@ -15,6 +15,7 @@ from quotactl.history_access import (
     HistoryError,
     history_records,
     no_jobs,
+    queue_created_ms,
     queue_layouts,
     span,
     window_end_ms,
@@ -85,11 +86,14 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     since = until - args.since * 1000
     target = aws.connect(args)
     document, layouts = queue_layouts(target, args.queue, since, until)
+    created = queue_created_ms(target, args.queue, since, until)
     records, _ = history_records(args, target, since)
     if not any(in_window(r, since, until) for r in records):
         raise no_jobs(args, since, until)
     try:
-        report = build_report(args.queue, records, document, since, until, prices, layouts=layouts)
+        report = build_report(
+            args.queue, records, document, since, until, prices, layouts=layouts, created_ms=created
+        )
     except ReportError as err:
         raise HistoryError(str(err)) from err
     if args.html:
@@ -102,6 +106,8 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     data = report.as_data()
     print(f"job queue {args.queue}: {data['since']} to {data['until']}", file=out)
+    if report.quota_note():
+        print(report.quota_note(), file=out)
     columns = ["share", "jobs", "ownHours", "borrowedHours", "lentHours", "idleHours"]
     columns += ["waitP50Seconds", "waitP95Seconds", "preemptions", "preemptedHours", "stuckJobs"]
     if prices is not None:

@@ -184,6 +184,7 @@ def render_html(report: Report, since_text: str) -> str:
         [label for _, label in WAIT_EDGES],
         _wait_stacks(report),
     )
+    note = f"<p>{escape(report.quota_note() or '')}.</p>" if report.quota_note() else ""
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>quota report: {escape(report.queue)}</title>"
@@ -198,7 +199,7 @@ def render_html(report: Report, since_text: str) -> str:
         f"(--since {escape(since_text)})."
         " Instance-hours own, borrowed, lent and idle against the current quota document; "
         "see docs/history.md for how each figure is computed.</p>"
-        f"{_table([*report.shares, report.total], priced)}"
+        f"{note}{_table([*report.shares, report.total], priced)}"
         "<h2>Usage against quota, per share and instance type</h2>"
         f"{usage}"
         f"<h2>Waits</h2>{wait_svg}"

@@ -95,22 +95,34 @@ class Report:
     # Per share, per instance type it holds quota of or used in the window (share order, then
     # type): its usage against quota.
     plots: list[UsagePlot] = field(default_factory=list)
+    # When the queue came to exist inside the window: quota (own, lent, idle) counts from then.
+    quota_since_ms: int | None = None
     waits: dict[str, list[float]] = field(default_factory=dict)
     # Per cause: preemptions per time step.
     preemptions: dict[str, list[int]] = field(default_factory=dict)
+
+    def quota_note(self) -> str | None:
+        """What the quota figures count from, when the queue was created inside the window."""
+        if self.quota_since_ms is None:
+            return None
+        return (
+            f"quota counted from {iso_ms(self.quota_since_ms)}, when the controller created job "
+            f"queue {self.queue} (its change record): before, it had no quota to use or leave idle"
+        )
 
     def as_data(self) -> dict[str, Any]:
         """The figures as data (`-o json`)."""
         return {
             "jobQueue": self.queue,
-            "since": _iso(self.since_ms),
-            "until": _iso(self.until_ms),
+            "since": iso_ms(self.since_ms),
+            "until": iso_ms(self.until_ms),
             "shares": [f.rounded() for f in self.shares],
             "total": self.total.rounded(),
         }
 
 
-def _iso(ms: int) -> str:
+def iso_ms(ms: int) -> str:
+    """Epoch milliseconds as an ISO-8601 UTC time to the second (`2026-12-05T18:00:00Z`)."""
     from datetime import UTC, datetime
 
     return (
@@ -188,11 +200,14 @@ def build_report(
     until_ms: int,
     prices: Mapping[str, float] | None = None,
     layouts: Sequence[tuple[int, QuotaDocument]] = (),
+    created_ms: int | None = None,
 ) -> Report:
     """Every figure of docs/history.md for the window [since, until], per share and in total.
 
     `layouts` (start ms, layout) are the layouts in force over the window when quota windows
-    changed them, each until the next one starts; without them `document` holds throughout."""
+    changed them, each until the next one starts; without them `document` holds throughout.
+    `created_ms`: when the queue was created, if inside the window: before it there was no
+    quota to use, lend or leave idle."""
     if until_ms <= since_ms:
         raise ReportError("the window is empty: --since must reach back before now")
     if prices is not None:
@@ -201,6 +216,7 @@ def build_report(
     segments = segments or [(since_ms, document)]
     starts = [max(start, since_ms) for start, _ in segments]
     starts[0] = since_ms
+    quota_from = created_ms if created_ms is not None and since_ms < created_ms < until_ms else None
 
     def layout(t: float) -> QuotaDocument:
         return segments[max(0, bisect.bisect_right(starts, t) - 1)][1]
@@ -293,11 +309,13 @@ def build_report(
         if (n, unit) in held | used
     }
     for (start, doc), end in zip(segments, [*starts[1:], until_ms], strict=True):
+        lo = max(start, since_ms, quota_from or since_ms)
         for (n, unit), plot in plots.items():
             quota = quotas(doc, unit)[n]
-            _spread(plot.quota_series, max(start, since_ms), end, quota, since_ms, step_ms)
+            _spread(plot.quota_series, lo, max(lo, end), quota, since_ms, step_ms)
     for (n, unit), plot in plots.items():
         plot.quota = float(quotas(segments[-1][1], unit)[n])
+    none = dict.fromkeys(names, 0)
     for unit in units:
         changes: dict[int, Counter[str]] = defaultdict(Counter)
         for r in records:
@@ -311,7 +329,7 @@ def build_report(
                 if hi > lo:
                     changes[lo][r.share] += r.count
                     changes[hi][r.share] -= r.count
-        points = sorted({since_ms, until_ms, *starts, *changes})
+        points = sorted({since_ms, until_ms, *starts, *changes, quota_from or since_ms})
         running: Counter[str] = Counter()
         # A type nobody used in the window may have no price (check_prices asks only for the
         # used ones): its usage is 0, and so is its cost.
@@ -320,7 +338,7 @@ def build_report(
             running.update(changes.get(t0, Counter()))
             hours = (t1 - t0) / HOUR_MS
             in_force = layout(t0)
-            quota = quotas(in_force, unit)
+            quota = quotas(in_force, unit) if t0 >= (quota_from or since_ms) else none
             lends = lenders(in_force)
             own = {n: min(max(running[n], 0), quota[n]) for n in names}
             borrowed = {n: max(running[n], 0) - own[n] for n in names}
@@ -359,6 +377,7 @@ def build_report(
         list(figures.values()),
         total,
         plots=list(plots.values()),
+        quota_since_ms=quota_from,
         waits=waits,
         preemptions=dict(preempt_series),
     )

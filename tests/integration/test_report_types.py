@@ -89,3 +89,24 @@ def test_the_html_plots_usage_per_share_and_instance_type(
     assert page.count("<svg") == 6
     assert "<script" not in page
     assert not re.search(r"(src|href)=", page)
+
+
+def test_idle_quota_counts_from_when_the_queue_was_created(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The queue is about 2 h old; a day's window counts its quota from its creation, not a
+    # day of idle quota it never had.
+    data = report(stack, capsys)
+    a = next(s for s in data["shares"] if s["share"] == "team-a")
+    assert a["quotaHours"] == pytest.approx(2 * 2.05, abs=0.1)  # two types, one each
+    assert a["quotaHours"] == pytest.approx(a["ownHours"] + a["lentHours"] + a["idleHours"])
+    assert main(["report", QUEUE, "--since", "1d", "--table", stack.table_name]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"\nquota counted from 2026-\S+Z, when the controller created job queue ml-mixed "
+        r"\(its change record\): before, it had no quota to use or leave idle\n",
+        out,
+    ), out
+    # A window that starts after the creation says nothing of it.
+    assert main(["report", QUEUE, "--since", "1h", "--table", stack.table_name]) == 0
+    assert "quota counted from" not in capsys.readouterr().out

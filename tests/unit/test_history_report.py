@@ -181,6 +181,21 @@ def test_usage_is_plotted_per_share_and_instance_type() -> None:
         assert sum(p.borrowedHours for p in mine) == pytest.approx(f.borrowedHours)
 
 
+def test_quota_counts_from_the_queue_s_creation_inside_the_window() -> None:
+    c1 = RECORDS[2]  # team-c, 3 h+600 s to 4 h
+    report = build_report("ml-training", [c1], DOC, SINCE, UNTIL, created_ms=ms(at(2 * H)))
+    figures = {f.share: f.rounded() for f in report.shares}
+    assert (figures["team-a"]["quotaHours"], figures["team-a"]["idleHours"]) == (8.0, 8.0)
+    assert (figures["team-c"]["quotaHours"], figures["team-c"]["idleHours"]) == (8.0, 7.167)
+    plot = next(p for p in report.plots if p.share == "team-a")
+    assert (plot.quota_series[0], plot.quota_series[-1]) == (0.0, 1.0)
+    assert report.quota_note() is not None
+    assert "2026-03-01T02:00:00Z" in (report.quota_note() or "")
+    # A creation before the window changes nothing, and is not mentioned.
+    before = build_report("ml-training", [c1], DOC, SINCE, UNTIL, created_ms=SINCE - 1)
+    assert (before.shares[0].quotaHours, before.quota_note()) == (10.0, None)
+
+
 def test_percentile_is_nearest_rank() -> None:
     assert percentile([0, 120, 600], 0.5) == 120
     assert percentile([5], 0.95) == 5
