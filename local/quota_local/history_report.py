@@ -311,8 +311,8 @@ def build_report(
     for (start, doc), end in zip(segments, [*starts[1:], until_ms], strict=True):
         lo = max(start, since_ms, quota_from or since_ms)
         for (n, unit), plot in plots.items():
-            quota = quotas(doc, unit)[n]
-            _spread(plot.quota_series, lo, max(lo, end), quota, since_ms, step_ms)
+            limit = quotas(doc, unit)[n]
+            _spread(plot.quota_series, lo, max(lo, end), limit, since_ms, step_ms)
     for (n, unit), plot in plots.items():
         plot.quota = float(quotas(segments[-1][1], unit)[n])
     none = dict.fromkeys(names, 0)
@@ -358,11 +358,11 @@ def build_report(
                 if prices is not None:
                     f.costOwn = (f.costOwn or 0.0) + own[n] * hours * price
                     f.costBorrowed = (f.costBorrowed or 0.0) + borrowed[n] * hours * price
-                plot = plots.get((n, unit))
-                if plot is not None:
-                    plot.ownHours += own[n] * hours
-                    plot.borrowedHours += borrowed[n] * hours
-                    _spread(plot.usage, t0, t1, max(running[n], 0), since_ms, step_ms)
+                drawn = plots.get((n, unit))
+                if drawn is not None:
+                    drawn.ownHours += own[n] * hours
+                    drawn.borrowedHours += borrowed[n] * hours
+                    _spread(drawn.usage, t0, t1, max(running[n], 0), since_ms, step_ms)
     for n in names:
         f = figures[n]
         f.waitedJobs = waited[n]
