@@ -28,8 +28,8 @@ _STAND_INS = {
 def cmd_export(args: argparse.Namespace, out: TextIO) -> int:
     """The window's jobs as the simulator's workload CSV on stdout; what was left out, and
     which rows have a stand-in run time, on stderr."""
-    from quota_local.history_report import STAND_IN_DEFAULT_S, workload
     from quota_local.workload import write_workload
+    from quota_local.workload_export import STAND_IN_DEFAULT_S, workload
 
     until = window_end_ms(args)
     since = until - args.since * 1000

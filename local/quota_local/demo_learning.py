@@ -10,7 +10,7 @@ functions and RecordHistory, and the history table, as deployed.
 
 Then, what `quotactl` does with that history, through the functions under its commands:
 `quotactl report` (`quota_local.history_report.build_report`), `quotactl workload export`
-(`quota_local.history_report.workload`, written and read back as the workload CSV),
+(`quota_local.workload_export.workload`, written and read back as the workload CSV),
 `quotactl recommend` (`quota_local.recommend.recommend`, seeded) and `quotactl plan -f`
 against the live queue (the reconciler's planner and reduction guard, as the preview calls
 them). The recommendation is
@@ -40,13 +40,14 @@ from quota_controller.domain.plan_records import Scope
 from quota_controller.domain.status import read_status
 from quota_controller.domain.table_keys import config_items
 from quota_controller.services.decision import decide
-from quota_local.history_report import Report, build_report, workload
+from quota_local.history_report import Report, build_report
 from quota_local.recommend import DEFAULT_BUDGET, Recommendation, recommend
 from quota_local.recommend_explain import duration, explain
 from quota_local.recommend_layout import ShareLayout, distance, document_data
 from quota_local.stack import LocalStack
 from quota_local.stack_resources import ACCOUNT
 from quota_local.workload import read_workload, write_workload
+from quota_local.workload_export import workload
 
 WEEK_S = 7 * 86400
 SEED = 0

@@ -23,9 +23,9 @@ from quota_local.history_report import (
     build_report,
     job_waits,
     percentile,
-    workload,
 )
 from quota_local.scheduling import CAPACITY_LIMIT_PREEMPTION, IN_SHARE_PREEMPTION
+from quota_local.workload_export import workload
 
 H = 3600
 DOC = QuotaDocument.model_validate(guide_layout().build())
