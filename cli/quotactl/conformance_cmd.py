@@ -59,6 +59,8 @@ def run_conformance(args: argparse.Namespace, out: TextIO, stdin: TextIO | None 
     except (aws.UsageError, ValueError) as exc:
         print(f"quotactl: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from botocore.exceptions import BotoCoreError, ClientError
+
     interrupted = False
     try:
         report = probe.run(request)
@@ -69,6 +71,12 @@ def run_conformance(args: argparse.Namespace, out: TextIO, stdin: TextIO | None 
         print(f"quotactl: {exc}", file=sys.stderr)
         report = probe.report
         report.failure = str(exc)
+    except (BotoCoreError, ClientError) as exc:
+        # No credentials, no endpoint, an API the endpoint lacks: one line, and still the file.
+        failure = f"cannot call Batch in {target.region}: {aws.explain(exc)}"
+        print(f"quotactl: {failure}", file=sys.stderr)
+        report = probe.report
+        report.failure = failure
     data = report.as_json()
     try:
         Path(args.output_file).write_text(json.dumps(data, indent=2, default=str) + "\n")

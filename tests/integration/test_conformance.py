@@ -4,8 +4,14 @@ touches nothing it did not create."""
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +27,7 @@ REQUEST = {
     "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1},
     "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
 }
+QUOTACTL = Path(sys.executable).with_name("quotactl")
 NO_JOB_VARIANTS = {
     "error_wording",
     "describe_unknown_arn",
@@ -226,3 +233,66 @@ def test_declining_the_job_probes_creates_nothing(
     assert "at most" in out.getvalue()
     assert "instance-hours of ml.g5.xlarge" in out.getvalue()
     assert "nothing was created" in capsys.readouterr().err
+
+
+class _NotBatch(http.server.BaseHTTPRequestHandler):
+    """An endpoint that speaks HTTP but has no Batch API: every request is a 404."""
+
+    def do_POST(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"message": "not found"}')
+
+    do_GET = do_POST
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def not_batch() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotBatch)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("case", ["no-credentials", "unreachable", "no-batch-api"])
+def test_an_unusable_account_or_endpoint_is_one_line_and_still_the_file(
+    case: str, tmp_path: Path, not_batch: str
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # Nothing of the caller's AWS setup: no credentials, no config files, no instance metadata.
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    argv = [str(QUOTACTL), "conformance", "--prefix", "p", "--region", "us-east-1"]
+    if case != "no-credentials":
+        env |= {"AWS_ACCESS_KEY_ID": "offline", "AWS_SECRET_ACCESS_KEY": "offline"}
+        argv += ["--endpoint-url", "http://127.0.0.1:9" if case == "unreachable" else not_batch]
+    out = tmp_path / "conformance.json"
+    done = subprocess.run(
+        [*argv, "-O", str(out)], env=env, cwd=home, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    said = {
+        "no-credentials": "no usable AWS credentials",
+        "unreachable": "Could not connect to the endpoint URL",
+        "no-batch-api": "cannot call Batch in us-east-1: ",
+    }[case]
+    assert said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    data = json.loads(out.read_text())
+    assert data["failure"].startswith("cannot call Batch in us-east-1: ")
+    assert data["variants"] == {}
+    assert data["cleanup"]["left"] == []
