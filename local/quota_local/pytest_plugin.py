@@ -31,7 +31,10 @@ _VARIANTS_HELP = (
     "pairs separated by commas, or a conformance file (.json) from `quotactl conformance`"
 )
 _START_HELP = "the quota_stack's virtual clock starts here: ISO 8601 (naive = UTC) or 'now'"
-_SERVER_HELP = "serve each quota_stack on 127.0.0.1 (AWS_ENDPOINT_URL is set while it runs)"
+_SERVER_HELP = (
+    "serve each quota_stack on 127.0.0.1 (AWS_ENDPOINT_URL and QUOTACTL_LOCAL_STATE, which "
+    "`quotactl --local` reads, are set while it runs)"
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -106,7 +109,38 @@ def quota_stack(request: pytest.FixtureRequest) -> Iterator[Any]:
     except (TypeError, ValueError) as exc:
         pytest.fail(f"{where}: quota_stack: {exc}", pytrace=False)
     with stack:
-        yield stack
+        if not stack.server:
+            yield stack
+            return
+        state = request.getfixturevalue("tmp_path_factory").mktemp("quota_stack") / "local.json"
+        with pytest.MonkeyPatch.context() as env:
+            _announce(stack, state, env)
+            yield stack
+
+
+# quotactl's --local reads the running stack from this file (quotactl.local_state).
+_STATE_ENV = "QUOTACTL_LOCAL_STATE"
+
+
+def _announce(stack: Any, path: Path, env: pytest.MonkeyPatch) -> None:
+    """Name a served stack as `quotactl local up` names itself, in a state file of its own that
+    $QUOTACTL_LOCAL_STATE points at while the test runs, so `quotactl ... --local` in a
+    subprocess reaches this stack. No clock is recorded: the test moves the stack's clock, so
+    commands that need the stack's "now" take the wall clock."""
+    import json
+
+    state = {
+        "endpoint": stack.endpoint_url,
+        "region": stack.region,
+        "table": stack.table_name,
+        "topic": stack.topic_arn,
+        "alertsQueue": stack.alerts_url,
+        "historyTable": stack.history_table_name,
+        "historyRetentionDays": stack.shape.history_retention_days,
+        "pid": os.getpid(),
+    }
+    path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    env.setenv(_STATE_ENV, str(path))
 
 
 def _configured(config: pytest.Config) -> dict[str, Any]:

@@ -62,6 +62,48 @@ def test_quota_stack_is_a_started_stack_that_stops_after_the_test(
     result.assert_outcomes(passed=2)
 
 
+def test_a_served_stack_is_what_quotactl_local_reaches_from_a_subprocess(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The user's own `quotactl local up` state, which the test must not reach or disturb.
+    monkeypatch.setenv("QUOTACTL_LOCAL_STATE", str(pytester.path / "users-own.json"))
+    pytester.makepyfile(
+        """
+        import json, os, subprocess, sys
+        from importlib import resources
+        from pathlib import Path
+
+        import pytest
+
+        QUOTACTL = Path(sys.executable).with_name("quotactl")
+        EXAMPLE = str(resources.files("quota_local") / "examples" / "quotas.yaml")
+
+        def quotactl(*args):
+            return subprocess.run(
+                [str(QUOTACTL), *args, "--local"], capture_output=True, text=True, timeout=60
+            )
+
+        @pytest.mark.quota_stack(server=True)
+        def test_cli(quota_stack):
+            quota_stack.apply(EXAMPLE)
+            quota_stack.run_until_idle()
+            quota_stack.advance(120)
+            status = quotactl("status", "ml-training", "-o", "json")
+            assert status.returncode == 0, status.stderr
+            assert sorted(json.loads(status.stdout)["shares"]) == ["team-a", "team-b", "team-c"]
+            plan = quotactl("plan", "-f", EXAMPLE)
+            assert plan.returncode == 0, plan.stderr
+            assert "0 actions" in plan.stdout
+
+        def test_then_the_users_own_state_is_named_again():
+            assert os.environ["QUOTACTL_LOCAL_STATE"].endswith("users-own.json")
+        """
+    )
+    result = run_fresh(pytester)
+    result.assert_outcomes(passed=2)
+    assert not (pytester.path / "users-own.json").exists()
+
+
 def test_marker_options_reach_the_stack(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
