@@ -460,6 +460,14 @@ def test_no_secret_in_parameter_defaults_or_samconfig() -> None:
         assert name not in overrides
 
 
+def test_every_parameter_is_in_exactly_one_console_group() -> None:
+    template = load_template()
+    groups = template["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"]
+    grouped = [name for group in groups for name in group["Parameters"]]
+    # The console lists a parameter in no group at the end, apart from its neighbours.
+    assert sorted(grouped) == sorted(template["Parameters"])
+
+
 # -- functions -----------------------------------------------------------------------------------
 
 
