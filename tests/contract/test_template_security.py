@@ -548,6 +548,47 @@ def test_every_event_source_has_a_dead_letter_queue() -> None:
     )
 
 
+# The functions invoked asynchronously (schedule, SNS) and where Lambda sends an event whose
+# runs all failed: without an on-failure destination Lambda drops it after its retries.
+ON_FAILURE = {"Resync": "ResyncDLQ", "SlackNotify": "SlackDLQ", "OwnerNotify": "OwnerNotifyDLQ"}
+
+
+def test_every_asynchronously_invoked_function_keeps_its_failed_events() -> None:
+    template = transformed()
+    functions = resources(template, "AWS::Lambda::Function")
+    invoked: set[str] = set()
+    for subscription in resources(template, "AWS::SNS::Subscription").values():
+        if subscription["Properties"]["Protocol"] == "lambda":
+            invoked.add((referenced(subscription["Properties"]["Endpoint"]) or ("", ""))[0])
+    for schedule in resources(template, "AWS::Scheduler::Schedule").values():
+        invoked.add((referenced(schedule["Properties"]["Target"]["Arn"]) or ("", ""))[0])
+    for rule in resources(template, "AWS::Events::Rule").values():
+        for target in rule["Properties"]["Targets"]:
+            ref = referenced(target["Arn"])
+            if ref and ref[0] in functions:
+                invoked.add(ref[0])
+    assert invoked == set(ON_FAILURE)
+    configs = {
+        referenced(c["Properties"]["FunctionName"]): c
+        for c in resources(template, "AWS::Lambda::EventInvokeConfig").values()
+    }
+    for name in invoked:
+        config = configs[(name, "Ref")]["Properties"]
+        destination = config["DestinationConfig"]["OnFailure"]["Destination"]
+        assert referenced(destination) == (ON_FAILURE[name], "Arn"), name
+        # The destination is sent with the function's own role (SAM adds no policy to a role
+        # the template gives), so that role may send there and nowhere else it does not need.
+        role = referenced(functions[name]["Properties"]["Role"])
+        assert role is not None, name
+        allowed = [
+            s
+            for policy in template["Resources"][role[0]]["Properties"]["Policies"]
+            for s in statements(policy["PolicyDocument"])
+            if "sqs:SendMessage" in listed(s["Action"]) and destination in listed(s["Resource"])
+        ]
+        assert allowed, f"{role[0]} may not send to {destination}"
+
+
 def test_no_sqs_source_sends_more_batches_than_its_function_may_run() -> None:
     # The SQS poller starts with five concurrent batches whatever the function's reserved
     # concurrency; a throttled batch returns after the visibility timeout and counts as a
