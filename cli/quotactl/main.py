@@ -144,7 +144,7 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
             return run(_operator_command(args.command), args, out)
     except ModuleNotFoundError as exc:
-        # `demo`, `local` and `--local` run on moto, which only the `local` extra installs.
+        # `demo` and `local up` run on moto, which only the `local` extra installs.
         if (exc.name or "").partition(".")[0] != "moto":
             raise
         print(
