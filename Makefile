@@ -30,11 +30,20 @@ demo: $(STAMP)
 test: $(STAMP) lint typecheck template-check package-check browser
 	$(PY) -m pytest -q -n auto --dist loadfile
 
-# Headless Chromium renders the HTML report in tests/integration/test_report_browser.py:
-# Debian's package, installed when missing (CI runs as root on Debian).
+# Headless Chromium renders the HTML report in tests/integration/test_report_browser.py. As
+# root with apt-get (CI runs as root on Debian) Debian's package is installed when missing;
+# anywhere else a missing one stops make test here, saying what to install.
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else \
+	    echo "make test needs Chromium (chromium or chromium-browser on PATH) for the HTML" \
+	      "report's browser test: install it (Debian/Ubuntu: sudo apt-get install chromium;" \
+	      "Fedora: sudo dnf install chromium; macOS: brew install --cask chromium) and run" \
+	      "make test again" >&2; \
+	    exit 1; \
+	  fi
 
 # ruff, and the import contract (pyproject.toml [tool.importlinter], docs/ARCHITECTURE.md).
 lint: $(STAMP)

@@ -1,8 +1,9 @@
 """The HTML report renders in a real browser: headless Chromium takes a screenshot that is not
 blank and logs no console message (the page has no script; a message would be an error).
 
-`make test` installs Debian's `chromium` when it is missing (`make browser`); without a browser
-the test fails and says how to get one: it never skips."""
+`make test` installs Debian's `chromium` when it is missing and it runs as root with apt-get, and
+otherwise stops before the tests saying what to install (`make browser`); without a browser the
+test fails and says how to get one: it never skips."""
 
 from __future__ import annotations
 
