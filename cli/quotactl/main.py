@@ -101,6 +101,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             return run_simulate(
                 args.file, args.workload, args.compare, args.plot, args.output, out, args.start
             )
+        if args.command == "local" and args.local_command == "example":
+            from quotactl.example_cmd import run_example
+
+            return run_example(args.workload, args.out, out)
         if args.command == "local":
             from quotactl.local_cmd import run_alerts, run_up
 

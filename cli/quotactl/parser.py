@@ -107,6 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="training time once running, on the stack's clock",
     )
     submit.add_argument("--name", metavar="NAME", help="job name (default SHARE-job)")
+    example = local_sub.add_parser(
+        "example",
+        help="print the example quota document (the AWS guide's layout) or, with --workload, "
+        "the example workload CSV, both shipped in the package",
+    )
+    example.add_argument(
+        "--workload", action="store_true", help="the workload CSV for simulate and recommend"
+    )
+    example.add_argument(
+        "-o", "--out", metavar="FILE", help="write it to this new file instead of stdout"
+    )
 
     _add_conformance(sub)
     _add_recommend(sub)

@@ -74,3 +74,39 @@ def test_the_local_stack_runs_from_an_installed_copy_in_another_directory(
         "Blocked": "False",
     }
     assert result["handler"] == "quota_local_function_reconcile"
+
+
+def test_the_examples_the_docs_use_are_written_out_by_an_installed_copy(tmp_path: Path) -> None:
+    site, elsewhere = tmp_path / "site-packages", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _install_as_a_wheel_does(site)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTA_LOCAL_")}
+    env["PYTHONPATH"] = str(site)
+
+    def quotactl(*argv: str) -> subprocess.CompletedProcess[str]:
+        main = "import sys; from quotactl.main import main; sys.exit(main(sys.argv[1:]))"
+        return subprocess.run(
+            [sys.executable, "-c", main, *argv],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    for argv in (["-o", "quotas.yaml"], ["--workload", "-o", "workload.csv"]):
+        done = quotactl("local", "example", *argv)
+        assert done.returncode == 0, done.stderr
+    assert quotactl("local", "example").stdout == (elsewhere / "quotas.yaml").read_text()
+    assert (elsewhere / "workload.csv").read_text().startswith("submit_time,share,")
+    # What docs/local.md then runs with them.
+    done = quotactl("simulate", "-f", "quotas.yaml", "--workload", "workload.csv", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)
+    # An existing file is never overwritten.
+    (elsewhere / "quotas.yaml").write_text("mine\n")
+    done = quotactl("local", "example", "-o", "quotas.yaml")
+    assert done.returncode == 1
+    assert "quotas.yaml exists" in done.stderr
+    assert (elsewhere / "quotas.yaml").read_text() == "mine\n"
