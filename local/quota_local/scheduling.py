@@ -894,7 +894,7 @@ class QuotaScheduler:
         borrowed instances, then priority, then run duration)."""
         ranked: list[tuple[tuple[int, int, float, int], _Job]] = []
         for slot in [s for s in self._held_slots.values() if s.type == unit]:
-            for job, lent in self._borrowing(slot, slot.own).items():
+            for job, lent in self._borrowing(slot, slot.own):
                 if job.job_id not in self._leaving:
                     ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
@@ -1514,40 +1514,42 @@ class QuotaScheduler:
             if name == exclude or not share.lends:
                 continue
             slot = self._slots.get((name, unit))
-            if slot is None:
-                continue
-            for job, lent in self._borrowing(slot, slot.own).items():
+            if slot is None or slot.used <= slot.own:
+                continue  # it borrows nothing
+            for job, lent in self._borrowing(slot, slot.own):
                 if lent and (not leaving or job.job_id not in leaving):
                     ranked.append((self._victim_key(job, lent), job))
         ranked.sort(key=lambda pair: pair[0])
         return [job for _, job in ranked]
 
     @staticmethod
-    def _borrowing(slot: _Slot, own: int) -> dict[_Job, int]:
-        """Borrowed instances per active job: the share's excess, charged to the latest jobs."""
+    def _borrowing(slot: _Slot, own: int) -> list[tuple[_Job, int]]:
+        """Borrowed instances per active job, in the order the jobs became active: the share's
+        excess, charged to the latest jobs. (Keyed by job id, not by job: a `_Job`, ordered in
+        queue entries, has no hash once compiled.)"""
         active = slot.active
-        if not active:
-            return {}
         excess = slot.used - own
-        result = dict.fromkeys(active.values(), 0)
         if excess <= 0:
-            return result
+            return [(job, 0) for job in active.values()]
+        lent: dict[str, int] = {}
         for job in sorted(active.values(), key=_latest_first):
-            lent = min(job.need(slot.type), excess)
-            result[job] = lent
-            excess -= lent
+            n = min(job.need(slot.type), excess)
+            lent[job.job_id] = n
+            excess -= n
             if excess <= 0:
                 break
-        return result
+        return [(job, lent.get(job_id, 0)) for job_id, job in active.items()]
 
     def _ranked(self, slot: _Slot, own: int, eligible: _Eligible) -> list[_Job]:
         """Active jobs of one share and unit in victim order."""
-        lent = self._borrowing(slot, own)
-        candidates = [job for job in lent if eligible(job)]
-        if self._leaving:
-            candidates = [job for job in candidates if job.job_id not in self._leaving]
-        candidates.sort(key=lambda job: self._victim_key(job, lent[job]))
-        return candidates
+        leaving = self._leaving
+        candidates = [
+            (job, lent)
+            for job, lent in self._borrowing(slot, own)
+            if eligible(job) and (not leaving or job.job_id not in leaving)
+        ]
+        candidates.sort(key=lambda pair: self._victim_key(pair[0], pair[1]))
+        return [job for job, _ in candidates]
 
     @staticmethod
     def _victim_key(job: _Job, lent: int) -> tuple[int, int, float, int]:
