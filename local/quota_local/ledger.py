@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import final
 
 
 @dataclass
@@ -28,6 +29,7 @@ class ShareTime:
     lent: float = 0.0
 
 
+@final
 class _Unit:
     """One instance type: totals over its shares and the running integral of borrowed / idle."""
 
@@ -40,6 +42,7 @@ class _Unit:
         self.since = 0.0
 
 
+@final
 class _Account:
     """One share and instance type: what it holds and since when its time is settled."""
 
@@ -55,6 +58,7 @@ class _Account:
         self.integral_at = 0.0
 
 
+@final
 class UsageLedger:
     """Instance-time per share on the simulator's clock; `change` whenever usage changes."""
 

@@ -28,61 +28,62 @@ stuck in RUNNABLE"), and the choices made where it is silent, are listed in docs
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from heapq import heapify, heappop, heappush
+from typing import Final, NamedTuple, final
 
-RESERVE = "RESERVE"
-LEND = "LEND"
-LEND_AND_BORROW = "LEND_AND_BORROW"
-LENDING_STRATEGIES = frozenset({LEND, LEND_AND_BORROW})
-UNLIMITED_BORROW = -1
+# Final: compiled with mypyc (docs/performance.md, "Simulator"), a constant is inlined instead of
+# looked up in the module at every use.
+RESERVE: Final = "RESERVE"
+LEND: Final = "LEND"
+LEND_AND_BORROW: Final = "LEND_AND_BORROW"
+LENDING_STRATEGIES: Final = frozenset({LEND, LEND_AND_BORROW})
+UNLIMITED_BORROW: Final = -1
 
-RUNNABLE = "RUNNABLE"
-SCHEDULED = "SCHEDULED"
-STARTING = "STARTING"
-RUNNING = "RUNNING"
-SUCCEEDED = "SUCCEEDED"
-FAILED = "FAILED"
-ACTIVE_STATUSES = frozenset({SCHEDULED, STARTING, RUNNING})
-FINAL_STATUSES = frozenset({SUCCEEDED, FAILED})
+RUNNABLE: Final = "RUNNABLE"
+SCHEDULED: Final = "SCHEDULED"
+STARTING: Final = "STARTING"
+RUNNING: Final = "RUNNING"
+SUCCEEDED: Final = "SUCCEEDED"
+FAILED: Final = "FAILED"
+ACTIVE_STATUSES: Final = frozenset({SCHEDULED, STARTING, RUNNING})
+FINAL_STATUSES: Final = frozenset({SUCCEEDED, FAILED})
 
 # Reasons of jobs stuck in RUNNABLE, verbatim from the AWS Batch user guide.
-SERVICE_ENVIRONMENT_MAX_RESOURCE = (
+SERVICE_ENVIRONMENT_MAX_RESOURCE: Final = (
     "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) associated with "
     "the job queue cannot meet the capacity requirement of the job."
 )
-QUOTA_SHARE_LIMIT_EXCEEDED = (
+QUOTA_SHARE_LIMIT_EXCEEDED: Final = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share "
     "capacity limits."
 )
-QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED = (
+QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED: Final = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share "
     "capacity limits and borrow limits."
 )
-BORROWABLE_CAPACITY_EXCEEDED = (
+BORROWABLE_CAPACITY_EXCEEDED: Final = (
     "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requires borrowing that exceeds all "
     "configured borrowable capacity."
 )
 # Preemption reasons: the cross-share text is documented; AWS documents none for the other two.
-CROSS_SHARE_PREEMPTION = "Cross-share preemption triggered to reclaim borrowed capacity"
-IN_SHARE_PREEMPTION = (
+CROSS_SHARE_PREEMPTION: Final = "Cross-share preemption triggered to reclaim borrowed capacity"
+IN_SHARE_PREEMPTION: Final = (
     "In-share preemption triggered to run a higher-priority job of the same quota share"
 )
-CAPACITY_LIMIT_PREEMPTION = (
+CAPACITY_LIMIT_PREEMPTION: Final = (
     "Preemption triggered because the quota share's usage exceeds its updated capacity limits"
 )
-ENVIRONMENT_LIMIT_PREEMPTION = (
+ENVIRONMENT_LIMIT_PREEMPTION: Final = (
     "Preemption triggered because the service environment's usage exceeds its updated capacity "
     "limits"
 )
-PREEMPTION_IN_PROGRESS = "PREEMPTION_IN_PROGRESS"
-TIME_LIMIT_TERMINATION = "Terminated by JobStateTimeLimit action due to reason: {reason}"
-COMPLETED = "Received status from SageMaker: Training job completed"
+PREEMPTION_IN_PROGRESS: Final = "PREEMPTION_IN_PROGRESS"
+TIME_LIMIT_TERMINATION: Final = "Terminated by JobStateTimeLimit action due to reason: {reason}"
+COMPLETED: Final = "Received status from SageMaker: Training job completed"
 
 
 def reason_code(reason: str) -> str:
@@ -196,6 +197,7 @@ class JobState:
     at_front: bool = False
 
 
+@final
 class _Share:
     """A ShareConfig with its limits prepared for the hot path."""
 
@@ -232,6 +234,7 @@ class _Share:
 _Entry = tuple[bool, int, tuple[str, str], "_Slot"]
 
 
+@final
 class _Unit:
     """One instance type: the environment's limit and usage, the lending pool, its queues."""
 
@@ -268,6 +271,7 @@ class _Unit:
         self.waiting: dict[tuple[int, bool], set[_Slot]] = {}
 
 
+@final
 class _Slot:
     """One share and instance type: its RUNNABLE queue, what it holds, its limits (refreshed
     from the configuration) and whether it is blocked. One object instead of a dozen dicts
@@ -305,7 +309,7 @@ class _Slot:
         self.key = (name, unit.name)
         self.share: _Share | None = None
         self.own = 0
-        self.cap: float = 0
+        self.cap: float = 0.0
         self.lends = False
         self.enabled = False
         self.in_share = False
@@ -338,7 +342,8 @@ class _Slot:
         self.share = share
         self.reasons = {}
         if share is None:
-            self.own, self.cap, self.lends, self.enabled, self.in_share = 0, 0, False, False, False
+            self.own, self.cap = 0, 0.0
+            self.lends = self.enabled = self.in_share = False
             return
         self.own = share.limit(self.type)
         self.cap = share.cap_of(self.type)
@@ -347,6 +352,7 @@ class _Slot:
         self.in_share = share.config.in_share_preemption
 
 
+@final
 class _Job:
     __slots__ = (
         "announced",
@@ -418,20 +424,21 @@ class _Job:
         return self.needs.get(unit, 0)
 
 
-_PHASE = 0
-_LIMIT = 1
-_PREEMPTED = 2
+_PHASE: Final = 0
+_LIMIT: Final = 1
+_PREEMPTED: Final = 2
 # The `needs` of every job of one instance type (read-only; `_Job.need` does not even read it).
-_NO_NEEDS: dict[str, int] = {}
+_NO_NEEDS: Final[dict[str, int]] = {}
 # Builds a Transition from a full tuple of its fields: a named tuple's own `__new__` is a Python
 # function, and the hot paths (four transitions per job) save half the cost by skipping it.
-_transition = tuple.__new__
-_BEFORE_ALL = (False, -math.inf)
+_transition: Final = tuple.__new__
+_BEFORE_ALL: Final = (False, -math.inf)
 Victim = tuple[_Job, str]
 _Eligible = Callable[[_Job], bool]
 _Timer = tuple[float, int, int, _Job, int]
 
 
+@final
 class _Round:
     """One round of a dispatch pass: a heap of queues, popped in order.
 
@@ -459,9 +466,10 @@ class _Round:
             return
         if slot in self.dirty or not self.units.isdisjoint(slot.units):
             self.joined.add(slot)
-            heapq.heappush(self.heap, entry)
+            heappush(self.heap, entry)
 
 
+@final
 class QuotaScheduler:
     """Schedules the jobs of one service environment and its quota shares."""
 
@@ -540,8 +548,10 @@ class QuotaScheduler:
         self._jobs: dict[str, _Job] = {}
         self._runnable: dict[str, _Job] = {}
         self._timers: list[_Timer] = []
-        self._seq = itertools.count()
-        self._orders = itertools.count()
+        # The last timer's sequence number (orders timers due at one instant) and the last
+        # first-come-first-served position given: plain ints, cheaper than itertools.count.
+        self._seq = 0
+        self._orders = -1
         self._dirty_queues: set[_Slot] = set()
         self._dirty_units: set[_Unit] = set()
         # The dispatch round under way (see `_unblock`).
@@ -597,7 +607,10 @@ class QuotaScheduler:
                 raise ValueError(f"job {spec.job_id}: an instance type is given twice")
             holds += tuple((self._slot(spec.share, unit), n) for unit, n in spec.extra_units)
         self._now = now
-        job = _Job(spec, next(self._orders) if spec.order is None else spec.order, slot, holds)
+        order = spec.order
+        if order is None:
+            order = self._orders = self._orders + 1
+        job = _Job(spec, order, slot, holds)
         self._jobs[job.job_id] = job
         if status == RUNNABLE:
             return self._enqueue(job, now)
@@ -663,7 +676,7 @@ class QuotaScheduler:
             due, _, _, job, version = timers[0]
             if job.version == version:
                 return due
-            heapq.heappop(timers)
+            heappop(timers)
         return None
 
     def advance(self, until: float) -> list[Transition]:
@@ -688,7 +701,7 @@ class QuotaScheduler:
             self._update_fronts(self._now)
         timers = self._timers
         out = self._out
-        pop, push, seq = heapq.heappop, heapq.heappush, self._seq
+        pop, push = heappop, heappush
         starting = self.phases.starting_seconds
         phase = Kind.PHASE
         while timers and timers[0][0] <= until:
@@ -704,7 +717,8 @@ class QuotaScheduler:
                     # A phase ends: SCHEDULED -> STARTING -> RUNNING -> SUCCEEDED (`_complete`).
                     job.version = version = version + 1
                     job.status = STARTING
-                    push(timers, (due + starting, next(seq), _PHASE, job, version))
+                    self._seq += 1
+                    push(timers, (due + starting, self._seq, _PHASE, job, version))
                     out.append(
                         _transition(
                             Transition, (job.job_id, phase, due, SCHEDULED, STARTING, None, None)
@@ -713,7 +727,8 @@ class QuotaScheduler:
                 elif job.status == STARTING:
                     job.version = version = version + 1
                     job.status = RUNNING
-                    push(timers, (due + job.run_seconds, next(seq), _PHASE, job, version))
+                    self._seq += 1
+                    push(timers, (due + job.run_seconds, self._seq, _PHASE, job, version))
                     out.append(
                         _transition(
                             Transition, (job.job_id, phase, due, STARTING, RUNNING, None, None)
@@ -862,10 +877,10 @@ class QuotaScheduler:
                     self._preempt(victim, CAPACITY_LIMIT_PREEMPTION, now, None)
         if self._environment_preempts:
             for unit in list(self._held_units.values()):
-                excess = unit.env_used - unit.leaving - unit.env
-                if excess > 0:
+                env_excess = unit.env_used - unit.leaving - unit.env
+                if env_excess > 0:
                     victims = self._environment_candidates(unit.name)
-                    taken = self._take(victims, excess, unit.name)
+                    taken = self._take(victims, env_excess, unit.name)
                     for victim in taken if taken else victims:
                         self._preempt(victim, ENVIRONMENT_LIMIT_PREEMPTION, now, None)
         # The lending pools in the order the configuration and first holds name their units.
@@ -1003,7 +1018,8 @@ class QuotaScheduler:
         due = start + seconds
         if job.limit_due != due:
             job.limit_due = due
-            heapq.heappush(self._timers, (due, next(self._seq), _LIMIT, job, job.version))
+            self._seq += 1
+            heappush(self._timers, (due, self._seq, _LIMIT, job, job.version))
 
     def _push_queue(self, job: _Job) -> None:
         slot = job.slot
@@ -1031,7 +1047,7 @@ class QuotaScheduler:
                 self._list_queue(slot, held.unit)
         job.qver += 1
         job.queued = True
-        heapq.heappush(heap, (-job.priority, job.order, job.qver, job.job_id, job))
+        heappush(heap, (-job.priority, job.order, job.qver, job.job_id, job))
         self._dirty_queues.add(slot)
 
     @staticmethod
@@ -1052,7 +1068,7 @@ class QuotaScheduler:
             # forgotten).
             if job.qver == entry[2] and job.queued:
                 return job
-            heapq.heappop(heap)
+            heappop(heap)
         return None
 
     def _leave_runnable(self, job: _Job) -> None:
@@ -1127,7 +1143,8 @@ class QuotaScheduler:
             due = now + self.phases.starting_seconds
         else:
             due = now + job.run_seconds
-        heapq.heappush(self._timers, (due, next(self._seq), _PHASE, job, job.version))
+        self._seq += 1
+        heappush(self._timers, (due, self._seq, _PHASE, job, job.version))
 
     # ----- timers -----------------------------------------------------------------------------
 
@@ -1184,9 +1201,12 @@ class QuotaScheduler:
             for slot in keys:
                 # `_head`, with its common case (the top entry is current) inline.
                 heap = slot.heap
-                head = heap[0][4] if heap else None
-                if head is None or head.qver != heap[0][2] or not head.queued:  # type: ignore[index]
-                    head = self._head(slot)
+                head = None
+                if heap:
+                    top = heap[0]
+                    head = top[4]
+                    if head.qver != top[2] or not head.queued:
+                        head = self._head(slot)
                 if head is not None:
                     borrows = (
                         self._borrows(head) if head.multi else slot.used + head.count > slot.own
@@ -1202,9 +1222,9 @@ class QuotaScheduler:
             waiting = bool(units)
             if not heads and not waiting:
                 continue
-            heapq.heapify(heads)
+            heapify(heads)
             self._round = round_ = _Round(heads, units, dirty, keys)
-            pop, push = heapq.heappop, heapq.heappush
+            pop, push = heappop, heappush
             while True:
                 if waiting and (not heads or heads[0][0]):
                     waiting = False
@@ -1229,9 +1249,12 @@ class QuotaScheduler:
                     self._unblock(slot)
                 # `_head`, with its common case inline (as above).
                 heap = slot.heap
-                job = heap[0][4] if heap else None
-                if job is None or job.qver != heap[0][2] or not job.queued:  # type: ignore[index]
-                    job = self._head(slot)
+                job = None
+                if heap:
+                    top = heap[0]
+                    job = top[4]
+                    if job.qver != top[2] or not job.queued:
+                        job = self._head(slot)
                 if job is None:
                     continue
                 if (
@@ -1272,7 +1295,7 @@ class QuotaScheduler:
                             entry = slot.blocked  # never None while waiting
                             if entry is not None and slot not in joined:
                                 joined.add(slot)
-                                heapq.heappush(heap, entry)
+                                heappush(heap, entry)
 
     def _block(self, slot: _Slot, job: _Job) -> None:
         """Set aside a queue whose head (of one instance type) was just refused and cannot run
@@ -1396,7 +1419,7 @@ class QuotaScheduler:
     def _dispatch(self, job: _Job, now: float) -> None:
         heap = job.slot.heap
         if heap and heap[0][4] is job:
-            heapq.heappop(heap)  # its entry, at the top (it was the head): stale from now on
+            heappop(heap)  # its entry, at the top (it was the head): stale from now on
         self._leave_runnable(job)
         job.version += 1
         self._start_active(job, SCHEDULED, now)
@@ -1583,9 +1606,9 @@ class QuotaScheduler:
         for slot, count in job.holds:
             slot.unit.leaving += count
         job.version += 1
-        heapq.heappush(
-            self._timers,
-            (now + self._preemption_seconds, next(self._seq), _PREEMPTED, job, job.version),
+        self._seq += 1
+        heappush(
+            self._timers, (now + self._preemption_seconds, self._seq, _PREEMPTED, job, job.version)
         )
         self._out.append(
             Transition(job.job_id, Kind.PREEMPTING, now, job.status, job.status, reason, cause)
@@ -1634,7 +1657,7 @@ def _queue_key(job: _Job) -> tuple[int, int]:
     return (-job.priority, job.order)
 
 
-_REASON_ORDER = (
+_REASON_ORDER: Final = (
     SERVICE_ENVIRONMENT_MAX_RESOURCE,
     QUOTA_SHARE_LIMIT_EXCEEDED,
     QUOTA_SHARE_AND_BORROW_LIMIT_EXCEEDED,
