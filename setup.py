@@ -1,0 +1,92 @@
+"""The optional compiled scheduler core; everything else about the package is in pyproject.toml.
+
+With `QUOTA_COMPILE_CORE=1` in the environment, the scheduler core and the simulator around it
+(`CORE`) are compiled with mypyc, as black and mypy ship theirs: the same source files, built
+into C extension modules that Python imports instead of them (about twice as fast,
+docs/performance.md, "Simulator"). The build then needs mypy and a C compiler with the Python
+headers; with pip's build isolation mypy is not there, so install with `--no-build-isolation`
+from an environment that has mypy and setuptools (`make venv` does). Without the variable, or
+when the compile fails, the package installs as pure Python; the failure is printed as a
+warning. `quotactl --version` says which core runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+SOURCE = Path("local/quota_local")
+# In import order (the modules a stale build falls back on, quota_local/compiled_core.py).
+CORE = ("ledger", "scheduling", "simulation_results", "workload", "simulate")
+MANIFEST = "compiled_core.json"
+
+
+def _warn(message: str) -> None:
+    print(
+        f"WARNING: the scheduler core is not compiled, it runs as Python: {message}",
+        file=sys.stderr,
+    )
+
+
+def _extensions() -> list[Any]:
+    if os.environ.get("QUOTA_COMPILE_CORE") != "1":
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        _warn("mypy (mypyc) is not installed where the package is built (--no-build-isolation?)")
+        return []
+    try:
+        # One shared library inside the package (quota_local/core__mypyc...), not at top level.
+        # mypy reads its settings from pyproject.toml (mypy_path, plugins); the notes about
+        # settings for modules outside the core would count as errors here.
+        return list(
+            mypycify(
+                ["--no-warn-unused-configs", *(str(SOURCE / f"{name}.py") for name in CORE)],
+                group_name="quota_local.core",
+            )
+        )
+    except (Exception, SystemExit) as error:  # mypyc refused the source (it exits on errors)
+        _warn(f"mypyc failed ({error})")
+        return []
+
+
+class OptionalBuildExt(build_ext):
+    """Builds the compiled core if it can; a failure leaves the pure-Python package."""
+
+    def run(self) -> None:
+        if not self.extensions:
+            return
+        try:
+            super().run()
+        except Exception as error:
+            _warn(str(error))
+            self._remove_outputs()
+            return
+        self._write_manifest()
+
+    def _package_dir(self) -> Path:
+        return Path(self.get_ext_fullpath("quota_local.scheduling")).parent
+
+    def _remove_outputs(self) -> None:
+        # A part built before the failure must not be imported beside the sources.
+        for ext in self.extensions:
+            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+
+    def _write_manifest(self) -> None:
+        # What the extensions were built from: quota_local.compiled_core runs the sources
+        # instead when they differ (a checkout edited after `make venv`).
+        digests = {
+            name: hashlib.sha256((SOURCE / f"{name}.py").read_bytes()).hexdigest() for name in CORE
+        }
+        (self._package_dir() / MANIFEST).write_text(json.dumps(digests, indent=1) + "\n")
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})
