@@ -3,6 +3,12 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The scheduler core and the simulator, compiled with mypyc in place (setup.py compiles these
+# modules; docs/simulate.md, "Speed"). When the compile cannot run (no C compiler, no Python
+# headers), setup.py warns and the sources run: `quotactl --version` says which core runs.
+CORE_SOURCES := $(addprefix local/quota_local/,scheduling.py ledger.py simulate.py workload.py \
+	simulation_results.py)
+CORE_STAMP := $(VENV)/.core-compiled
 
 # SAM CLI lives in its own virtualenv: its pins (pydantic, boto3) differ from the project's.
 SAM_CLI_VERSION := 1.170.0
@@ -92,7 +98,7 @@ variants: $(STAMP)
 bench: $(STAMP) build
 	$(PY) -m bench
 
-venv: $(STAMP)
+venv: $(STAMP) $(CORE_STAMP)
 
 sam-venv: $(SAM_STAMP)
 
@@ -122,6 +128,13 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python313
 	  rm -rf $(VENV); "$$py" -m venv $(VENV); fi
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# Editable like the rest; --no-build-isolation: the build needs the venv's mypy (mypyc).
+$(CORE_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
+	QUOTA_COMPILE_CORE=1 $(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
+	  --no-build-isolation -e .
+	$(VENV)/bin/quotactl --version
+	@touch $@
 
 $(SAM_STAMP): scripts/find-python313
 	@py=$$(scripts/find-python313) || exit 1; rm -rf $(SAM_VENV) && "$$py" -m venv $(SAM_VENV)
