@@ -2,7 +2,8 @@
 
 `seconds` is wall-clock time of one simulation; `jobs_per_s` is jobs over this process's CPU
 time, the best of `REPEATS` runs: the machine is shared (CI, other work), and CPU time of the
-best run is what varies least with the load around it (docs/performance.md)."""
+best run is what varies least with the load around it (docs/performance.md). `core_compiled`: 1
+when the scheduler core ran compiled with mypyc (`make venv` builds it), 0 for pure Python."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 from bench.reconcile_bench import twenty_share_document
 from quota_controller.domain.config import validate_document
+from quota_local.compiled_core import compiled
 from quota_local.simulate import simulate
 from quota_local.workload import generate_workload
 
@@ -20,7 +22,7 @@ def run(sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> dict[str, float]:
     """Seconds per simulation (workload generation excluded) and jobs per second."""
     document = validate_document(twenty_share_document()).document
     assert document is not None
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"simulate.core_compiled": 1.0 if compiled() else 0.0}
     for n in sizes:
         # Keep the load comparable across sizes: the horizon grows with the job count.
         jobs = generate_workload(document, n, seed=11, horizon_s=n * 6.0)

@@ -151,12 +151,17 @@ def _set_formatter(parser: argparse.ArgumentParser) -> None:
 
 
 def _version() -> str:
+    """The installed version, and which scheduler core runs (compiled with mypyc or pure
+    Python: docs/simulate.md, "Speed")."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from quota_local.compiled_core import describe
+
     try:
-        return version("batch-quota-controller")
+        installed = version("batch-quota-controller")
     except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
+        installed = "unknown (not installed)"
+    return f"{installed} (scheduler core: {describe()})"
 
 
 def _add_recommend(sub: Any) -> None:

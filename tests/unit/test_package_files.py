@@ -47,15 +47,21 @@ def test_an_unknown_function_names_the_ones_there_are() -> None:
     assert str(caught.value) == f"no function 'reconciler'; the functions are: {known}"
 
 
-def test_quotactl_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+def test_quotactl_version_prints_the_installed_version_and_core(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from importlib.metadata import version
 
+    from quota_local import scheduling
     from quotactl.main import main
 
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0
-    assert capsys.readouterr().out == f"quotactl {version('batch-quota-controller')}\n"
+    core = "pure" if scheduling.__file__.endswith(".py") else "compiled"
+    assert capsys.readouterr().out == (
+        f"quotactl {version('batch-quota-controller')} (scheduler core: {core})\n"
+    )
 
 
 @pytest.mark.parametrize("command", [["demo"], ["local", "up", "--port", "0"]])
