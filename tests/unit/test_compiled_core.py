@@ -1,0 +1,209 @@
+"""The compiled scheduler core (mypyc, `QUOTA_COMPILE_CORE=1` at install; setup.py) decides
+exactly what its Python source decides.
+
+The source of the core's modules is loaded a second time under other module names (pure
+Python, always), and random scheduling scenarios and simulations run through both it and the
+installed `quota_local` modules: every transition, stuck reason and simulator figure must be
+identical, down to int versus float. When the installed core is compiled (`make venv` builds
+it), this compares the two builds. When it is not (an install without the variable, or a
+failed compile), both sides run the same source: the tests then check that the installed
+package really is the Python source (every core module imported from its `.py` file, and
+`quotactl --version`'s core "pure"), which is the fallback a pure install relies on, besides
+checking the comparison harness itself. The stale-build guard is checked on copies of the
+sources either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import json
+import random
+import shutil
+import sys
+from enum import Enum
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from builders import DocBuilder
+from scheduling_scenarios import overloaded_scenario, random_scenario
+
+import quota_local
+from quota_controller.domain.config import QuotaDocument, validate_document
+from quota_local import compiled_core, ledger, scheduling, simulate, simulation_results, workload
+
+# The compiled modules, in import order (setup.py's CORE).
+CORE = ("ledger", "scheduling", "simulation_results", "workload", "simulate")
+INSTALLED = {
+    "ledger": ledger,
+    "scheduling": scheduling,
+    "simulation_results": simulation_results,
+    "workload": workload,
+    "simulate": simulate,
+}
+PACKAGE = Path(quota_local.__file__).parent
+
+
+def _load_sources() -> dict[str, ModuleType]:
+    """The core's Python sources as modules of their own (`_source_core_<name>`), importing each
+    other, whatever the installed `quota_local` modules are."""
+    loaded: dict[str, ModuleType] = {}
+    try:
+        for name in CORE:
+            spec = importlib.util.spec_from_file_location(
+                f"_source_core_{name}", PACKAGE / f"{name}.py"
+            )
+            assert spec is not None
+            assert spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # dataclasses look their module up
+            # What the next modules' `from quota_local.<name> import ...` bind to.
+            sys.modules[f"quota_local.{name}"] = module
+            spec.loader.exec_module(module)
+            loaded[name] = module
+    finally:
+        for name, module in INSTALLED.items():
+            sys.modules[f"quota_local.{name}"] = module
+    return loaded
+
+
+SOURCE = _load_sources()
+
+
+def _plain(value: Any) -> Any:
+    """A value as plain data that keeps what a user could see differ: int versus float, an
+    enum's value, every dataclass field."""
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return ("float", repr(value))
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return ("int", value)
+    raise TypeError(f"unexpected {type(value).__name__} in a result")
+
+
+def _translate(value: Any, core: ModuleType) -> Any:
+    """A scenario's JobSpec or PoolConfig as `core`'s own class (a compiled core takes only its
+    own; the source would take either)."""
+    if isinstance(value, (scheduling.JobSpec, scheduling.ShareConfig, scheduling.PoolConfig)):
+        cls = getattr(core, type(value).__name__)
+        return cls(
+            **{f.name: _translate(getattr(value, f.name), core) for f in dataclasses.fields(value)}
+        )
+    if isinstance(value, tuple):
+        return tuple(_translate(v, core) for v in value)
+    return value
+
+
+def _replay(core: ModuleType, scenario: Any) -> Any:
+    config, ops, flags = scenario
+    scheduler = core.QuotaScheduler(_translate(config, core), core.Phases(), **flags)
+    log: list[Any] = []
+    for op, t, arg in ops:
+        log += scheduler.advance(t)
+        if op == "submit":
+            log.append(("reason", scheduler.submit(_translate(arg, core), t)))
+        elif op == "configure":
+            scheduler.configure(_translate(arg, core), t)
+        elif op == "priority":
+            scheduler.set_priority(*arg, t)
+        else:
+            scheduler.set_status(*arg, t)
+    log += scheduler.run(until=1e7)
+    states = {job_id: scheduler.job(job_id) for job_id in sorted(scheduler.runnable_ids())}
+    return _plain([log, states, scheduler.usage(), scheduler.borrowed()])
+
+
+def _document(seed: int) -> QuotaDocument:
+    rng = random.Random(seed)
+    units = ["ml.g5.xlarge", "ml.p4d.24xlarge"][: rng.randint(1, 2)]
+    builder = DocBuilder("q").env(**{u: rng.randint(4, 40) for u in units})
+    for n in range(rng.randint(2, 20)):
+        strategy = rng.choice(["RESERVE", "LEND", "LEND_AND_BORROW"])
+        borrow = rng.choice([None, 0, 50, 200]) if strategy == "LEND_AND_BORROW" else None
+        builder.share(f"team-{n}", strategy, borrow, **{u: rng.randint(1, 3) for u in units})
+        if rng.random() < 0.3:
+            builder.raw["quotaShares"][-1]["preemptionConfiguration"] = {
+                "inSharePreemption": "ENABLED"
+            }
+    document = validate_document(builder.build()).document
+    assert document is not None
+    return document
+
+
+def _simulation(core: ModuleType, workload_of: ModuleType, seed: int) -> Any:
+    document = _document(seed)
+    rng = random.Random(seed)
+    jobs = workload_of.generate_workload(
+        document, rng.choice([200, 1500]), seed=seed, horizon_s=rng.choice([600.0, 6000.0])
+    )
+    return _plain(core.simulate(document, jobs, timeline=seed % 2 == 0))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_scenarios_decide_the_same_compiled_and_from_source(seed: int) -> None:
+    scenario = random_scenario(seed)
+    assert _replay(scheduling, scenario) == _replay(SOURCE["scheduling"], scenario)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_overloaded_scenarios_decide_the_same_compiled_and_from_source(seed: int) -> None:
+    scenario = overloaded_scenario(seed)
+    assert _replay(scheduling, scenario) == _replay(SOURCE["scheduling"], scenario)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_simulations_report_the_same_compiled_and_from_source(seed: int) -> None:
+    installed = _simulation(simulate, workload, seed)
+    assert installed == _simulation(SOURCE["simulate"], SOURCE["workload"], seed)
+    assert installed["shares"], "the simulation reported on its shares"
+
+
+def test_the_installed_core_is_what_version_says_and_pure_is_the_source() -> None:
+    files = {name: Path(module.__file__ or "") for name, module in INSTALLED.items()}
+    if compiled_core.compiled():
+        assert compiled_core.describe() == "compiled"
+        assert all(path.suffix != ".py" for path in files.values()), files
+        assert not compiled_core.stale_modules()
+    else:
+        # The fallback: every core module runs from its source in the package.
+        assert compiled_core.describe() == "pure"
+        assert files == {name: PACKAGE / f"{name}.py" for name in CORE}
+
+
+def _copy_sources(tmp_path: Path) -> Path:
+    for name in CORE:
+        shutil.copy(PACKAGE / f"{name}.py", tmp_path / f"{name}.py")
+    built = {
+        name: hashlib.sha256((tmp_path / f"{name}.py").read_bytes()).hexdigest() for name in CORE
+    }
+    (tmp_path / compiled_core.MANIFEST.name).write_text(json.dumps(built))
+    return tmp_path
+
+
+def test_a_build_of_the_sources_as_they_are_is_not_stale(tmp_path: Path) -> None:
+    assert compiled_core.stale_modules(_copy_sources(tmp_path)) == []
+
+
+def test_an_edited_source_makes_the_whole_build_stale(tmp_path: Path) -> None:
+    package = _copy_sources(tmp_path)
+    with (package / "ledger.py").open("a") as source:
+        source.write("# edited\n")
+    assert compiled_core.stale_modules(package) == list(CORE)
+
+
+def test_without_a_build_nothing_is_stale(tmp_path: Path) -> None:
+    package = _copy_sources(tmp_path)
+    (package / compiled_core.MANIFEST.name).unlink()
+    assert compiled_core.stale_modules(package) == []
