@@ -64,21 +64,28 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         if not self.extensions:
             return
+        in_place = self.inplace  # an editable install: the modules go beside the sources
         try:
             super().run()
         except Exception as error:
             _warn(str(error))
-            self._remove_outputs()
+            self._remove_outputs(in_place)
             return
         self._write_manifest()
 
     def _package_dir(self) -> Path:
         return Path(self.get_ext_fullpath("quota_local.scheduling")).parent
 
-    def _remove_outputs(self) -> None:
-        # A part built before the failure must not be imported beside the sources.
+    def _remove_outputs(self, in_place: bool) -> None:
+        # Nothing compiled may be imported beside the sources after a failure: neither a part
+        # built before it nor, in a checkout, an earlier build.
         for ext in self.extensions:
-            Path(self.get_ext_fullpath(ext.name)).unlink(missing_ok=True)
+            built = Path(self.build_lib) / self.get_ext_filename(ext.name)
+            built.unlink(missing_ok=True)
+            if in_place:
+                (SOURCE / built.name).unlink(missing_ok=True)
+        if in_place:
+            (SOURCE / MANIFEST).unlink(missing_ok=True)
 
     def _write_manifest(self) -> None:
         # What the extensions were built from: quota_local.compiled_core runs the sources
