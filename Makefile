@@ -33,7 +33,7 @@ BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions
 demo: $(STAMP)
 	$(VENV)/bin/quotactl demo
 
-test: $(STAMP) lint typecheck template-check package-check browser
+test: $(STAMP) $(CORE_STAMP) lint typecheck template-check package-check browser
 	$(PY) -m pytest -q -n auto --dist loadfile
 
 # Headless Chromium renders the HTML report in tests/integration/test_report_browser.py. As
@@ -95,7 +95,7 @@ variants: $(STAMP)
 	QUOTA_LOCAL_VARIANTS=$(or $(PROFILE),pessimistic) QUOTA_TEST_MATRIX=0 \
 	  $(PY) -m pytest -q -n auto --dist loadfile $(E2E)
 
-bench: $(STAMP) build
+bench: $(STAMP) $(CORE_STAMP) build
 	$(PY) -m bench
 
 venv: $(STAMP) $(CORE_STAMP)
@@ -133,7 +133,9 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python313
 $(CORE_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
 	QUOTA_COMPILE_CORE=1 $(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
 	  --no-build-isolation -e .
-	$(VENV)/bin/quotactl --version
+	@$(VENV)/bin/quotactl --version | tee /dev/stderr | grep -q 'core: compiled' || \
+	  echo "WARNING: the scheduler core did not compile and runs as Python; why:" \
+	    "QUOTA_COMPILE_CORE=1 $(PY) -m pip install -v --no-deps --no-build-isolation -e ." >&2
 	@touch $@
 
 $(SAM_STAMP): scripts/find-python313
