@@ -6,14 +6,15 @@ at install, setup.py; `make venv` asks for it): C extension modules built from t
 files, which Python imports instead of them. The sources stay the one implementation and the
 fallback. A build records the hash of each source it compiled (`compiled_core.json`); in a
 checkout edited since, the build is stale, and `guard_stale_build` (run when `quota_local` is
-imported) makes Python import the sources instead, with a warning, rather than old code.
+imported) makes Python import the sources instead, rather than old code. Silently: the
+sources are what the build would be, and a warning on stderr would change the output of every
+command and test; `quotactl --version` says "pure" then.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-import warnings
 from collections.abc import Sequence
 from importlib.abc import MetaPathFinder
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
@@ -79,8 +80,3 @@ def guard_stale_build() -> None:
     if not stale or any(isinstance(finder, _Sources) for finder in sys.meta_path):
         return
     sys.meta_path.insert(0, _Sources(stale))
-    warnings.warn(
-        "quota_local: the compiled scheduler core was built from other sources than these "
-        "(edited since it was built): running the Python source; `make venv` compiles it again",
-        stacklevel=2,
-    )

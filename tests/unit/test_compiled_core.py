@@ -19,8 +19,10 @@ import dataclasses
 import hashlib
 import importlib.util
 import json
+import os
 import random
 import shutil
+import subprocess
 import sys
 from enum import Enum
 from pathlib import Path
@@ -201,6 +203,30 @@ def test_an_edited_source_makes_the_whole_build_stale(tmp_path: Path) -> None:
     with (package / "ledger.py").open("a") as source:
         source.write("# edited\n")
     assert compiled_core.stale_modules(package) == list(CORE)
+
+
+def test_a_stale_build_is_not_imported(tmp_path: Path) -> None:
+    # The installed package, compiled modules (if any) included, with a record of a build from
+    # other sources: its sources are imported, not the build.
+    package = tmp_path / "quota_local"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("deployment", "__pycache__"))
+    built = dict.fromkeys(CORE, "0" * 64)
+    (package / compiled_core.MANIFEST.name).write_text(json.dumps(built))
+    script = (
+        "import quota_local.simulate, quota_local.compiled_core as core\n"
+        "print(quota_local.simulate.__file__, core.describe())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == [str(package / "simulate.py"), "pure"]
+    assert done.stderr == ""
 
 
 def test_without_a_build_nothing_is_stale(tmp_path: Path) -> None:
