@@ -149,4 +149,5 @@ instance-types: $(STAMP)
 	$(VENV)/bin/ruff format layers/core/quota_controller/domain/instance_types.py
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam build
+	rm -f local/quota_local/*.so local/quota_local/compiled_core.json
