@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from quota_local.history_report import BUCKETS, Figures, Report, UsagePlot
+from quota_local.history_figures import BUCKETS, Figures, Report, UsagePlot
 
 PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac"]  # fmt: skip

@@ -40,7 +40,8 @@ from quota_controller.domain.plan_records import Scope
 from quota_controller.domain.status import read_status
 from quota_controller.domain.table_keys import config_items
 from quota_controller.services.decision import decide
-from quota_local.history_report import Report, build_report
+from quota_local.history_figures import Report
+from quota_local.history_report import build_report
 from quota_local.recommend import DEFAULT_BUDGET, Recommendation, recommend
 from quota_local.recommend_explain import duration, explain
 from quota_local.recommend_layout import ShareLayout, distance, document_data
