@@ -182,29 +182,27 @@ def queue_layouts(
     return document, layouts
 
 
-def queue_created_ms(target: aws.Target, queue: str, since_ms: int, until_ms: int) -> int | None:
-    """When the controller created the job queue, if its change record (CreateJobQueue) falls
-    in the window [since_ms, until_ms] (the latest such, for a queue deleted and created
-    again); None when none does: the queue is older, adopted, or the record expired."""
+def queue_lifetimes_ms(
+    target: aws.Target, queue: str, since_ms: int, until_ms: int
+) -> list[tuple[int, int]] | None:
+    """When the job queue existed in the window [since_ms, until_ms] (start, end ms), from the
+    controller's change records of creating and deleting it (`CreateJobQueue`,
+    `DeleteJobQueue`; `history_report.queue_lifetimes`); None when none falls in the window:
+    the queue is older, adopted, or the records expired."""
     from quota_controller.domain.change_record import ChangeRecord
+    from quota_local.history_report import queue_lifetimes
 
     store = DynamoConfigStore(target.table)
     since = datetime.fromtimestamp(since_ms / 1000, UTC)
     with aws.failure(f"read the change records of job queue {queue} from {target.where()}"):
         items = store.recent_changes(queue, since=since)
-    created = []
+    changes = []
     for item in items:
         record = ChangeRecord.from_item(item)
-        if record.operation != "CreateJobQueue" or record.at is None:
-            continue
-        try:
-            at = datetime.fromisoformat(record.at.replace("Z", "+00:00"))
-        except ValueError:
-            continue
-        ms = int(at.timestamp() * 1000) if at.tzinfo is not None else None
-        if ms is not None and since_ms <= ms <= until_ms:
-            created.append(ms)
-    return max(created, default=None)
+        at = record.applied_at
+        if at is not None and at.tzinfo is not None:
+            changes.append((int(at.timestamp() * 1000), record.operation))
+    return queue_lifetimes(changes, since_ms, until_ms)
 
 
 def history_records(
@@ -241,19 +239,26 @@ def no_jobs(args: argparse.Namespace, since_ms: int, until_ms: int) -> HistoryEr
 
 
 def none_submitted(
-    args: argparse.Namespace, since_ms: int, until_ms: int, active: int, skipped: dict[str, int]
+    args: argparse.Namespace,
+    since_ms: int,
+    until_ms: int,
+    active: int,
+    skipped: dict[str, int],
+    remedies: list[str],
 ) -> HistoryError:
     """The error for a window in which jobs of the queue waited or ran (`active`) but none can
-    be exported: each reason they were left out, with its count."""
+    be exported: each reason they were left out, with its count, and what would let a later
+    export take them in (`remedies`, per reason); when nothing would, the window to change."""
     if args.until is not None:
         window = f"between {_shown_ms(since_ms)} and {_shown_ms(until_ms)}"
         widen = "widen --since or move --until"
     else:
         window, widen = f"in the last {span(args.since)}", "widen --since"
     reasons = "; ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
+    advice = "; ".join(remedies) or f"no later export takes them in: {widen} for other jobs"
     return HistoryError(
         f"no job of {args.queue} submitted {window} can be exported, though {active} waited or "
-        f"ran in it (left out: {reasons}): {widen}"
+        f"ran in it (left out: {reasons}). {advice}"
     )
 
 

@@ -15,8 +15,8 @@ from quotactl.history_access import (
     HistoryError,
     history_records,
     no_jobs,
-    queue_created_ms,
     queue_layouts,
+    queue_lifetimes_ms,
     span,
     window_end_ms,
 )
@@ -86,13 +86,20 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
     since = until - args.since * 1000
     target = aws.connect(args)
     document, layouts = queue_layouts(target, args.queue, since, until)
-    created = queue_created_ms(target, args.queue, since, until)
+    lifetimes = queue_lifetimes_ms(target, args.queue, since, until)
     records, _ = history_records(args, target, since)
     if not any(in_window(r, since, until) for r in records):
         raise no_jobs(args, since, until)
     try:
         report = build_report(
-            args.queue, records, document, since, until, prices, layouts=layouts, created_ms=created
+            args.queue,
+            records,
+            document,
+            since,
+            until,
+            prices,
+            layouts=layouts,
+            lifetimes=lifetimes,
         )
     except ReportError as err:
         raise HistoryError(str(err)) from err
@@ -106,12 +113,16 @@ def cmd_report(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     data = report.as_data()
     print(f"job queue {args.queue}: {data['since']} to {data['until']}", file=out)
-    if report.quota_note():
-        print(report.quota_note(), file=out)
+    for note in (report.quota_note(), report.unknown_quota_note()):
+        if note:
+            print(note, file=out)
     columns = ["share", "jobs", "ownHours", "borrowedHours", "lentHours", "idleHours"]
     columns += ["waitP50Seconds", "waitP95Seconds", "preemptions", "preemptedHours", "stuckJobs"]
+    unknown = data["total"]["quotaUnknownHours"] > 0
+    if unknown:
+        columns.insert(4, "quotaUnknownHours")
     if prices is not None:
-        columns += ["costOwn", "costBorrowed"]
+        columns += ["costOwn", "costBorrowed"] + (["costQuotaUnknown"] if unknown else [])
     render.table([*data["shares"], data["total"]], columns, out)
     for row in [*data["shares"], data["total"]]:
         if row["preemptionsByCause"]:

@@ -184,7 +184,11 @@ def render_html(report: Report, since_text: str) -> str:
         [label for _, label in WAIT_EDGES],
         _wait_stacks(report),
     )
-    note = f"<p>{escape(report.quota_note() or '')}.</p>" if report.quota_note() else ""
+    note = "".join(
+        f"<p>{escape(text)}.</p>"
+        for text in (report.quota_note(), report.unknown_quota_note())
+        if text
+    )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>quota report: {escape(report.queue)}</title>"

@@ -37,6 +37,10 @@ class Figures:
     stuckByReason: dict[str, int] = field(default_factory=dict)
     costOwn: float | None = None
     costBorrowed: float | None = None
+    # Instance-hours of a share in no layout in force over the window (removed since): its
+    # quota then is not known, so its usage is neither own nor borrowed.
+    quotaUnknownHours: float = 0.0
+    costQuotaUnknown: float | None = None
 
     def rounded(self) -> dict[str, Any]:
         """As data, hours and money to 3 decimals."""
@@ -76,18 +80,44 @@ class Report:
     # type): its usage against quota.
     plots: list[UsagePlot] = field(default_factory=list)
     # When the queue came to exist inside the window: quota (own, lent, idle) counts from then.
-    quota_since_ms: int | None = None
+    # When the queue existed in the window (start, end ms), when its change records say it
+    # did not throughout: quota (own, lent, idle) counts only then.
+    lifetimes: list[tuple[int, int]] | None = None
     waits: dict[str, list[float]] = field(default_factory=dict)
     # Per cause: preemptions per time step.
     preemptions: dict[str, list[int]] = field(default_factory=dict)
 
     def quota_note(self) -> str | None:
-        """What the quota figures count from, when the queue was created inside the window."""
-        if self.quota_since_ms is None:
+        """When the quota figures count, if the queue did not exist throughout the window."""
+        if self.lifetimes is None:
             return None
+        if len(self.lifetimes) == 1 and self.lifetimes[0][1] == self.until_ms:
+            return (
+                f"quota counted from {iso_ms(self.lifetimes[0][0])}, when the controller created "
+                f"job queue {self.queue} (its change record): before, it had no quota to use or "
+                "leave idle"
+            )
+        spans = ", ".join(self._span(lo, hi) for lo, hi in self.lifetimes)
         return (
-            f"quota counted from {iso_ms(self.quota_since_ms)}, when the controller created job "
-            f"queue {self.queue} (its change record): before, it had no quota to use or leave idle"
+            f"quota counted only while job queue {self.queue} existed, by the controller's change "
+            f"records (CreateJobQueue, DeleteJobQueue): {spans or 'never in the window'}; "
+            "outside, it had no quota to use or leave idle"
+        )
+
+    def _span(self, lo: int, hi: int) -> str:
+        if lo == self.since_ms:
+            return f"until {iso_ms(hi)}"
+        return f"from {iso_ms(lo)}" + ("" if hi == self.until_ms else f" to {iso_ms(hi)}")
+
+    def unknown_quota_note(self) -> str | None:
+        """The shares whose usage is neither own nor borrowed: in no layout of the window."""
+        removed = [f for f in self.shares if f.quotaUnknownHours > 0]
+        if not removed:
+            return None
+        named = ", ".join(f"{f.share} {f.quotaUnknownHours:.3f}" for f in removed)
+        return (
+            f"not in the current document, so their quota is not known: {named} instance-hours "
+            "counted apart (quotaUnknownHours), neither own nor borrowed"
         )
 
     def as_data(self) -> dict[str, Any]:
@@ -132,6 +162,7 @@ def total_of(shares: list[Figures], waits: list[float]) -> Figures:
             "preemptions",
             "preemptedHours",
             "stuckJobs",
+            "quotaUnknownHours",
         ):
             setattr(total, name, getattr(total, name) + getattr(f, name))
         for cause, n in f.preemptionsByCause.items():
@@ -142,6 +173,7 @@ def total_of(shares: list[Figures], waits: list[float]) -> Figures:
         if f.costOwn is not None:
             total.costOwn = (total.costOwn or 0.0) + f.costOwn
             total.costBorrowed = (total.costBorrowed or 0.0) + (f.costBorrowed or 0.0)
+            total.costQuotaUnknown = (total.costQuotaUnknown or 0.0) + (f.costQuotaUnknown or 0.0)
     total.waitP50Seconds = percentile(waits, 0.50)
     total.waitP95Seconds = percentile(waits, 0.95)
     return total

@@ -93,14 +93,17 @@ def build_report(
     until_ms: int,
     prices: Mapping[str, float] | None = None,
     layouts: Sequence[tuple[int, QuotaDocument]] = (),
-    created_ms: int | None = None,
+    lifetimes: Sequence[tuple[int, int]] | None = None,
 ) -> Report:
     """Every figure of docs/history.md for the window [since, until], per share and in total.
 
     `layouts` (start ms, layout) are the layouts in force over the window when quota windows
     changed them, each until the next one starts; without them `document` holds throughout.
-    `created_ms`: when the queue was created, if inside the window: before it there was no
-    quota to use, lend or leave idle."""
+    `lifetimes` (start ms, end ms): when the queue existed in the window (`queue_lifetimes`),
+    None when that is not known (the whole window): outside them there was no quota to use,
+    lend or leave idle, unless a job of the queue ran then. A share in no layout in force over
+    the window (removed since) has no quota known: its usage is neither own nor borrowed but
+    `quotaUnknownHours`, and it borrows from no lender."""
     if until_ms <= since_ms:
         raise ReportError("the window is empty: --since must reach back before now")
     if prices is not None:
@@ -109,7 +112,10 @@ def build_report(
     segments = segments or [(since_ms, document)]
     starts = [max(start, since_ms) for start, _ in segments]
     starts[0] = since_ms
-    quota_from = created_ms if created_ms is not None and since_ms < created_ms < until_ms else None
+    lives = [(since_ms, until_ms)] if lifetimes is None else sorted(lifetimes)
+
+    def existed(t: float) -> bool:
+        return any(lo <= t < hi for lo, hi in lives)
 
     def layout(t: float) -> QuotaDocument:
         return segments[max(0, bisect.bisect_right(starts, t) - 1)][1]
@@ -117,13 +123,14 @@ def build_report(
     names = [s.quotaShareName for s in document.quotaShares]
     for _, doc in segments:
         names += [s.quotaShareName for s in doc.quotaShares if s.quotaShareName not in names]
+    known = set(names)
     for r in records:
         if r.share and r.share not in names:
-            names.append(r.share)  # a share since removed from the document: quota 0
+            names.append(r.share)  # a share since removed from the document: quota unknown
     figures = {n: Figures(n) for n in names}
     if prices is not None:
         for f in figures.values():
-            f.costOwn = f.costBorrowed = 0.0
+            f.costOwn = f.costBorrowed = f.costQuotaUnknown = 0.0
     span = until_ms - since_ms
     step_ms = span / BUCKETS
     preempt_series: dict[str, list[int]] = defaultdict(lambda: [0] * BUCKETS)
@@ -202,10 +209,11 @@ def build_report(
         if (n, unit) in held | used
     }
     for (start, doc), end in zip(segments, [*starts[1:], until_ms], strict=True):
-        lo = max(start, since_ms, quota_from or since_ms)
-        for (n, unit), plot in plots.items():
-            limit = quotas(doc, unit)[n]
-            _spread(plot.quota_series, lo, max(lo, end), limit, since_ms, step_ms)
+        for life_lo, life_hi in lives:
+            lo, hi = max(start, since_ms, life_lo), min(end, life_hi)
+            for (n, unit), plot in plots.items():
+                limit = quotas(doc, unit)[n]
+                _spread(plot.quota_series, lo, max(lo, hi), limit, since_ms, step_ms)
     for (n, unit), plot in plots.items():
         plot.quota = float(quotas(segments[-1][1], unit)[n])
     none = dict.fromkeys(names, 0)
@@ -222,7 +230,8 @@ def build_report(
                 if hi > lo:
                     changes[lo][r.share] += r.count
                     changes[hi][r.share] -= r.count
-        points = sorted({since_ms, until_ms, *starts, *changes, quota_from or since_ms})
+        edges = [t for life in lives for t in life if since_ms < t < until_ms]
+        points = sorted({since_ms, until_ms, *starts, *changes, *edges})
         running: Counter[str] = Counter()
         # A type nobody used in the window may have no price (check_prices asks only for the
         # used ones): its usage is 0, and so is its cost.
@@ -231,10 +240,13 @@ def build_report(
             running.update(changes.get(t0, Counter()))
             hours = (t1 - t0) / HOUR_MS
             in_force = layout(t0)
-            quota = quotas(in_force, unit) if t0 >= (quota_from or since_ms) else none
+            # A job of the queue running outside the lifetimes shows it existed then (a
+            # change record expired or came late): its quota holds, not 0.
+            busy = any(running[n] > 0 for n in names)
+            quota = quotas(in_force, unit) if existed(t0) or busy else none
             lends = lenders(in_force)
             own = {n: min(max(running[n], 0), quota[n]) for n in names}
-            borrowed = {n: max(running[n], 0) - own[n] for n in names}
+            borrowed = {n: max(running[n], 0) - own[n] if n in known else 0 for n in names}
             idle = {n: quota[n] - own[n] for n in names}
             lender_idle = sum(idle[n] for n in names if n in lends)
             total_borrowed = sum(borrowed.values())
@@ -248,9 +260,12 @@ def build_report(
                 f.borrowedHours += borrowed[n] * hours
                 f.lentHours += lent * hours
                 f.idleHours += (idle[n] - lent) * hours
+                unknown = 0 if n in known else max(running[n], 0)
+                f.quotaUnknownHours += unknown * hours
                 if prices is not None:
                     f.costOwn = (f.costOwn or 0.0) + own[n] * hours * price
                     f.costBorrowed = (f.costBorrowed or 0.0) + borrowed[n] * hours * price
+                    f.costQuotaUnknown = (f.costQuotaUnknown or 0.0) + unknown * hours * price
                 drawn = plots.get((n, unit))
                 if drawn is not None:
                     drawn.ownHours += own[n] * hours
@@ -270,10 +285,38 @@ def build_report(
         list(figures.values()),
         total,
         plots=list(plots.values()),
-        quota_since_ms=quota_from,
+        lifetimes=None if lives == [(since_ms, until_ms)] else lives,
         waits=waits,
         preemptions=dict(preempt_series),
     )
+
+
+def queue_lifetimes(
+    changes: Iterable[tuple[int, str]], since_ms: int, until_ms: int
+) -> list[tuple[int, int]] | None:
+    """When the queue existed in the window [since_ms, until_ms], as (start, end) ms, from the
+    controller's change records of it (epoch ms, `CreateJobQueue` or `DeleteJobQueue`): a
+    queue whose first record in the window is a creation did not exist before it, one whose
+    first is a deletion did. None without such a record: not known (the whole window)."""
+    events = sorted(
+        (at, op)
+        for at, op in changes
+        if op in ("CreateJobQueue", "DeleteJobQueue") and since_ms <= at <= until_ms
+    )
+    if not events:
+        return None
+    lives: list[tuple[int, int]] = []
+    begun: int | None = since_ms if events[0][1] == "DeleteJobQueue" else None
+    for at, op in events:
+        if op == "CreateJobQueue" and begun is None:
+            begun = at
+        elif op == "DeleteJobQueue" and begun is not None:
+            if at > begun:
+                lives.append((begun, at))
+            begun = None
+    if begun is not None and begun < until_ms:
+        lives.append((begun, until_ms))
+    return lives
 
 
 def _spread(

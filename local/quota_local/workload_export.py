@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +24,22 @@ STAND_IN_SHARE = "stuck:median-share"
 STAND_IN_DEFAULT = "stuck:default"
 WAITING = ("SUBMITTED", "PENDING", "RUNNABLE")
 # Why a job submitted in the window is left out of the workload.
-LEFT_RUNNING = (
-    "still running or starting (its run time is not known yet: move --until past its end)"
-)
+LEFT_RUNNING = "still running or starting (its run time is not known yet)"
 LEFT_WAITING = "still waiting with no stuck reason (queued behind others, never ran)"
-LEFT_PREEMPTED = "no attempt that ran to its end"
+LEFT_PREEMPTED = "ended by a preemption, with no attempt that ran to its end"
+LEFT_NEVER_RAN = "ended before it ever ran, with no stuck reason (cancelled while in line)"
 LEFT_EARLIER = "waited or ran in the window but was submitted before it"
 LEFT_UNSIZED = "its instance type or count is not known"
+LEFT_REMOVED = (
+    "share {share} is not in the queue's current layout (removed since?), which simulate and "
+    "recommend replay a workload against"
+)
+# What would let a later export take such jobs in; the reasons not here have no remedy.
+REMEDIES = {
+    LEFT_RUNNING: "export again once they end",
+    LEFT_WAITING: "export again once they have run",
+    LEFT_EARLIER: "widen --since to reach back to their submit",
+}
 
 
 @dataclass(frozen=True)
@@ -45,15 +54,23 @@ class Exported:
     active: int = 0
 
 
-def workload(records: Sequence[JobRecord], since_ms: int, until_ms: int) -> Exported:
-    """The jobs submitted in the window as the simulator's workload rows.
+def workload(
+    records: Sequence[JobRecord],
+    since_ms: int,
+    until_ms: int,
+    shares: Collection[str] | None = None,
+) -> Exported:
+    """The jobs submitted in the window as the simulator's workload rows; with `shares` (the
+    current layout's), only those of these shares, the others counted in `skipped` (simulate
+    and recommend replay a workload against a layout, which has no quota for them).
 
     `run_time` is what the job needs: its last attempt that was not preempted (the one that
     succeeded, or failed on its own), never the preempted attempts. A job still waiting with a
-    stuck reason (the report's stuck jobs) never ran, so its need is unknown, yet it is the
-    demand a layout left unserved: it is exported with a stand-in run time (`stand_in`), its
-    row's `run_time_basis` saying which. Any other job without such an attempt (running,
-    waiting in line, ended by a preemption) is left out, counted in `skipped`."""
+    stuck reason (the report's stuck jobs), or one ended (cancelled) before it ever ran after
+    Batch named one, never ran, so its need is unknown, yet it is the demand a layout left
+    unserved: it is exported with a stand-in run time (`stand_in`), its row's
+    `run_time_basis` saying which. Any other job without such an attempt (running, waiting in
+    line, ended by a preemption or before it ran) is left out, counted in `skipped`."""
     from quota_local.workload import WorkloadJob
 
     jobs: list[WorkloadJob] = []
@@ -75,13 +92,18 @@ def workload(records: Sequence[JobRecord], since_ms: int, until_ms: int) -> Expo
         if not (r.instanceType and r.count):
             skipped[LEFT_UNSIZED] += 1
             continue
+        if shares is not None and r.share not in shares:
+            skipped[LEFT_REMOVED.format(share=r.share)] += 1
+            continue
         if not r.done or not final:
-            if not r.done and r.status in WAITING and r.stuckReasons:
+            started = any(a.startedAt is not None for a in r.attempts.values())
+            waiting = r.status in WAITING and not r.done
+            if r.stuckReasons and not started and (waiting or r.done):
                 stuck.append(r)
             elif not r.done:
-                skipped[LEFT_WAITING if r.status in WAITING else LEFT_RUNNING] += 1
+                skipped[LEFT_WAITING if waiting else LEFT_RUNNING] += 1
             else:
-                skipped[LEFT_PREEMPTED] += 1
+                skipped[LEFT_PREEMPTED if started else LEFT_NEVER_RAN] += 1
             continue
         last = max(final, key=lambda a: (a.stoppedAt or 0, a.startedAt or 0))
         jobs.append(
@@ -95,6 +117,12 @@ def workload(records: Sequence[JobRecord], since_ms: int, until_ms: int) -> Expo
         jobs.append(_row(r, since_ms, run_time, basis))
     jobs.sort(key=lambda j: j.submit_time)
     return Exported(jobs, dict(skipped), dict(stand_ins), active)
+
+
+def remedies(skipped: dict[str, int]) -> list[str]:
+    """What would let a later export take in the jobs left out, per reason that has a remedy
+    (`N <reason>: <what to do>`); empty when none has."""
+    return [f"{n} {why}: {REMEDIES[why]}" for why, n in sorted(skipped.items()) if why in REMEDIES]
 
 
 def stand_in(finished: Sequence[Any], share: str, unit: str, count: int) -> tuple[float, str]:

@@ -433,9 +433,9 @@ def test_a_stuck_job_is_exported_with_a_stand_in_run_time_and_a_running_one_is_n
     assert rows["too-big"]["run_time_basis"] == "stuck:median-share"
     assert rows["short"]["run_time_basis"] == ""
     assert (
-        "exported 1 stuck job(s) (waiting with a stuck reason, never ran) with a stand-in run "
-        "time, marked in column run_time_basis: 1 the median run time of its share's finished "
-        "jobs (none of its size)"
+        "exported 1 stuck job(s) (Batch named a stuck reason; never ran: still waiting, or "
+        "ended so) with a stand-in run time, marked in column run_time_basis: 1 the median run "
+        "time of its share's finished jobs (none of its size)"
     ) in err
     assert "left out 1 job(s): still running or starting" in err
     # simulate reads the column, and still says the job can never run in this layout.
@@ -458,6 +458,9 @@ def test_a_window_whose_jobs_all_still_run_says_so_with_the_counts(
     assert code == 1
     assert (
         "no job of ml-busy submitted in the last 1d can be exported, though 2 waited or ran in "
-        "it (left out: 2 still running or starting"
+        "it (left out: 2 still running or starting (its run time is not known yet)). 2 still "
+        "running or starting (its run time is not known yet): export again once they end"
     ) in err
+    # Jobs still running are not had by widening the window.
+    assert "widen --since" not in err
     assert "waited or ran in the last" not in err

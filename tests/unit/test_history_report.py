@@ -23,9 +23,10 @@ from quota_local.history_report import (
     build_report,
     job_waits,
     percentile,
+    queue_lifetimes,
 )
 from quota_local.scheduling import CAPACITY_LIMIT_PREEMPTION, IN_SHARE_PREEMPTION
-from quota_local.workload_export import workload
+from quota_local.workload_export import remedies, workload
 
 H = 3600
 DOC = QuotaDocument.model_validate(guide_layout().build())
@@ -183,7 +184,8 @@ def test_usage_is_plotted_per_share_and_instance_type() -> None:
 
 def test_quota_counts_from_the_queue_s_creation_inside_the_window() -> None:
     c1 = RECORDS[2]  # team-c, 3 h+600 s to 4 h
-    report = build_report("ml-training", [c1], DOC, SINCE, UNTIL, created_ms=ms(at(2 * H)))
+    lives = queue_lifetimes([(ms(at(2 * H)), "CreateJobQueue")], SINCE, UNTIL)
+    report = build_report("ml-training", [c1], DOC, SINCE, UNTIL, lifetimes=lives)
     figures = {f.share: f.rounded() for f in report.shares}
     assert (figures["team-a"]["quotaHours"], figures["team-a"]["idleHours"]) == (8.0, 8.0)
     assert (figures["team-c"]["quotaHours"], figures["team-c"]["idleHours"]) == (8.0, 7.167)
@@ -192,8 +194,45 @@ def test_quota_counts_from_the_queue_s_creation_inside_the_window() -> None:
     assert report.quota_note() is not None
     assert "2026-03-01T02:00:00Z" in (report.quota_note() or "")
     # A creation before the window changes nothing, and is not mentioned.
-    before = build_report("ml-training", [c1], DOC, SINCE, UNTIL, created_ms=SINCE - 1)
+    lives = queue_lifetimes([(SINCE - 1, "CreateJobQueue")], SINCE, UNTIL)
+    before = build_report("ml-training", [c1], DOC, SINCE, UNTIL, lifetimes=lives)
     assert (before.shares[0].quotaHours, before.quota_note()) == (10.0, None)
+
+
+def test_a_queue_deleted_and_created_again_counts_quota_in_each_life() -> None:
+    """Created before the window (its record expired), deleted at 2 h, created again at 5 h:
+    a1's use in the first life is team-a's own and borrowed as in any other window, never
+    counted against a quota of 0; nothing counts between the lives."""
+    changes = [(ms(at(2 * H)), "DeleteJobQueue"), (ms(at(5 * H)), "CreateJobQueue")]
+    lives = queue_lifetimes(changes, SINCE, UNTIL)
+    assert lives == [(SINCE, ms(at(2 * H))), (ms(at(5 * H)), UNTIL)]
+    report = build_report("ml-training", [RECORDS[0]], DOC, SINCE, UNTIL, lifetimes=lives)
+    figures = {f.share: f.rounded() for f in [*report.shares, report.total]}
+    a = figures["team-a"]
+    assert (a["quotaHours"], a["ownHours"], a["borrowedHours"]) == (7.0, 1.0, 1.0)
+    assert figures["TOTAL"]["borrowedHours"] == figures["TOTAL"]["lentHours"] == 1.0
+    assert "until 2026-03-01T02:00:00Z, from 2026-03-01T05:00:00Z" in (report.quota_note() or "")
+    # create -> delete -> create inside the window: two lives, nothing before the first.
+    inside = [(ms(at(H)), "CreateJobQueue"), *changes]
+    assert queue_lifetimes(inside, SINCE, UNTIL) == [
+        (ms(at(H)), ms(at(2 * H))),
+        (ms(at(5 * H)), UNTIL),
+    ]
+    assert queue_lifetimes([], SINCE, UNTIL) is None
+
+
+def test_a_removed_share_s_use_is_neither_own_nor_borrowed() -> None:
+    """team-e is in no layout of the window: its hour is counted apart, it borrows from no
+    lender, and borrowed still equals lent."""
+    e1 = record("e1").share("team-e").submitted(0, 0).ran(0, H).status("SUCCEEDED", H).build()
+    report = build_report("ml-training", [RECORDS[0], e1], DOC, SINCE, UNTIL, {"ml.g5.xlarge": 2})
+    figures = {f.share: f.rounded() for f in [*report.shares, report.total]}
+    e = figures["team-e"]
+    assert (e["ownHours"], e["borrowedHours"], e["quotaUnknownHours"]) == (0.0, 0.0, 1.0)
+    assert (e["costOwn"], e["costBorrowed"], e["costQuotaUnknown"]) == (0.0, 0.0, 2.0)
+    total = figures["TOTAL"]
+    assert total["borrowedHours"] == total["lentHours"] == 1.0
+    assert "team-e 1.000 instance-hours counted apart" in (report.unknown_quota_note() or "")
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -239,10 +278,43 @@ def test_a_stuck_jobs_stand_in_is_its_shares_median_else_a_stated_default() -> N
         "b2": (3600, "stuck:default"),  # team-b finished nothing in the window
     }
     assert exported.skipped == {
-        "still running or starting (its run time is not known yet: move --until past its end)": 1,
+        "still running or starting (its run time is not known yet)": 1,
         "still waiting with no stuck reason (queued behind others, never ran)": 1,
     }
     assert exported.active == 6  # "old" ended before the window
+    assert remedies(exported.skipped) == [
+        "1 still running or starting (its run time is not known yet): export again once they end",
+        "1 still waiting with no stuck reason (queued behind others, never ran): export again "
+        "once they have run",
+    ]
+
+
+def test_a_job_cancelled_while_stuck_is_exported_as_stuck_and_a_cancelled_one_is_not() -> None:
+    """Batch named c2 stuck, then it was ended before it ever ran: it is the demand the layout
+    could not serve, exported with a stand-in as a waiting stuck job is. c3, ended in line with
+    no stuck reason, is left out as never having run, not as preempted."""
+    cancelled = (
+        record("c2").share("team-c").type("ml.g5.xlarge", 2).submitted(6 * H)
+        .stuck("MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED")
+        .status("FAILED", 7 * H, "Terminated by user").build()
+    )  # fmt: skip
+    in_line = record("c3").share("team-c").submitted(6 * H).status("FAILED", 7 * H, "x").build()
+    exported = workload([RECORDS[2], cancelled, in_line], SINCE, UNTIL)
+    rows = {j.name: (j.run_time, j.run_time_basis) for j in exported.jobs}
+    assert rows == {"c1": (3000, ""), "c2": (3000, "stuck:median-share")}
+    assert exported.skipped == {
+        "ended before it ever ran, with no stuck reason (cancelled while in line)": 1
+    }
+    assert remedies(exported.skipped) == []
+
+
+def test_the_jobs_of_a_share_not_in_the_layout_are_left_out_and_counted() -> None:
+    exported = workload(RECORDS, SINCE, UNTIL, shares={"team-b", "team-c"})
+    assert {j.share for j in exported.jobs} == {"team-b", "team-c"}
+    assert exported.skipped == {
+        "share team-a is not in the queue's current layout (removed since?), which simulate "
+        "and recommend replay a workload against": 1
+    }
 
 
 def test_a_quota_window_counts_the_layout_in_force_at_each_moment() -> None:
