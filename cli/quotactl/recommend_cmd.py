@@ -284,7 +284,13 @@ def _print(
     )
     print(file=out)
     best = result.best
-    if best.layout == result.current.layout:
+    if result.unfit is not None:
+        print(
+            "no layout fits the service environment in every layout the windows put in force: "
+            "change the windows",
+            file=out,
+        )
+    elif best.layout == result.current.layout:
         print(
             "no layout ranked better than the current one (fewer stuck jobs, then the "
             "objective): keep it",
@@ -299,7 +305,13 @@ def _print(
         for name, reasons in explain(result.current, best).items():
             for reason in reasons:
                 print(f"  {name}: {reason}", file=out)
-    if args.out:
+    if args.out and result.unfit is not None:
+        print(
+            f"\nwrote {args.out}: the current layout unchanged, which over-subscribes the "
+            f"service environment {result.unfit}",
+            file=out,
+        )
+    elif args.out:
         print(f"\nwrote {args.out}: preview it with  quotactl plan -f {args.out}", file=out)
     else:
         print("\n(write the chosen document with -o FILE)", file=out)

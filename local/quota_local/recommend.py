@@ -63,6 +63,9 @@ class Recommendation:
     # With quota windows: the current base layout without them (a static layout), to compare.
     static: Evaluation | None = None
     alike: list[int] = field(default_factory=list)
+    # When no layout searched fits the environment in every layout the windows put in force:
+    # where the current one, kept for lack of another, over-subscribes it.
+    unfit: str | None = None
 
     @property
     def best(self) -> Evaluation:
@@ -193,6 +196,7 @@ def recommend(
     )
     # What is left after check_inputs: jobs of instance types the environment lacks.
     warnings = check_workload(jobs, document)
+    unfit: str | None = None
     if not within(space, current):
         warnings.append(
             "the current layout is outside the searched space (its own quotas add up to more "
@@ -200,24 +204,27 @@ def recommend(
         )
         ranked = [e for e in ranked if e.layout != current] or [baseline]
     elif baseline.oversubscribed:
-        warnings.append(
-            f"the current layout over-subscribes the service environment {baseline.oversubscribed}"
-            "; the layouts recommended do not, in any layout their windows put in force: the "
-            "current one is shown for comparison only"
-        )
         ranked = [e for e in ranked if e.layout != current] or [baseline]
-        if not any(usable(e) for e in ranked):
+        if any(usable(e) for e in ranked):
+            warnings.append(
+                "the current layout over-subscribes the service environment "
+                f"{baseline.oversubscribed}; the layouts recommended do not, in any layout "
+                "their windows put in force: the current one is shown for comparison only"
+            )
+        else:
+            unfit = baseline.oversubscribed
             warnings.append(
                 "no layout searched fits the service environment in every layout the windows "
                 "put in force (the limits the windows set leave too little to the other "
-                "shares): change the windows, `quotactl validate` says where"
+                f"shares), the current one neither: it over-subscribes it {unfit}; change the "
+                "windows, `quotactl validate` says where"
             )
     if usable(baseline) and _rank(ranked[0]) >= _rank(baseline):
         ranked = [baseline, *(e for e in ranked if e.layout != current)]
     ranked, alike = _one_per_behaviour(ranked)
     static = evaluate(document, current, jobs, objective, demand) if schedule is not None else None
     return Recommendation(
-        objective, baseline, ranked[:top], len(seen), warnings, static, alike[:top]
+        objective, baseline, ranked[:top], len(seen), warnings, static, alike[:top], unfit
     )
 
 

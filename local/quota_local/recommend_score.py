@@ -16,6 +16,7 @@ from typing import Any
 from quota_controller.domain.config import validate_document
 from quota_controller.domain.config.layout_rules import OVERSUBSCRIBED
 from quota_controller.domain.config.model import QuotaDocument
+from quota_controller.domain.config.windows import show_time
 from quota_local.recommend_layout import Layout, build_document, document_data
 from quota_local.simulate import simulate, windowed_layout
 from quota_local.simulation_results import SimulationResult
@@ -146,7 +147,8 @@ def evaluate(
     if schedule is None:
         return _score(layout, simulate(built, jobs, timeline=False), objective, demand)
     raw = {**document_data(document, layout), "windows": schedule.windows}
-    report = validate_document(raw, schedule.start)
+    # The workload's start, which need not be now (`--start`).
+    report = validate_document(raw, schedule.start, present=f"at {show_time(schedule.start)}")
     if not report.ok:
         first = str(report.errors[0]) if report.errors else "invalid"
         return _invalid(layout, f"with the windows: {first}")

@@ -288,7 +288,9 @@ def test_a_current_layout_over_subscribing_in_a_window_is_shown_and_not_recommen
     assert _recommend(tmp_path, document, jobs, *argv) == 0
     shown = capsys.readouterr().out
     assert "the current layout over-subscribes the service environment" in shown
-    assert "windows in force: nights" in shown
+    # The moment is --start's, not now.
+    assert "at 2026-12-07T00:00Z (windows in force: nights)" in shown
+    assert "now (windows in force" not in shown
     written = yaml.safe_load(Path(out).read_text(encoding="utf-8"))
     assert written["windows"] == _nights(2)
     assert "add up to" not in _validate_warnings(out, capsys)
@@ -297,14 +299,33 @@ def test_a_current_layout_over_subscribing_in_a_window_is_shown_and_not_recommen
 def test_windows_that_over_subscribe_whatever_the_base_are_named_as_the_cause(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """At night team-a has 3 of 4 and the two other shares at least 1 each: no base fits."""
+    """At night team-a has 3 of 4 and the two other shares at least 1 each: no base fits.
+    recommend says so, and that the file it writes is the current layout, over-subscribing:
+    not that the layouts recommended do not, nor to keep it as the better one."""
     document, jobs = _busy_team_c()
     document["windows"] = _nights(3)
-    argv = ["--start", "2026-12-07T00:00Z", "--budget", "6", "-o", str(tmp_path / "out.yaml")]
+    out = tmp_path / "out.yaml"
+    argv = ["--start", "2026-12-07T00:00Z", "--budget", "6", "-o", str(out)]
     assert _recommend(tmp_path, document, jobs, *argv) == 0
     shown = capsys.readouterr().out
-    assert "the current layout over-subscribes the service environment" in shown
-    assert "no layout searched fits the service environment" in shown
+    assert (
+        "no layout searched fits the service environment in every layout the windows put in "
+        "force (the limits the windows set leave too little to the other shares), the current "
+        "one neither: it over-subscribes it at 2026-12-07T00:00Z (windows in force: "
+        "nights)"
+    ) in shown
+    assert "the layouts recommended do not" not in shown
+    assert "no layout ranked better" not in shown
+    assert (
+        "no layout fits the service environment in every layout the windows put in force: "
+        "change the windows"
+    ) in shown
+    assert (
+        f"wrote {out}: the current layout unchanged, which over-subscribes the service "
+        "environment at 2026-12-07T00:00Z (windows in force: nights)"
+    ) in shown
+    assert "preview it with" not in shown
+    assert "add up to" in _validate_warnings(str(out), capsys)
 
 
 def _recommend(

@@ -100,7 +100,9 @@ class ValidationReport:
         return QuotaDocument(**dict(self.settings), quotaShares=list(self.shares))
 
 
-def validate_document(raw: object, now: datetime | None = None) -> ValidationReport:
+def validate_document(
+    raw: object, now: datetime | None = None, *, present: str = "now"
+) -> ValidationReport:
     """Validate a parsed quota document (the mapping read from YAML, JSON or the config table).
 
     With `windows`, each window is checked alone and then every moment's layout from `now`
@@ -112,13 +114,14 @@ def validate_document(raw: object, now: datetime | None = None) -> ValidationRep
     `now` is the caller's clock (the reconcile's run, the CLI's now or `--at`, an event's
     time): the domain reads none, so a document with windows without `now` is a caller's bug
     (ValueError). Only a single layout, without windows, may leave it out (the recommend
-    search and the simulator validate those)."""
+    search and the simulator validate those). `present` is how a warning names `now`: a
+    caller validating at a moment that is not the present (recommend's `--start`) names it."""
     if not isinstance(raw, Mapping) or "windows" not in raw:
         return _validate_layout(raw)
     if now is None:
         raise ValueError("a document with windows is validated at a moment: pass `now`")
     report = _validate_layout(apply(raw, ()))
-    windows = _check_windows(raw, report, now)
+    windows = _check_windows(raw, report, now, present)
     if windows is None:
         return report
     report.windows = windows
@@ -224,7 +227,7 @@ def _validate_layout(raw: object) -> ValidationReport:
 
 
 def _check_windows(
-    raw: Mapping[str, Any], report: ValidationReport, now: datetime
+    raw: Mapping[str, Any], report: ValidationReport, now: datetime, present: str = "now"
 ) -> list[Window] | None:
     """Each window alone, then every moment's layout from `now` on; the windows when all of
     them pass, else None. Window problems are queue-wide: a schedule that can make the layout
@@ -274,7 +277,7 @@ def _check_windows(
     if len(report.errors) > before:
         return None
     windows = [w for _, w in parsed]
-    _check_moments(raw, windows, {w.name: i for i, w in parsed}, now, report)
+    _check_moments(raw, windows, {w.name: i for i, w in parsed}, now, report, present)
     _loans_overridden(windows, {w.name: i for i, w in parsed}, now, report)
     return None if len(report.errors) > before else windows
 
@@ -334,8 +337,10 @@ def _check_moments(
     index: Mapping[str, int],
     now: datetime,
     report: ValidationReport,
+    present: str = "now",
 ) -> None:
-    """Every combination of windows in force from now on, at the first moment it occurs."""
+    """Every combination of windows in force from now on, at the first moment it occurs;
+    `present` names `now` in the warnings."""
     before = len(report.errors)
     base_layout = _validate_layout(apply(raw, ()))
     base = {str(p) for p in base_layout.errors}
@@ -368,7 +373,7 @@ def _check_moments(
         effective = _validate_layout(apply(raw, moment.windows))
         # "now" rather than the moment validated: the Valid condition's message stays the same
         # from one run to the next while the window lasts.
-        since = "now" if moment.at <= now else f"at {when}"
+        since = present if moment.at <= now else f"at {when}"
         for warning in effective.warnings:
             if str(warning) not in warned:
                 warned.add(str(warning))
