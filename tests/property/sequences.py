@@ -372,6 +372,9 @@ class InvalidEdit(Move):
             return ""
         bad = copy.deepcopy(run.doc)
         breaker.apply(bad, _no_draw)
+        refused = next((r for i in _items(bad) if (r := dynamodb_refuses(i))), None)
+        if refused:
+            return f"(invalid edit {breaker.name} refused by DynamoDB, not written: {refused})"
         written = run.write_items(bad)
         return f"invalid edit in the table ({breaker.name}): items {', '.join(written) or 'none'}"
 
@@ -448,6 +451,22 @@ def _sharing(config: Mapping[str, Any]) -> str:
     if config.get("strategy") == "LEND_AND_BORROW":
         return f"LEND_AND_BORROW({config.get('borrowLimit', -1)}%)"
     return str(config.get("strategy"))
+
+
+def dynamodb_refuses(item: Mapping[str, Any]) -> str | None:
+    """Why DynamoDB would refuse to store this item, or None. An attribute name, a map key at
+    any depth too, is at least one character long (developer guide, "Naming rules": PutItem
+    answers "Empty attribute name"); moto stores such an item and then cannot read it back,
+    so a write that DynamoDB refuses is not played, rather than played differently."""
+
+    def empty_name(value: Any) -> bool:
+        if isinstance(value, Mapping):
+            return any(k == "" or empty_name(v) for k, v in value.items())
+        if isinstance(value, list):
+            return any(empty_name(v) for v in value)
+        return False
+
+    return "an empty attribute name" if empty_name(item) else None
 
 
 def _no_draw(*_: Any) -> Any:
