@@ -167,3 +167,30 @@ def test_a_hold_keeps_its_date_while_it_lasts_and_a_later_hold_gets_a_new_id() -
     assert change_id(lower, None, "2026-01-01T00:00:00.000Z") != change_id(
         lower, None, "2026-02-01T00:00:00.000Z"
     )
+
+
+def test_a_removed_share_waiting_for_its_jobs_still_borrows_from_a_lender_deleted_with_it() -> None:
+    """`make soak` found it: team-a (borrowing) and its lender team-c both removed. team-a's
+    deletion waits for its running jobs, so the lender's deletion reclaims what team-a
+    borrows: its jobs are named for the lender, not judged as if team-a were gone already."""
+    doc = (
+        DocBuilder()
+        .env(**g5(5))
+        .share("team-a", "LEND_AND_BORROW", **g5(1))
+        .share("team-b", "LEND", **g5(1))
+        .share("team-c", "LEND_AND_BORROW", **g5(3))
+    )
+    have = converged(doc).edit_share("team-a", "team-c", state="DISABLED").build()
+    kept = DocBuilder().env(**g5(5)).share("team-b", "LEND", **g5(1))
+    the_plan = plan_for(desired(kept), have)
+    jobs = [job("a-0", "team-a"), job("a-1", "team-a"), job("b-0", "team-b")]
+
+    risks = layout_risks(the_plan.actions, have, jobs)
+
+    deletes = [a.share for a in the_plan.actions if a.operation == "DeleteQuotaShare"]
+    assert deletes == ["team-a", "team-c"]
+    (index,) = risks
+    assert the_plan.actions[index].share == "team-c"
+    (risk,) = risks[index]
+    assert risk.reduction.kind == "lending"
+    assert [j.share for j in risk.jobs] == ["team-a"]

@@ -145,7 +145,10 @@ def layout_risks(
         return {}
     layouts = [base]
     for action in actions:
-        layouts.append(layout_after(layouts[-1], action, observed))
+        if _waits_for_its_jobs(action, jobs):
+            layouts.append(layouts[-1])
+        else:
+            layouts.append(layout_after(layouts[-1], action, observed))
     terminates = frozenset().union(*(lay.terminates for lay in layouts))
     out: dict[int, list[Risk]] = {}
     for index, action in enumerate(actions):
@@ -158,6 +161,15 @@ def layout_risks(
         if risks:
             out[index] = risks
     return out
+
+
+def _waits_for_its_jobs(action: Action, jobs: Sequence[ActiveJob]) -> bool:
+    """A share's deletion waits while a job of it is dispatched (`impact.guard`): until then
+    the share stays, with its jobs borrowing what they borrow, and the requests after it are
+    judged on the layout with it."""
+    return action.deletes_share and any(
+        j.share == action.share and j.status in ACTIVE_STATUSES for j in jobs
+    )
 
 
 def _lent(layout: Layout, share: str, unit: str) -> int:
