@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from quota_controller.domain.reductions import Reduction, ReductionKind
@@ -140,6 +140,24 @@ class ChangeRecord:
             windows_ended=_texts(item.get("windowsEnded")),
             expires_at=_whole(item.get("expiresAt")),
         )
+
+
+def run_time(now: datetime, last_applied: str | None) -> datetime:
+    """When a run is stamped: `now`, or a millisecond after the last run that applied a
+    request (status `lastAppliedAt`) when the clock does not read later than that. A change
+    record is keyed by its run's stamp and its place in the run, so a run stamped like the one
+    before it would overwrite that run's records (a clock that reads the same, or a little
+    earlier, on another host), and the alerts would no longer see the change that preempted a
+    job."""
+    if last_applied is None:
+        return now
+    try:
+        last = datetime.fromisoformat(last_applied.replace("Z", "+00:00"))
+    except ValueError:
+        return now
+    if last.tzinfo is None:
+        return now
+    return max(now, last + timedelta(milliseconds=1))
 
 
 def change_record(

@@ -15,7 +15,7 @@ from typing import Any
 
 from quota_controller.domain import reconcile_alerts as alerts
 from quota_controller.domain.alerts.model import Alert
-from quota_controller.domain.change_record import change_record
+from quota_controller.domain.change_record import change_record, run_time
 from quota_controller.domain.config.items import AssembledDocument, validate_items
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
@@ -78,15 +78,16 @@ class ReconcileRun:
         self.chain = chain
         self.requeues = requeues
         self.deps = deps
-        self.now = now
         self.read_share_tags = read_share_tags
         # Tags read from Batch in this run, by share (what the share carried before the plan).
         self.share_tags: dict[str, dict[str, str]] = {}
-        self.stamp = now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         self.result = ReconcileResult(queue, "converged")
         self.config = {i[SORT_KEY]: i for i in config_items(items)}
         self.status = read_status(items)
         self.queue_status = self.status.queue
+        # Its change records are keyed by this stamp: never the same as the last run's.
+        self.now = run_time(now, self.queue_status.lastAppliedAt)
+        self.stamp = self.now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         # Each problem alerted once while it stands; an alert SNS did not take fails the run
         # after status is written (services/alert_memory.py).
         self.memory = AlertMemory(deps.notifier, self.queue_status)
