@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The scheduler core and the simulator, compiled with mypyc in place (setup.py compiles these
-# modules; docs/simulate.md, "Speed"). When the compile cannot run (no C compiler, no Python
+# modules; docs/local.md, "What-if simulation"). When the compile cannot run (no C compiler, no Python
 # headers), setup.py warns and the sources run: `quotactl --version` says which core runs.
 CORE_SOURCES := $(addprefix local/quota_local/,scheduling.py ledger.py simulate.py workload.py \
 	simulation_results.py)

@@ -1,9 +1,10 @@
 """What-if simulator time for 1k, 10k and 100k jobs on 20 shares.
 
 `seconds` is wall-clock time of one simulation; `jobs_per_s` is jobs over this process's CPU
-time, the best of `REPEATS` runs: the machine is shared (CI, other work), and CPU time of the
-best run is what varies least with the load around it (docs/performance.md). `core_compiled`: 1
-when the scheduler core ran compiled with mypyc (`make venv` builds it), 0 for pure Python."""
+time, the best of `REPEATS` runs (one run at 100k, which takes seconds): the machine is shared
+(CI, other work), and CPU time of the best run is what varies least with the load around it
+(docs/performance.md). `core_compiled`: 1 when the scheduler core ran compiled with mypyc
+(`make venv` builds it), 0 for pure Python."""
 
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ def _set_formatter(parser: argparse.ArgumentParser) -> None:
 
 def _version() -> str:
     """The installed version, and which scheduler core runs (compiled with mypyc or pure
-    Python: docs/simulate.md, "Speed")."""
+    Python: docs/local.md, "What-if simulation")."""
     from importlib.metadata import PackageNotFoundError, version
 
     from quota_local.compiled_core import describe
