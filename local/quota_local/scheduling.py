@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from heapq import heapify, heappop, heappush
-from typing import Final, NamedTuple, final
+from typing import Any, Final, NamedTuple, final
 
 # Final: compiled with mypyc (docs/performance.md, "Simulator"), a constant is inlined instead of
 # looked up in the module at every use.
@@ -133,6 +133,10 @@ class Phases:
         if self.scheduled_seconds < 0 or self.starting_seconds < 0:
             raise ValueError("phase durations must be >= 0")
 
+    def __reduce__(self) -> tuple[type[Phases], tuple[Any, ...]]:
+        # Compiled (mypyc), a frozen dataclass cannot be copied or pickled field by field.
+        return (Phases, (self.scheduled_seconds, self.starting_seconds))
+
 
 @dataclass(frozen=True)
 class ShareConfig:
@@ -155,6 +159,22 @@ class ShareConfig:
         if self.strategy not in (RESERVE, LEND, LEND_AND_BORROW):
             raise ValueError(f"unknown strategy {self.strategy!r}")
 
+    def __reduce__(self) -> tuple[type[ShareConfig], tuple[Any, ...]]:
+        # Compiled (mypyc), a frozen dataclass cannot be copied or pickled field by field.
+        return (
+            ShareConfig,
+            (
+                self.name,
+                self.limits,
+                self.strategy,
+                self.borrow_limit,
+                self.in_share_preemption,
+                self.enabled,
+                self.time_limits,
+                self.queue,
+            ),
+        )
+
 
 @dataclass(frozen=True)
 class PoolConfig:
@@ -162,6 +182,10 @@ class PoolConfig:
 
     limits: Mapping[str, int]
     shares: tuple[ShareConfig, ...] = ()
+
+    def __reduce__(self) -> tuple[type[PoolConfig], tuple[Any, ...]]:
+        # Compiled (mypyc), a frozen dataclass cannot be copied or pickled field by field.
+        return (PoolConfig, (self.limits, self.shares))
 
 
 @dataclass(slots=True)
@@ -195,6 +219,20 @@ class JobState:
     priority: int
     # With `announce_at_front`: the job is stuck at the front of its share, its reason shown.
     at_front: bool = False
+
+    def __reduce__(self) -> tuple[type[JobState], tuple[Any, ...]]:
+        # Compiled (mypyc), a frozen dataclass cannot be copied or pickled field by field.
+        return (
+            JobState,
+            (
+                self.status,
+                self.reason,
+                self.preemptions,
+                self.dispatched_at,
+                self.priority,
+                self.at_front,
+            ),
+        )
 
 
 @final

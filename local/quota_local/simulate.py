@@ -149,6 +149,10 @@ class WindowedLayout:
     in_force: tuple[str, ...]
     edges: tuple[tuple[float, tuple[str, ...], QuotaDocument], ...]
 
+    def __reduce__(self) -> tuple[type[WindowedLayout], tuple[Any, ...]]:
+        # Compiled (mypyc), a frozen dataclass cannot be copied or pickled field by field.
+        return (WindowedLayout, (self.start, self.initial, self.in_force, self.edges))
+
 
 # How far past the last submit a windowed run follows edges (jobs still queued may wait for a
 # window to give them quota); a year at most, as the validator checks.

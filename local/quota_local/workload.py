@@ -54,6 +54,23 @@ class WorkloadJob:
     # export` of a stuck job that never ran; docs/history.md).
     run_time_basis: str = ""
 
+    def __reduce__(self) -> tuple[type[WorkloadJob], tuple[Any, ...]]:
+        # Compiled (mypyc), a frozen dataclass cannot be copied or pickled field by field.
+        return (
+            WorkloadJob,
+            (
+                self.submit_time,
+                self.share,
+                self.instance_type,
+                self.count,
+                self.run_time,
+                self.priority,
+                self.name,
+                self.retries,
+                self.run_time_basis,
+            ),
+        )
+
 
 def read_workload(text: str, source: str = "workload") -> list[WorkloadJob]:
     """Parse a workload CSV; every problem is reported with its line and column at once."""

@@ -15,15 +15,20 @@ sources either way.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import importlib.util
 import json
+import multiprocessing
 import os
+import pickle
 import random
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from types import ModuleType
@@ -88,6 +93,10 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, float):
         return ("float", repr(value))
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, QuotaDocument):
+        return value.model_dump(mode="json")
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, int):
@@ -153,6 +162,62 @@ def _simulation(core: ModuleType, workload_of: ModuleType, seed: int) -> Any:
     return _plain(core.simulate(document, jobs, timeline=seed % 2 == 0))
 
 
+WINDOW_START = datetime(2026, 12, 7, tzinfo=UTC)
+
+
+def _windowed(seed: int) -> dict[str, Any]:
+    """A random document whose quota windows lower and raise shares' limits during the run."""
+    document = _document(seed)
+    rng = random.Random(seed)
+    raw = document.model_dump(mode="json", by_alias=True, exclude_none=True)
+    windows = []
+    end = WINDOW_START + timedelta(seconds=rng.randrange(0, 1200, 60))
+    for n in range(rng.randint(1, 3)):  # one after the other: windows may not overlap on a share
+        start = end + timedelta(seconds=rng.randrange(60, 600, 60))
+        end = start + timedelta(seconds=rng.randrange(300, 1500, 60))
+        shares = rng.sample(raw["quotaShares"], min(len(raw["quotaShares"]), 2))
+        windows.append(
+            {
+                "name": f"window-{n}",
+                "from": start.isoformat(),
+                "until": end.isoformat(),
+                "quotaShares": [
+                    {
+                        "quotaShareName": share["quotaShareName"],
+                        "capacityLimits": [
+                            {
+                                "capacityUnit": limit["capacityUnit"],
+                                "maxCapacity": rng.randint(1, 4),
+                            }
+                            for limit in share["capacityLimits"]
+                        ],
+                    }
+                    for share in shares
+                ],
+            }
+        )
+    raw["windows"] = windows
+    return raw
+
+
+def _windowed_simulation(core: ModuleType, workload_of: ModuleType, seed: int) -> Any:
+    """A simulation through quota windows, with other phases, of a workload read back from the
+    CSV it was written as."""
+    raw = _windowed(seed)
+    checked = validate_document(raw, WINDOW_START)
+    assert checked.document is not None, checked
+    rng = random.Random(seed)
+    generated = workload_of.generate_workload(
+        checked.document, rng.choice([100, 600]), seed=seed, horizon_s=3600.0
+    )
+    jobs = workload_of.read_workload(workload_of.write_workload(generated))
+    windows = core.windowed_layout(raw, WINDOW_START, jobs)
+    assert windows is not None
+    phases = core.Phases(rng.choice([0.0, 2.5, 30.0]), rng.choice([0.0, 7.5, 60.0]))
+    result = core.simulate(checked.document, jobs, phases=phases, timeline=True, windows=windows)
+    return _plain([jobs, windows, result])
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_random_scenarios_decide_the_same_compiled_and_from_source(seed: int) -> None:
     scenario = random_scenario(seed)
@@ -170,6 +235,59 @@ def test_simulations_report_the_same_compiled_and_from_source(seed: int) -> None
     installed = _simulation(simulate, workload, seed)
     assert installed == _simulation(SOURCE["simulate"], SOURCE["workload"], seed)
     assert installed["shares"], "the simulation reported on its shares"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_windowed_simulations_report_the_same_compiled_and_from_source(seed: int) -> None:
+    installed = _windowed_simulation(simulate, workload, seed)
+    assert installed == _windowed_simulation(SOURCE["simulate"], SOURCE["workload"], seed)
+    _, windows, result = installed
+    assert windows["edges"], "the run went through quota windows"
+    assert result["edges"], "the simulation passed an edge"
+
+
+def _instances(core: dict[str, ModuleType]) -> list[Any]:
+    """One of every public class of a core (`core`: its modules by name)."""
+    sched, work, results = core["scheduling"], core["workload"], core["simulation_results"]
+    share = sched.ShareConfig("a", {"u": 2}, sched.LEND_AND_BORROW, 50, True, False, {"R": 60.0})
+    raw = _windowed(1)
+    jobs = [work.WorkloadJob(0.0, "team-0", "ml.g5.xlarge", 1, 60.0, 3, "x", 2, "median")]
+    report = results.ShareReport("a")
+    report.waits.append(1.5)
+    return [
+        sched.Phases(2.5, 7.5),
+        share,
+        sched.PoolConfig({"u": 4}, (share,)),
+        sched.JobSpec("j", "a", "u", 2, 60.0, 1, 3, 4, (("v", 1),)),
+        sched.JobState("RUNNING", None, 1, 5.0, 2, True),
+        sched.Transition("j", sched.Kind.PREEMPT, 1.0, "RUNNING", "RUNNABLE", "r", "k"),
+        jobs[0],
+        core["ledger"].ShareTime(),
+        report,
+        core["simulate"].windowed_layout(raw, WINDOW_START, jobs),
+        core["simulate"].simulate(validate_document(raw, WINDOW_START).document, jobs),
+    ]
+
+
+@pytest.mark.parametrize("core", ["installed", "source"])
+def test_every_public_class_copies_and_pickles(core: str) -> None:
+    # A compiled frozen dataclass refuses the field-by-field copy that pickle and copy do.
+    for value in _instances(INSTALLED if core == "installed" else SOURCE):
+        for twin in (copy.copy(value), copy.deepcopy(value), pickle.loads(pickle.dumps(value))):
+            assert type(twin) is type(value)
+            assert twin == value
+            assert _plain(twin) == _plain(value)
+
+
+def test_a_simulation_runs_in_another_process() -> None:
+    # What a caller does to run simulations in parallel: the arguments and the result pickle.
+    document = _document(3)
+    jobs = workload.generate_workload(document, 300, seed=3, horizon_s=600.0)
+    with ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        remote = pool.submit(simulate.simulate, document, jobs).result(timeout=120)
+    assert _plain(remote) == _plain(simulate.simulate(document, jobs))
 
 
 def test_the_installed_core_is_what_version_says_and_pure_is_the_source() -> None:
