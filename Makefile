@@ -4,10 +4,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The scheduler core and the simulator, compiled with mypyc in place (setup.py compiles these
-# modules; docs/local.md, "What-if simulation"). When the compile cannot run (no C compiler, no Python
-# headers), setup.py warns and the sources run: `quotactl --version` says which core runs.
-CORE_SOURCES := $(addprefix local/quota_local/,scheduling.py ledger.py simulate.py workload.py \
-	simulation_results.py)
+# modules; docs/local.md, "What-if simulation"). When the compile cannot run (no C compiler, no
+# Python headers), setup.py warns and the sources run: `quotactl --version` says which core runs.
+# A build is rebuilt when setup.py, a core source, or a project module it was compiled against
+# changes: its record (CORE_RECORD) lists those, derived from the imports at build time.
+CORE_RECORD := local/quota_local/compiled_core.json
+CORE_SOURCES := setup.py $(addprefix local/quota_local/,scheduling.py ledger.py simulate.py \
+	workload.py simulation_results.py) \
+	$(foreach f,$(shell grep -o '"[a-z_]*/[^"]*\.py"' $(CORE_RECORD) 2>/dev/null | tr -d '"'), \
+	  $(wildcard layers/core/$(f) cli/$(f) local/$(f)))
 CORE_STAMP := $(VENV)/.core-compiled
 
 # SAM CLI lives in its own virtualenv: its pins (pydantic, boto3) differ from the project's.
@@ -130,7 +135,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python313
 	@touch $(STAMP)
 
 # Editable like the rest; --no-build-isolation: the build needs the venv's mypy (mypyc).
-$(CORE_STAMP): $(STAMP) setup.py $(CORE_SOURCES)
+$(CORE_STAMP): $(STAMP) $(CORE_SOURCES)
 	QUOTA_COMPILE_CORE=1 $(PY) -m pip install --quiet --disable-pip-version-check --no-deps \
 	  --no-build-isolation -e .
 	@$(VENV)/bin/quotactl --version | tee /dev/stderr | grep -q 'core: compiled' || \

@@ -13,6 +13,7 @@ warning. `quotactl --version` says which core runs.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import sys
@@ -23,9 +24,22 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 SOURCE = Path("local/quota_local")
-# In import order (the modules a stale build falls back on, quota_local/compiled_core.py).
-CORE = ("ledger", "scheduling", "simulation_results", "workload", "simulate")
 MANIFEST = "compiled_core.json"
+
+
+def _load_compiled_core() -> Any:
+    # Standard library only; loaded from its file, the package itself may not import yet.
+    spec = importlib.util.spec_from_file_location("_compiled_core", SOURCE / "compiled_core.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+compiled_core = _load_compiled_core()
+# In import order (the modules a stale build falls back on, quota_local/compiled_core.py).
+CORE: tuple[str, ...] = compiled_core.CORE
 
 
 def _warn(message: str) -> None:
@@ -88,12 +102,17 @@ class OptionalBuildExt(build_ext):
             (SOURCE / MANIFEST).unlink(missing_ok=True)
 
     def _write_manifest(self) -> None:
-        # What the extensions were built from: quota_local.compiled_core runs the sources
-        # instead when they differ (a checkout edited after `make venv`).
-        digests = {
-            name: hashlib.sha256((SOURCE / f"{name}.py").read_bytes()).hexdigest() for name in CORE
-        }
-        (self._package_dir() / MANIFEST).write_text(json.dumps(digests, indent=1) + "\n")
+        # What the extensions were built from, the modules they were compiled against included:
+        # quota_local.compiled_core runs the sources instead when one differs (a checkout edited
+        # after `make venv`); the Makefile rebuilds when one changes.
+        root = Path()
+        sources = {}
+        for relative in compiled_core.compiled_against(root):
+            top = relative.partition("/")[0]
+            path = root / compiled_core.PROJECT[top] / relative
+            sources[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+        record = {"modules": list(CORE), "sources": sources}
+        (self._package_dir() / MANIFEST).write_text(json.dumps(record, indent=1) + "\n")
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

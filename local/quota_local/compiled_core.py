@@ -9,11 +9,19 @@ checkout edited since, the build is stale, and `guard_stale_build` (run when `qu
 imported) makes Python import the sources instead, rather than old code. Silently: the
 sources are what the build would be, and a warning on stderr would change the output of every
 command and test; `quotactl --version` says "pure" then.
+
+What a build depends on is more than the core's five files: mypyc compiles them against the
+types of every project module they import (`quota_controller.domain.config`'s model, timeline,
+validation, and what those import). `compiled_against` finds those modules from the imports
+themselves; setup.py hashes all of them into the record, and the Makefile rebuilds when one
+changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import sys
 from collections.abc import Sequence
 from importlib.abc import MetaPathFinder
@@ -56,21 +64,76 @@ class _Sources(MetaPathFinder):
         )
 
 
+CORE: tuple[str, ...] = ("ledger", "scheduling", "simulation_results", "workload", "simulate")
+# The project's packages and the folders they live in, in a checkout (pyproject.toml,
+# [tool.setuptools.packages.find]).
+PROJECT = {"quota_controller": "layers/core", "quotactl": "cli", "quota_local": "local"}
+
+
+def compiled_against(root: Path, modules: Sequence[str] = CORE) -> list[str]:
+    """The files (relative to their package's folder: `quota_controller/domain/config/model.py`)
+    of the quota_local `modules` and of every project module they import, directly or not,
+    with the packages on the way: what mypyc reads the types of when it compiles them. `root`:
+    the checkout (setup.py's folder)."""
+    import ast
+
+    found: set[str] = set()
+    todo = [f"quota_local.{name}" for name in modules]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        if parts[0] not in PROJECT:
+            continue
+        folder = root / PROJECT[parts[0]]
+        candidates = [Path(*parts) / "__init__.py", Path(*parts).with_suffix(".py")]
+        relative = next((c for c in candidates if (folder / c).is_file()), None)
+        if relative is None or relative.as_posix() in found:
+            continue  # a name imported from a module, not a module
+        found.add(relative.as_posix())
+        package = parts if relative.name == "__init__.py" else parts[:-1]
+        todo += [".".join(parts[:n]) for n in range(1, len(parts))]
+        for node in ast.walk(ast.parse((folder / relative).read_bytes())):
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    above = package[: len(package) - node.level + 1]
+                    base = ".".join([*above, *([base] if base else [])])
+                todo.append(base)
+                todo += [f"{base}.{alias.name}" for alias in node.names]  # a submodule, maybe
+    return sorted(found)
+
+
+def _package_folder(top: str, quota_local: Path) -> Path | None:
+    """Where the installed package `top` is, without importing it."""
+    if top == "quota_local":
+        return quota_local
+    spec = importlib.util.find_spec(top)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]) if locations else None
+
+
 def stale_modules(package: Path = _PACKAGE) -> list[str]:
-    """The core's modules when a source differs from what the compiled build was built from,
-    else [] (all of them go back to their source then: compiled modules call each other
-    directly). `package`: the folder of quota_local."""
+    """The core's modules when a file the compiled build was built from (a core source, or a
+    project module it was compiled against) differs from what it was then, else [] (all of them
+    go back to their source then: compiled modules call each other directly). `package`: the
+    folder of quota_local."""
     manifest = package / MANIFEST.name
     if not manifest.is_file():
         return []  # a pure-Python install: nothing to check, nothing more to import
-    import hashlib
-    import json
-
-    built: dict[str, str] = json.loads(manifest.read_text())
-    for name, digest in built.items():
-        path = package / f"{name}.py"
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
-            return list(built)
+    built = json.loads(manifest.read_text())
+    sources = built.get("sources") if isinstance(built, dict) else None
+    if not isinstance(sources, dict):
+        return list(CORE)  # a record of an older kind: which files it covered is unknown
+    for relative, digest in sources.items():
+        top, _, rest = str(relative).partition("/")
+        folder = _package_folder(top, package)
+        path = folder / rest if folder else None
+        if path is None or not path.is_file():
+            return list(built["modules"])
+        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            return list(built["modules"])
     return []
 
 

@@ -302,14 +302,26 @@ def test_the_installed_core_is_what_version_says_and_pure_is_the_source() -> Non
         assert files == {name: PACKAGE / f"{name}.py" for name in CORE}
 
 
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# A module of the domain the compiled simulator builds in types of.
+COMPILED_AGAINST = "quota_controller/domain/config/model.py"
+
+
 def _copy_sources(tmp_path: Path) -> Path:
+    """The core's sources in a folder of their own, with the record of a build of them."""
     for name in CORE:
         shutil.copy(PACKAGE / f"{name}.py", tmp_path / f"{name}.py")
-    built = {
-        name: hashlib.sha256((tmp_path / f"{name}.py").read_bytes()).hexdigest() for name in CORE
-    }
-    (tmp_path / compiled_core.MANIFEST.name).write_text(json.dumps(built))
+    sources = {f"quota_local/{name}.py": _digest(tmp_path / f"{name}.py") for name in CORE}
+    sources[COMPILED_AGAINST] = _digest(CHECKOUT / "layers/core" / COMPILED_AGAINST)
+    record = {"modules": list(CORE), "sources": sources}
+    (tmp_path / compiled_core.MANIFEST.name).write_text(json.dumps(record))
     return tmp_path
+
+
+CHECKOUT = PACKAGE.parent.parent  # an editable install's (make venv)
 
 
 def test_a_build_of_the_sources_as_they_are_is_not_stale(tmp_path: Path) -> None:
@@ -323,26 +335,65 @@ def test_an_edited_source_makes_the_whole_build_stale(tmp_path: Path) -> None:
     assert compiled_core.stale_modules(package) == list(CORE)
 
 
-def test_a_stale_build_is_not_imported(tmp_path: Path) -> None:
-    # The installed package, compiled modules (if any) included, with a record of a build from
-    # other sources: its sources are imported, not the build.
-    package = tmp_path / "quota_local"
-    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("deployment", "__pycache__"))
-    built = dict.fromkeys(CORE, "0" * 64)
-    (package / compiled_core.MANIFEST.name).write_text(json.dumps(built))
-    script = (
-        "import quota_local.simulate, quota_local.compiled_core as core\n"
-        "print(quota_local.simulate.__file__, core.describe())"
-    )
-    done = subprocess.run(
+def test_a_changed_module_it_was_compiled_against_makes_the_build_stale(tmp_path: Path) -> None:
+    # The domain's config model as it was when the core was compiled differs from the one now.
+    package = _copy_sources(tmp_path)
+    manifest = package / compiled_core.MANIFEST.name
+    record = json.loads(manifest.read_text())
+    record["sources"][COMPILED_AGAINST] = "0" * 64
+    manifest.write_text(json.dumps(record))
+    assert compiled_core.stale_modules(package) == list(CORE)
+
+
+def test_a_record_that_does_not_say_what_it_was_compiled_against_is_stale(tmp_path: Path) -> None:
+    package = _copy_sources(tmp_path)
+    digests = {name: _digest(package / f"{name}.py") for name in CORE}
+    (package / compiled_core.MANIFEST.name).write_text(json.dumps(digests))
+    assert compiled_core.stale_modules(package) == list(CORE)
+
+
+def test_what_the_core_is_compiled_against_is_found_from_its_imports() -> None:
+    found = compiled_core.compiled_against(CHECKOUT)
+    assert {f"quota_local/{name}.py" for name in CORE} <= set(found)
+    config = "quota_controller/domain/config"
+    assert {f"{config}/model.py", f"{config}/timeline.py", f"{config}/validation.py"} <= set(found)
+    assert f"{config}/__init__.py" in found, "the packages on the way are read too"
+    assert not [f for f in found if "/adapters/" in f or f.startswith("quotactl/")], found
+    if compiled_core.compiled():
+        record = json.loads(compiled_core.MANIFEST.read_text())
+        assert sorted(record["sources"]) == found
+        assert record["sources"][COMPILED_AGAINST] == _digest(
+            CHECKOUT / "layers/core" / COMPILED_AGAINST
+        )
+
+
+def _run(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-c", script],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        cwd=cwd,
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
+
+
+def test_a_stale_build_is_not_imported(tmp_path: Path) -> None:
+    # The installed package, compiled modules (if any) included, with a record of a build from
+    # other sources: its sources are imported, not the build.
+    package = tmp_path / "quota_local"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("deployment", "__pycache__"))
+    record = {
+        "modules": list(CORE),
+        "sources": {f"quota_local/{name}.py": "0" * 64 for name in CORE},
+    }
+    (package / compiled_core.MANIFEST.name).write_text(json.dumps(record))
+    script = (
+        "import quota_local.simulate, quota_local.compiled_core as core\n"
+        "print(quota_local.simulate.__file__, core.describe())"
+    )
+    done = _run(script, tmp_path, {"PYTHONPATH": str(tmp_path)})
     assert done.stdout.split() == [str(package / "simulate.py"), "pure"]
     assert done.stderr == ""
 
