@@ -10,6 +10,9 @@ imported) makes Python import the sources instead, rather than old code. Silentl
 sources are what the build would be, and a warning on stderr would change the output of every
 command and test; `quotactl --version` says "pure" then.
 
+`QUOTA_PURE_CORE=1` in the environment makes it import the sources too, build or not (to
+compare both cores, measure coverage or profile the Python); `--version` says "pure" then.
+
 What a build depends on is more than the core's five files: mypyc compiles them against the
 types of every project module they import (`quota_controller.domain.config`'s model, timeline,
 validation, and what those import). `compiled_against` finds those modules from the imports
@@ -22,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
 from importlib.abc import MetaPathFinder
@@ -138,8 +142,10 @@ def stale_modules(package: Path = _PACKAGE) -> list[str]:
 
 
 def guard_stale_build() -> None:
-    """Import the core from its sources when its compiled build is older than them."""
-    stale = stale_modules()
-    if not stale or any(isinstance(finder, _Sources) for finder in sys.meta_path):
+    """Import the core from its sources when its compiled build is older than them, or when
+    `QUOTA_PURE_CORE=1` asks for the Python core."""
+    if any(isinstance(finder, _Sources) for finder in sys.meta_path):
         return
-    sys.meta_path.insert(0, _Sources(stale))
+    modules = list(CORE) if os.environ.get("QUOTA_PURE_CORE") == "1" else stale_modules()
+    if modules:
+        sys.meta_path.insert(0, _Sources(modules))

@@ -398,6 +398,29 @@ def test_a_stale_build_is_not_imported(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+def test_quota_pure_core_runs_the_sources_whatever_is_installed() -> None:
+    script = (
+        "import quota_local, quota_local.scheduling as s, quota_local.simulate as m\n"
+        "from quota_local.compiled_core import describe\n"
+        "print(s.__file__, m.__file__, describe())"
+    )
+    done = _run(script, CHECKOUT, {"QUOTA_PURE_CORE": "1"})
+    assert done.stdout.split() == [
+        str(PACKAGE / "scheduling.py"),
+        str(PACKAGE / "simulate.py"),
+        "pure",
+    ]
+    version = subprocess.run(
+        [Path(sys.executable).parent / "quotactl", "--version"],
+        env={**os.environ, "QUOTA_PURE_CORE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert version.stdout.strip().endswith("(scheduler core: pure)")
+
+
 def test_without_a_build_nothing_is_stale(tmp_path: Path) -> None:
     package = _copy_sources(tmp_path)
     (package / compiled_core.MANIFEST.name).unlink()
