@@ -425,3 +425,31 @@ def test_without_a_build_nothing_is_stale(tmp_path: Path) -> None:
     package = _copy_sources(tmp_path)
     (package / compiled_core.MANIFEST.name).unlink()
     assert compiled_core.stale_modules(package) == []
+
+
+def _make_venv(venv: Path, record: Path) -> subprocess.CompletedProcess[str]:
+    """`make venv` on a virtualenv folder whose stamps say installed and compile attempted."""
+    venv.mkdir(exist_ok=True)
+    for stamp in (".installed", ".core-compiled"):
+        (venv / stamp).touch()
+    return subprocess.run(
+        ["make", "--no-print-directory", "-s", "venv", f"VENV={venv}", f"CORE_RECORD={record}"],
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+
+
+def test_make_venv_says_at_every_run_that_the_core_did_not_compile(tmp_path: Path) -> None:
+    # The compile was attempted and failed (no record of a build): make does not compile again
+    # by itself, but says so each time.
+    for _ in range(2):
+        done = _make_venv(tmp_path / "venv", tmp_path / "missing.json")
+        assert done.stdout == ""
+        assert done.stderr.startswith("WARNING: the scheduler core did not compile")
+        assert f"rm {tmp_path / 'venv'}/.core-compiled && make venv" in done.stderr
+    record = tmp_path / "compiled_core.json"
+    record.write_text('{"modules": [], "sources": {}}')
+    assert _make_venv(tmp_path / "venv", record).stderr == ""
