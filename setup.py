@@ -7,7 +7,7 @@ docs/performance.md, "Simulator"). The build then needs mypy and a C compiler wi
 headers; with pip's build isolation mypy is not there, so install with `--no-build-isolation`
 from an environment that has mypy and setuptools (`make venv` does). Without the variable, or
 when the compile fails, the package installs as pure Python; the failure is printed as a
-warning. `quotactl --version` says which core runs.
+warning (pip shows a build's output only with `-v`). `quotactl --version` says which core runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,16 @@ def _extensions() -> list[Any]:
     except ImportError:
         _warn("mypy (mypyc) is not installed where the package is built (--no-build-isolation?)")
         return []
+    missing = _missing_mypy_plugins()
+    if missing:
+        # mypy would stop on its settings (pyproject.toml) before compiling anything.
+        packages = " ".join(sorted({plugin.partition(".")[0] for plugin in missing}))
+        _warn(
+            f"mypy's plugin {', '.join(missing)} (pyproject.toml, [tool.mypy] plugins) cannot be"
+            f" imported where the package is built: install {packages} there first (the version"
+            ' constraints.txt pins; docs/local.md, "What-if simulation")'
+        )
+        return []
     try:
         # One shared library inside the package (quota_local/core__mypyc...), not at top level.
         # mypy reads its settings from pyproject.toml (mypy_path, plugins); the notes about
@@ -70,6 +81,20 @@ def _extensions() -> list[Any]:
     except (Exception, SystemExit) as error:  # mypyc refused the source (it exits on errors)
         _warn(f"mypyc failed ({error})")
         return []
+
+
+def _missing_mypy_plugins() -> list[str]:
+    settings = tomllib.loads(Path("pyproject.toml").read_text())
+    plugins: list[str] = settings.get("tool", {}).get("mypy", {}).get("plugins", [])
+    missing = []
+    for plugin in plugins:
+        try:
+            found = importlib.util.find_spec(plugin)
+        except ImportError:  # its package is not there
+            found = None
+        if found is None:
+            missing.append(plugin)
+    return missing
 
 
 class OptionalBuildExt(build_ext):
