@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tomllib
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,18 @@ compiled_core = _load_compiled_core()
 CORE: tuple[str, ...] = compiled_core.CORE
 
 
+def _refused(message: str) -> list[Any]:
+    """No extensions: the compile was asked for and cannot run. A build beside the sources (an
+    earlier `make venv`'s) would be imported instead of them: it goes too (setuptools runs no
+    build_ext without extensions, so OptionalBuildExt cannot remove it)."""
+    _warn(message)
+    for name in (*CORE, "core__mypyc"):
+        for suffix in EXTENSION_SUFFIXES:
+            (SOURCE / f"{name}{suffix}").unlink(missing_ok=True)
+    (SOURCE / MANIFEST).unlink(missing_ok=True)
+    return []
+
+
 def _warn(message: str) -> None:
     print(
         f"WARNING: the scheduler core is not compiled, it runs as Python: {message}",
@@ -56,18 +69,18 @@ def _extensions() -> list[Any]:
     try:
         from mypyc.build import mypycify
     except ImportError:
-        _warn("mypy (mypyc) is not installed where the package is built (--no-build-isolation?)")
-        return []
+        return _refused(
+            "mypy (mypyc) is not installed where the package is built (--no-build-isolation?)"
+        )
     missing = _missing_mypy_plugins()
     if missing:
         # mypy would stop on its settings (pyproject.toml) before compiling anything.
         packages = " ".join(sorted({plugin.partition(".")[0] for plugin in missing}))
-        _warn(
+        return _refused(
             f"mypy's plugin {', '.join(missing)} (pyproject.toml, [tool.mypy] plugins) cannot be"
             f" imported where the package is built: install {packages} there first (the version"
             ' constraints.txt pins; docs/local.md, "What-if simulation")'
         )
-        return []
     try:
         # One shared library inside the package (quota_local/core__mypyc...), not at top level.
         # mypy reads its settings from pyproject.toml (mypy_path, plugins); the notes about
@@ -79,8 +92,7 @@ def _extensions() -> list[Any]:
             )
         )
     except (Exception, SystemExit) as error:  # mypyc refused the source (it exits on errors)
-        _warn(f"mypyc failed ({error})")
-        return []
+        return _refused(f"mypyc failed ({error}; its errors are above)")
 
 
 def _missing_mypy_plugins() -> list[str]:
