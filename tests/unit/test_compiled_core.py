@@ -290,6 +290,47 @@ def test_a_simulation_runs_in_another_process() -> None:
     assert _plain(remote) == _plain(simulate.simulate(document, jobs))
 
 
+def _built_with_documented_types(core: dict[str, ModuleType]) -> Any:
+    """Each public constructor and the scheduler's methods called with the types docs/emulator.md
+    ("Scheduler") says they take, and what comes of it."""
+    sched, work = core["scheduling"], core["workload"]
+    share = sched.ShareConfig("a", {"u": 2}, sched.LEND_AND_BORROW, 1, False, True, {"R": 30.0}, "")
+    other = sched.ShareConfig("b", {"u": 1}, sched.LEND)
+    pool = sched.PoolConfig({"u": 3}, (share, other))
+    phases = sched.Phases(2.0, 3.0)
+    spec = sched.JobSpec("j", "a", "u", 2, 60.0, 1, None, None, ())
+    row = work.WorkloadJob(0.0, "a", "u", 2, 60.0, 0, "", None, "")
+    scheduler = sched.QuotaScheduler(pool, phases)
+    reason = scheduler.submit(spec, 0.0)
+    scheduler.submit(sched.JobSpec("k", "b", "u", 3, 10.0, 0, 2, 1, (("v", 1),)), 1.0)
+    log = [*scheduler.advance(2.5), *scheduler.run(1e6)]
+    return _plain([share, pool, phases, spec, row, reason, log, scheduler.usage()])
+
+
+def test_the_documented_argument_types_build_the_same_on_both_cores() -> None:
+    assert _built_with_documented_types(INSTALLED) == _built_with_documented_types(SOURCE)
+
+
+def test_what_the_docs_say_a_compiled_core_refuses_it_refuses() -> None:
+    sched, work = scheduling, workload
+    wrong = {
+        "JobSpec(count=2.0)": lambda: sched.JobSpec("j", "a", "u", 2.0),
+        "JobSpec(extra_units=[])": lambda: sched.JobSpec("j", "a", "u", 1, extra_units=[]),
+        "WorkloadJob(share=None)": lambda: work.WorkloadJob(0.0, None, "u", 1, 1.0),
+        "ShareConfig(borrow_limit=50.0)": lambda: sched.ShareConfig("a", {}, borrow_limit=50.0),
+        "PoolConfig(shares=[...])": lambda: sched.PoolConfig({}, [sched.ShareConfig("a", {})]),
+        "run(None)": lambda: sched.QuotaScheduler(sched.PoolConfig({}), sched.Phases()).run(None),
+    }
+    refused = []
+    for name, build in wrong.items():
+        try:
+            build()
+        except TypeError:
+            refused.append(name)
+    # The Python source takes them all (which is why the docs name them).
+    assert refused == (list(wrong) if compiled_core.compiled() else [])
+
+
 def test_the_installed_core_is_what_version_says_and_pure_is_the_source() -> None:
     files = {name: Path(module.__file__ or "") for name, module in INSTALLED.items()}
     if compiled_core.compiled():
