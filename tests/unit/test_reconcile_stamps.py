@@ -4,7 +4,7 @@ preemption it caused was alerted as a reclaim."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from builders import guide_layout
 from fakes import FakeBatch, FakeClock, FakeNotifier, FakeStore
@@ -51,3 +51,47 @@ def test_a_run_is_stamped_after_the_last_run_that_applied() -> None:
         "2026-03-16T19:09:30.001000+00:00"
     )
     assert run_time(now, "not a time") == now
+
+
+def test_a_last_applied_time_ahead_of_the_clock_moves_only_the_records_stamp() -> None:
+    """A status whose lastAppliedAt reads later than the clock (another host's clock ran
+    ahead, or a hand edit) stamps the run's change records after it, but the run decides at
+    its own clock: a window that begins later is not applied early."""
+    store, batch, clock = FakeStore(), FakeBatch(), FakeClock()
+    deps = Deps(store, batch, FakeNotifier(), clock)
+    doc = guide_layout().build()
+    store.put_document(doc)
+    for _ in range(30):
+        converged = reconcile(QUEUE, deps).outcome == "converged"
+        batch.settle()
+        clock.advance(30)
+        if converged:
+            break
+    now = clock.now()
+    begins = now + timedelta(hours=2)
+    ahead = (now + timedelta(hours=2, minutes=30)).isoformat().replace("+00:00", "Z")
+    doc["windows"] = [
+        {
+            "name": "later",
+            "from": begins.isoformat().replace("+00:00", "Z"),
+            "until": (begins + timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
+            "quotaShares": [
+                {
+                    "quotaShareName": "team-a",
+                    "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 2}],
+                }
+            ],
+        }
+    ]
+    doc["serviceEnvironment"]["capacityLimits"][0]["maxCapacity"] += 1
+    store.put_document(doc)
+    status = store.item(QUEUE, "STATUS#QUEUE")
+    assert status is not None
+    store.put({**status, "queue": QUEUE, "lastAppliedAt": ahead})
+
+    result = reconcile(QUEUE, deps)
+
+    assert [a.operation for a in result.applied] == ["UpdateServiceEnvironment"]
+    assert store.status(QUEUE)["STATUS#QUEUE"].get("windowsInForce", []) == []
+    [record] = [ChangeRecord.from_item(i) for i in store.recent_changes(QUEUE, limit=1)]
+    assert record.change_id.startswith(run_time(now, ahead).isoformat(timespec="milliseconds")[:23])

@@ -65,7 +65,7 @@ class RunFacts:
     """What one reconcile run knows when it writes status, besides its plan."""
 
     queue: str
-    # The run's time, as status and change records write it (ISO 8601, milliseconds, Z).
+    # The run's time, as status writes it (ISO 8601, milliseconds, Z).
     stamp: str
     # The status items as the run read them.
     status: StatusSnapshot
@@ -101,6 +101,9 @@ class RunFacts:
     owner_contacts: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
     # How a validation problem is said (by the item a table user wrote).
     describe: Callable[[Problem], str] = str
+    # Its change records' stamp (`lastAppliedAt` when it applied a request): the run's time,
+    # or a millisecond after the last applying run's when the clock does not read later.
+    applied_stamp: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,7 @@ def status_writes(
     if facts.recent_writes:
         update["recentWrites"] = list(facts.recent_writes.values())
     if facts.applied:
-        update["lastAppliedAt"] = facts.stamp
+        update["lastAppliedAt"] = facts.applied_stamp or facts.stamp
     elif previous.lastAppliedAt:
         update["lastAppliedAt"] = previous.lastAppliedAt
     update["heldChange"] = held_change_record(held, facts.held_change, facts.hold_since)

@@ -85,9 +85,12 @@ class ReconcileRun:
         self.config = {i[SORT_KEY]: i for i in config_items(items)}
         self.status = read_status(items)
         self.queue_status = self.status.queue
-        # Its change records are keyed by this stamp: never the same as the last run's.
-        self.now = run_time(now, self.queue_status.lastAppliedAt)
-        self.stamp = self.now.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        self.now = now
+        self.stamp = _iso(now)
+        # Its change records are keyed by this stamp: never the same as the last applying
+        # run's (status lastAppliedAt), though the clock may read the same. It dates nothing
+        # the run decides: that is `now`.
+        self.record_stamp = _iso(run_time(now, self.queue_status.lastAppliedAt))
         # Each problem alerted once while it stands; an alert SNS did not take fails the run
         # after status is written (services/alert_memory.py).
         self.memory = AlertMemory(deps.notifier, self.queue_status)
@@ -228,11 +231,15 @@ class ReconcileRun:
                 self._remember_approval(used)
 
         done = Execution(applied=self.result.applied, held=self.result.held)
+        cut = True
         try:
             execute(decision.decided, self.deps.batch, unannounced, self._unsettled, applied, done)
+            cut = False
         finally:
             if records:
                 self.deps.store.record_changes(self.queue, [fitted_item(r) for r in records])
+                if cut:
+                    self._remember_applied()
         self.result.errors.extend(done.errors)
         decision.plan.waits.extend(done.waits)
         self.result.waits = decision.plan.wait_texts
@@ -248,6 +255,15 @@ class ReconcileRun:
         if wait is not None:
             self.unsettled[action.resource] = since
         return wait
+
+    def _remember_applied(self) -> None:
+        """A run cut by an error wrote change records: say when in status (lastAppliedAt),
+        which the run's end does not write now, so its retry is stamped after them, not over
+        them."""
+        item = self.queue_status.but(lastAppliedAt=self.record_stamp).to_item()
+        # If this write fails, the status write at the end of the run records it.
+        with contextlib.suppress(RetryableError):
+            self.deps.store.write_status(self.queue, [fitted_item(item)], [])
 
     def _remember_approval(self, change: str) -> None:
         """The approval is used: say so in status at once, not only at the end of the run (a
@@ -269,7 +285,7 @@ class ReconcileRun:
             guarded,
             observed,
             author=change_author(action, self.config, self.window_ends),
-            stamp=self.stamp,
+            stamp=self.record_stamp,
             seq=seq,
             expires_at=int(expires.timestamp()),
             windows_ended=ended,
@@ -363,6 +379,7 @@ class ReconcileRun:
         return RunFacts(
             queue=self.queue,
             stamp=self.stamp,
+            applied_stamp=self.record_stamp,
             status=self.status,
             config=self.config,
             raised=self.memory.raised,
@@ -421,3 +438,7 @@ class ReconcileRun:
             if not self.memory.publish(alert):
                 unannounced.update(shares)
         return unannounced
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
