@@ -813,9 +813,10 @@ class Run:
         """Whether a reclaim of borrowed capacity (for another share's job) may be attributed
         to the change the alert names instead (docs/alerts.md, "Causes of a preemption"): a
         PREEMPTION_RISK alert named this job at risk of that change (the same `change.at`,
-        within the attribution window), and at the step before the preemption its share still
-        held more than the quota it had once that change applied, not raised since: Batch was
-        enforcing the lowered quota when the capacity was needed."""
+        within the attribution window), and at the step before the preemption its share held
+        more than its quota: Batch was enforcing a quota that change lowered when the capacity
+        was needed. (The product attributes it so also when a later change raised the limit
+        again but not up to what the share held; the harness checks what it can see.)"""
         if harm.reason != CROSS_SHARE_PREEMPTION or harm.cause_job is None:
             return False
         share, at = harm.quota_share_name, (alert.get("change") or {}).get("at")
@@ -833,10 +834,9 @@ class Run:
                 or harm.job_id not in [j.get("jobId") for j in risk.get("jobs", [])]
             ):
                 continue
-            lowered = self.limits.get(named_at, {}).get(share)
             limit = self.limits.get(step - 1, {}).get(share)
             held = self.usage.get(step - 1, {}).get(share, 0)
-            if lowered is not None and limit is not None and limit <= lowered < held:
+            if limit is not None and limit < held:
                 return True
         return False
 
