@@ -83,6 +83,8 @@ class Report:
     # When the queue existed in the window (start, end ms), when its change records say it
     # did not throughout: quota (own, lent, idle) counts only then.
     lifetimes: list[tuple[int, int]] | None = None
+    # A job of the queue ran outside those lifetimes: its quota counts while one ran.
+    ran_outside: bool = False
     waits: dict[str, list[float]] = field(default_factory=dict)
     # Per cause: preemptions per time step.
     preemptions: dict[str, list[int]] = field(default_factory=dict)
@@ -91,17 +93,21 @@ class Report:
         """When the quota figures count, if the queue did not exist throughout the window."""
         if self.lifetimes is None:
             return None
+        outside = (
+            "only while a job of it ran (so it existed then)"
+            if self.ran_outside
+            else "it had no quota to use or leave idle"
+        )
         if len(self.lifetimes) == 1 and self.lifetimes[0][1] == self.until_ms:
             return (
                 f"quota counted from {iso_ms(self.lifetimes[0][0])}, when the controller created "
-                f"job queue {self.queue} (its change record): before, it had no quota to use or "
-                "leave idle"
+                f"job queue {self.queue} (its change record): before, {outside}"
             )
         spans = ", ".join(self._span(lo, hi) for lo, hi in self.lifetimes)
         return (
             f"quota counted only while job queue {self.queue} existed, by the controller's change "
             f"records (CreateJobQueue, DeleteJobQueue): {spans or 'never in the window'}; "
-            "outside, it had no quota to use or leave idle"
+            f"outside, {outside}"
         )
 
     def _span(self, lo: int, hi: int) -> str:

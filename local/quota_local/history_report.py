@@ -112,7 +112,12 @@ def build_report(
     segments = segments or [(since_ms, document)]
     starts = [max(start, since_ms) for start, _ in segments]
     starts[0] = since_ms
-    lives = [(since_ms, until_ms)] if lifetimes is None else sorted(lifetimes)
+    recorded = [(since_ms, until_ms)] if lifetimes is None else sorted(lifetimes)
+    # A job of the queue running outside the recorded lifetimes shows the queue existed then
+    # (a change record expired or came late): its quota, of every type, holds while one runs.
+    lives = (
+        recorded if lifetimes is None else _union([*recorded, *_runs(records, since_ms, until_ms)])
+    )
 
     def existed(t: float) -> bool:
         return any(lo <= t < hi for lo, hi in lives)
@@ -240,10 +245,7 @@ def build_report(
             running.update(changes.get(t0, Counter()))
             hours = (t1 - t0) / HOUR_MS
             in_force = layout(t0)
-            # A job of the queue running outside the lifetimes shows it existed then (a
-            # change record expired or came late): its quota holds, not 0.
-            busy = any(running[n] > 0 for n in names)
-            quota = quotas(in_force, unit) if existed(t0) or busy else none
+            quota = quotas(in_force, unit) if existed(t0) else none
             lends = lenders(in_force)
             own = {n: min(max(running[n], 0), quota[n]) for n in names}
             borrowed = {n: max(running[n], 0) - own[n] if n in known else 0 for n in names}
@@ -285,10 +287,35 @@ def build_report(
         list(figures.values()),
         total,
         plots=list(plots.values()),
-        lifetimes=None if lives == [(since_ms, until_ms)] else lives,
+        lifetimes=None if recorded == [(since_ms, until_ms)] else recorded,
+        ran_outside=lives != recorded,
         waits=waits,
         preemptions=dict(preempt_series),
     )
+
+
+def _runs(records: Iterable[JobRecord], since_ms: int, until_ms: int) -> list[tuple[int, int]]:
+    """When the queue's jobs ran in the window (each attempt, a running one until its end)."""
+    spans = []
+    for r in records:
+        for a in r.attempts.values():
+            if a.startedAt is None:
+                continue
+            lo = max(a.startedAt, since_ms)
+            hi = min(a.stoppedAt if a.stoppedAt is not None else until_ms, until_ms)
+            if hi > lo:
+                spans.append((lo, hi))
+    return spans
+
+
+def _union(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def queue_lifetimes(

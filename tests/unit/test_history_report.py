@@ -221,6 +221,25 @@ def test_a_queue_deleted_and_created_again_counts_quota_in_each_life() -> None:
     assert queue_lifetimes([], SINCE, UNTIL) is None
 
 
+def test_a_job_running_outside_the_recorded_lives_shows_the_queue_existed() -> None:
+    """Deleted at 2 h and created again at 5 h by the records, yet b1 ran 2 h+120 s to 3 h and
+    4 h to 5 h: the queue existed then (a record expired or came late), so every share's quota
+    counts while it ran, in the figures and in the plots alike, and the note says so."""
+    changes = [(ms(at(2 * H)), "DeleteJobQueue"), (ms(at(5 * H)), "CreateJobQueue")]
+    lives = queue_lifetimes(changes, SINCE, UNTIL)
+    report = build_report("ml-training", [RECORDS[1]], DOC, SINCE, UNTIL, lifetimes=lives)
+    figures = {f.share: f.rounded() for f in [*report.shares, report.total]}
+    ran = 1 - 120 / H + 1  # its two attempts, in hours
+    for share in ("team-a", "team-b", "team-c"):
+        assert figures[share]["quotaHours"] == pytest.approx(7 + ran, abs=0.001)
+    assert (figures["team-b"]["ownHours"], figures["team-b"]["borrowedHours"]) == (1.967, 0.0)
+    step = (UNTIL - SINCE) / len(report.plots[0].quota_series)
+    during, between = int((ms(at(4.5 * H)) - SINCE) / step), int((ms(at(3.5 * H)) - SINCE) / step)
+    for plot in report.plots:
+        assert (plot.quota_series[during], plot.quota_series[between]) == (1.0, 0.0)
+    assert "outside, only while a job of it ran" in (report.quota_note() or "")
+
+
 def test_a_removed_share_s_use_is_neither_own_nor_borrowed() -> None:
     """team-e is in no layout of the window: its hour is counted apart, it borrows from no
     lender, and borrowed still equals lent."""
