@@ -591,6 +591,32 @@ def scenario_retryable_error_mid_plan(h: Harness) -> None:
 
 
 @scenario()
+def scenario_approved_reduction_cut_by_retryable_error(h: Harness) -> None:
+    """reductionPolicy block, two shares lowered under running jobs: approved, the run makes
+    team-a's update (the approval is used: status lastApprovedChange at once), then team-b's is
+    throttled past retries and the run is cut. The cut run's status write (lastAppliedAt, so the
+    retry's records do not overwrite its own) keeps lastApprovedChange: the approval is not
+    usable again."""
+    doc = reserve_layout().set(reductionPolicy="block")
+    h.apply(doc.build())
+    h.converge()
+    running(h, "team-a", "job-a1", started=1000)
+    running(h, "team-a", "job-a2", started=2000)
+    running(h, "team-b", "job-b1", started=1000)
+    running(h, "team-b", "job-b2", started=2000)
+    lowered = with_limit(doc, "team-a", 1)
+    share_of(lowered, "team-b")["capacityLimits"] = [{"capacityUnit": G5, "maxCapacity": 1}]
+    h.apply(lowered)
+    h.run("stream")
+    h.edit_item("QUEUE", approvedChange=held_id(h))
+    h.batch.refuse(
+        "UpdateQuotaShare", "retryable", "TooManyRequestsException", resource="quota share team-b"
+    )
+    h.run("approved, cut")
+    h.run("retry")
+
+
+@scenario()
 def scenario_action_failed_stops_plan(h: Harness) -> None:
     """Batch refuses team-b's UpdateQuotaShare (a ClientException): the run stops there (team-c's
     update is not made, later requests may depend on it), outcome failed with no requeue, one

@@ -91,6 +91,8 @@ class ReconcileRun:
         # run's (status lastAppliedAt), though the clock may read the same. It dates nothing
         # the run decides: that is `now`.
         self.record_stamp = _iso(run_time(now, self.queue_status.lastAppliedAt))
+        # When a run cut by an error wrote its change records (see `_remember_applied`).
+        self.applied_at: str | None = None
         # Each problem alerted once while it stands; an alert SNS did not take fails the run
         # after status is written (services/alert_memory.py).
         self.memory = AlertMemory(deps.notifier, self.queue_status)
@@ -260,19 +262,30 @@ class ReconcileRun:
         """A run cut by an error wrote change records: say when in status (lastAppliedAt),
         which the run's end does not write now, so its retry is stamped after them, not over
         them."""
-        item = self.queue_status.but(lastAppliedAt=self.record_stamp).to_item()
-        # If this write fails, the status write at the end of the run records it.
+        self.applied_at = self.record_stamp
+        # If this write fails too, the retry may be stamped as this run was (its records are
+        # overwritten only if its clock reads the same millisecond).
         with contextlib.suppress(RetryableError):
-            self.deps.store.write_status(self.queue, [fitted_item(item)], [])
+            self._write_mid_run()
 
     def _remember_approval(self, change: str) -> None:
         """The approval is used: say so in status at once, not only at the end of the run (a
         later request that fails, or a retryable error, must not leave it usable again)."""
         self.last_approved = change
-        item = self.queue_status.but(lastApprovedChange=change).to_item()
         # If this write fails, the status write at the end of the run records it.
         with contextlib.suppress(RetryableError):
-            self.deps.store.write_status(self.queue, [fitted_item(item)], [])
+            self._write_mid_run()
+
+    def _write_mid_run(self, **changes: Any) -> None:
+        """Write the queue status as read, with what this run has said of it so far (the
+        approval it used, when its records were written) and `changes`: each write before the
+        run's end carries them all, so none takes back what an earlier one said."""
+        item = self.queue_status.but(
+            lastApprovedChange=self.last_approved,
+            lastAppliedAt=self.applied_at or self.queue_status.lastAppliedAt,
+            **changes,
+        ).to_item()
+        self.deps.store.write_status(self.queue, [fitted_item(item)], [])
 
     def _change_record(
         self, guarded: GuardedAction, observed: ObservedState, seq: int
@@ -418,8 +431,7 @@ class ReconcileRun:
         alerted = self.memory.remembered_after_cut(self.queue_status)
         if alerted is None:
             return
-        item = self.queue_status.but(alerted=list(alerted), updatedAt=self.stamp).to_item()
-        self.deps.store.write_status(self.queue, [fitted_item(item)], [])
+        self._write_mid_run(alerted=list(alerted), updatedAt=self.stamp)
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share = alerts.rejected_shares(assembled, report)
