@@ -576,7 +576,8 @@ def scenario_recent_writes_wait(h: Harness) -> None:
 def scenario_retryable_error_mid_plan(h: Harness) -> None:
     """An edit of all three shares; the second UpdateQuotaShare is throttled past botocore's
     retries: the run raises RetryableError (the record is retried), the first update's change
-    record is written, status is not; the retry makes the two requests left."""
+    record is written, and status says when (lastAppliedAt, so the retry, at the same instant,
+    is stamped after that record instead of over it); the retry makes the two requests left."""
     h.apply(guide_layout().build())
     h.converge()
     raw = guide_layout().build()

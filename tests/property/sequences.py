@@ -815,8 +815,9 @@ class Run:
         PREEMPTION_RISK alert named this job at risk of that change (the same `change.at`,
         within the attribution window), and at the step before the preemption its share held
         more than its quota: Batch was enforcing a quota that change lowered when the capacity
-        was needed. (The product attributes it so also when a later change raised the limit
-        again but not up to what the share held; the harness checks what it can see.)"""
+        was needed. A later raise does not clear it (docs/alerts.md: the product attributes a
+        reclaim of a job the lowering named to it while the lowering is within the window), so
+        this cannot catch a misattribution after a lowering that was fully undone.)"""
         if harm.reason != CROSS_SHARE_PREEMPTION or harm.cause_job is None:
             return False
         share, at = harm.quota_share_name, (alert.get("change") or {}).get("at")
@@ -906,8 +907,8 @@ def expected_cause(harm: JobHarm) -> str:
     if harm.reason == CROSS_SHARE_PREEMPTION:
         # Enforced at a config write: a lender lowered, turned RESERVE or removed (issue 14,
         # item 1: the change, not "borrowed capacity reclaimed", is the cause). For another
-        # share's job: a reclaim, unless a change named the job and left its share over the
-        # lowered quota (`Run.reclaimed_after_named_cut` accepts QUOTA_REDUCTION then).
+        # share's job: a reclaim, unless a lowering named the job and its share held more than
+        # its quota (`Run.reclaimed_after_named_cut` accepts QUOTA_REDUCTION then).
         return "QUOTA_REDUCTION" if harm.cause_job is None else "CAPACITY_RECLAIM"
     if harm.reason == IN_SHARE_PREEMPTION:
         return "IN_SHARE_PRIORITY"

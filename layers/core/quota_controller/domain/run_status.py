@@ -272,4 +272,5 @@ def share_facts(facts: RunFacts, name: str) -> ShareFacts:
         share_tags=facts.share_tags,
         owner_contacts=contacts or (),
         created_unseen=share_resource(name) in facts.status.queue.unsettled,
+        applied_stamp=facts.applied_stamp,
     )

@@ -38,6 +38,8 @@ class ShareFacts:
     # Batch refused the share's create while no read showed the share (queue status
     # `unsettled`): a read that shows it now shows the create made, with the create's tags.
     created_unseen: bool = False
+    # The run's change records' stamp (`lastAppliedAt` of a share it applied a request of).
+    applied_stamp: str | None = None
 
 
 def share_status(
@@ -135,7 +137,7 @@ def share_status(
         # Made by a create Batch refused (its answer lost): tagged as the create asked.
         update["appliedTags"] = {**spec.tags, "batch-quota-controller:queue": facts.queue}
     if applied_now:
-        update["lastAppliedAt"] = facts.stamp
+        update["lastAppliedAt"] = facts.applied_stamp or facts.stamp
     elif previous.lastAppliedAt:
         update["lastAppliedAt"] = previous.lastAppliedAt
     if facts.owner_contacts:
