@@ -54,6 +54,7 @@ from quota_controller.services.alert_memory import AlertMemory
 from quota_controller.services.decision import Decision, decide
 from quota_controller.services.edge_warnings import edge_warnings
 from quota_controller.services.execute import Execution, execute
+from quota_controller.services.mid_run_status import MidRunStatus
 from quota_controller.services.owner_subscriptions import OwnerSync, keep_owner_subscriptions
 from quota_controller.services.reconcile_records import Deps, ReconcileResult
 
@@ -91,15 +92,15 @@ class ReconcileRun:
         # run's (status lastAppliedAt), though the clock may read the same. It dates nothing
         # the run decides: that is `now`.
         self.record_stamp = _iso(run_time(now, self.queue_status.lastAppliedAt))
-        # When a run cut by an error wrote its change records (see `_remember_applied`).
-        self.applied_at: str | None = None
         # Each problem alerted once while it stands; an alert SNS did not take fails the run
         # after status is written (services/alert_memory.py).
         self.memory = AlertMemory(deps.notifier, self.queue_status)
         self.result.alerts = self.memory.sent
         # The last approved change applied (the next change id depends on it), and the id
         # this run's approvedChange approves, if it approves what the guard holds.
-        self.last_approved: str | None = self.queue_status.lastApprovedChange
+        # What the run says in status before its end (the approval it used, a cut run's
+        # records and alerts): services/mid_run_status.py.
+        self.mid_run = MidRunStatus(deps.store, queue, self.queue_status)
         self.approving: str | None = None
         # When the change held now was first held (status heldChange.since): its id depends
         # on it, so a later hold of the same requests is a new change to approve.
@@ -228,9 +229,9 @@ class ReconcileRun:
         def applied(guarded: GuardedAction) -> None:
             remember_write(self.recent_writes, guarded.action, self.stamp)
             records.append(self._change_record(guarded, decision.observed, next(seq)))
-            used = approval_used(guarded, self.approving, self.last_approved)
+            used = approval_used(guarded, self.approving, self.mid_run.last_approved)
             if used is not None:
-                self._remember_approval(used)
+                self.mid_run.approval_used(used)
 
         done = Execution(applied=self.result.applied, held=self.result.held)
         cut = True
@@ -241,7 +242,7 @@ class ReconcileRun:
             if records:
                 self.deps.store.record_changes(self.queue, [fitted_item(r) for r in records])
                 if cut:
-                    self._remember_applied()
+                    self.mid_run.records_written(self.record_stamp)
         self.result.errors.extend(done.errors)
         decision.plan.waits.extend(done.waits)
         self.result.waits = decision.plan.wait_texts
@@ -257,35 +258,6 @@ class ReconcileRun:
         if wait is not None:
             self.unsettled[action.resource] = since
         return wait
-
-    def _remember_applied(self) -> None:
-        """A run cut by an error wrote change records: say when in status (lastAppliedAt),
-        which the run's end does not write now, so its retry is stamped after them, not over
-        them."""
-        self.applied_at = self.record_stamp
-        # If this write fails too, the retry may be stamped as this run was (its records are
-        # overwritten only if its clock reads the same millisecond).
-        with contextlib.suppress(RetryableError):
-            self._write_mid_run()
-
-    def _remember_approval(self, change: str) -> None:
-        """The approval is used: say so in status at once, not only at the end of the run (a
-        later request that fails, or a retryable error, must not leave it usable again)."""
-        self.last_approved = change
-        # If this write fails, the status write at the end of the run records it.
-        with contextlib.suppress(RetryableError):
-            self._write_mid_run()
-
-    def _write_mid_run(self, **changes: Any) -> None:
-        """Write the queue status as read, with what this run has said of it so far (the
-        approval it used, when its records were written) and `changes`: each write before the
-        run's end carries them all, so none takes back what an earlier one said."""
-        item = self.queue_status.but(
-            lastApprovedChange=self.last_approved,
-            lastAppliedAt=self.applied_at or self.queue_status.lastAppliedAt,
-            **changes,
-        ).to_item()
-        self.deps.store.write_status(self.queue, [fitted_item(item)], [])
 
     def _change_record(
         self, guarded: GuardedAction, observed: ObservedState, seq: int
@@ -396,7 +368,7 @@ class ReconcileRun:
             status=self.status,
             config=self.config,
             raised=self.memory.raised,
-            last_approved=self.last_approved,
+            last_approved=self.mid_run.last_approved,
             chain=self.result.chain,
             chain_from=self.chain,
             requeues=self.requeues,
@@ -431,7 +403,7 @@ class ReconcileRun:
         alerted = self.memory.remembered_after_cut(self.queue_status)
         if alerted is None:
             return
-        self._write_mid_run(alerted=list(alerted), updatedAt=self.stamp)
+        self.mid_run.write(alerted=list(alerted), updatedAt=self.stamp)
 
     def _alert_invalid_shares(self, assembled: AssembledDocument, report: ValidationReport) -> None:
         by_share = alerts.rejected_shares(assembled, report)
