@@ -117,6 +117,11 @@ def test_a_backfilled_answer_is_dated_at_the_job_s_own_last_known_time() -> None
     )
     # Neither first RUNNABLE nor first seen: the answer does not say (submittedAt is createdAt).
     assert (seen.firstRunnableAt, seen.firstSeenAt, seen.submittedAt) == (None, None, ms(at(0)))
+    # Its priority is dated 0, as the RecordHistory handler dates an answer's: events win, and
+    # a record that has the answer's priority already is not written again for it.
+    prioritized = backfill_observation(_answer(events[-1], schedulingPriority=3), LATER)
+    assert prioritized is not None
+    assert (prioritized.priority, prioritized.priorityAt) == (3, 0)
     unknown = backfill_observation(_answer(events[0], createdAt=None), LATER)
     assert unknown is not None
     assert unknown.statusAt == ms(LATER)

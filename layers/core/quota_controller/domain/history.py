@@ -263,12 +263,16 @@ def backfill_observation(detail: HistoryDetail, window_end: datetime) -> JobReco
     if record is None:
         return None
     # When it was first SCHEDULED is the answer's own `scheduledAt`, not the observation's
-    # time (rounded to the second, it would move an event's millisecond time earlier).
+    # time (rounded to the second, it would move an event's millisecond time earlier). Its
+    # priority is dated 0, as `enrich` dates an answer's: the events' own win, and a job whose
+    # events carried none already has the answer's from `enrich` (re-dated, every job would be
+    # written again).
     return record.model_copy(
         update={
             "firstRunnableAt": None,
             "firstSeenAt": None,
             "firstScheduledAt": detail.scheduledAt,
+            "priorityAt": 0 if record.priority is not None else None,
         }
     )
 
