@@ -114,10 +114,8 @@ class JobRecord(_Record):
     instanceType: str | None = None
     count: int | None = None
     priority: int | None = None
-    # When the observation that named the priority was made (0: an answer read without a
-    # time, which any dated observation overrides). A job's priority can be updated while it
-    # waits, so the newest observation naming one wins, apart from the status (an observation
-    # may show a status and no priority).
+    # When the observation naming the priority was made (0: an answer, which any dated one
+    # overrides): the newest wins, apart from the status (one may show no priority).
     priorityAt: int | None = None
     retries: int | None = None  # preemptionRetriesBeforeTermination
     submittedAt: int | None = None
@@ -264,9 +262,7 @@ def backfill_observation(detail: HistoryDetail, window_end: datetime) -> JobReco
         return None
     # When it was first SCHEDULED is the answer's own `scheduledAt`, not the observation's
     # time (rounded to the second, it would move an event's millisecond time earlier). Its
-    # priority is dated 0, as `enrich` dates an answer's: the events' own win, and a job whose
-    # events carried none already has the answer's from `enrich` (re-dated, every job would be
-    # written again).
+    # priority is dated 0 as `enrich` dates one (re-dated, every job would be written again).
     return record.model_copy(
         update={
             "firstRunnableAt": None,
