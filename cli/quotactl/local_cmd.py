@@ -140,14 +140,7 @@ def run_up(
     start = datetime.now(UTC).replace(microsecond=0)
     with LocalStack(server=True, port=port, variants=chosen, start=start) as stack:
         state = {
-            "endpoint": stack.endpoint_url,
-            "region": stack.region,
-            "table": stack.table_name,
-            "topic": stack.topic_arn,
-            "alertsQueue": stack.alerts_url,
-            "historyTable": stack.history_table_name,
-            # What RecordHistory runs with: `history backfill --local` writes the same expiry.
-            "historyRetentionDays": stack.shape.history_retention_days,
+            **stack.quotactl_state(),
             # The stack's clock runs `speed` times the wall clock from here: commands that
             # need "now" (quotactl report --local) read it from this.
             "clock": {"virtual": stack.clock.time(), "wall": time.time(), "speed": speed},

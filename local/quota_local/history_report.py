@@ -227,14 +227,9 @@ def build_report(
         for r in records:
             if r.instanceType != unit or not r.share or not r.count:
                 continue
-            for a in r.attempts.values():
-                if a.startedAt is None:
-                    continue
-                lo = max(a.startedAt, since_ms)
-                hi = min(a.stoppedAt if a.stoppedAt is not None else until_ms, until_ms)
-                if hi > lo:
-                    changes[lo][r.share] += r.count
-                    changes[hi][r.share] -= r.count
+            for lo, hi in _spans(r, since_ms, until_ms):
+                changes[lo][r.share] += r.count
+                changes[hi][r.share] -= r.count
         edges = [t for life in lives for t in life if since_ms < t < until_ms]
         points = sorted({since_ms, until_ms, *starts, *changes, *edges})
         running: Counter[str] = Counter()
@@ -295,17 +290,21 @@ def build_report(
 
 
 def _runs(records: Iterable[JobRecord], since_ms: int, until_ms: int) -> list[tuple[int, int]]:
-    """When the queue's jobs ran in the window (each attempt, a running one until its end)."""
-    spans = []
-    for r in records:
-        for a in r.attempts.values():
-            if a.startedAt is None:
-                continue
-            lo = max(a.startedAt, since_ms)
-            hi = min(a.stoppedAt if a.stoppedAt is not None else until_ms, until_ms)
-            if hi > lo:
-                spans.append((lo, hi))
-    return spans
+    """When the queue's jobs ran in the window."""
+    return [span for r in records for span in _spans(r, since_ms, until_ms)]
+
+
+def _spans(record: JobRecord, since_ms: int, until_ms: int) -> list[tuple[int, int]]:
+    """A job's attempts that ran in the window, clipped to it (a running one until its end)."""
+    out = []
+    for a in record.attempts.values():
+        if a.startedAt is None:
+            continue
+        lo = max(a.startedAt, since_ms)
+        hi = min(a.stoppedAt if a.stoppedAt is not None else until_ms, until_ms)
+        if hi > lo:
+            out.append((lo, hi))
+    return out
 
 
 def _union(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -129,16 +129,7 @@ def _announce(stack: Any, path: Path, env: pytest.MonkeyPatch) -> None:
     commands that need the stack's "now" take the wall clock."""
     import json
 
-    state = {
-        "endpoint": stack.endpoint_url,
-        "region": stack.region,
-        "table": stack.table_name,
-        "topic": stack.topic_arn,
-        "alertsQueue": stack.alerts_url,
-        "historyTable": stack.history_table_name,
-        "historyRetentionDays": stack.shape.history_retention_days,
-        "pid": os.getpid(),
-    }
+    state = {**stack.quotactl_state(), "pid": os.getpid()}
     path.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     env.setenv(_STATE_ENV, str(path))
 

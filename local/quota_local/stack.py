@@ -164,6 +164,20 @@ class LocalStack:
         """The `lambda_handler` of functions/<function>/app.py (loaded once per process)."""
         return load_handler(function)
 
+    def quotactl_state(self) -> dict[str, Any]:
+        """What a served stack writes to the state file `quotactl ... --local` reads
+        (quotactl.local_state): its endpoint, resources and the history retention RecordHistory
+        runs with (`history backfill --local` writes the same expiry)."""
+        return {
+            "endpoint": self.endpoint_url,
+            "region": self.region,
+            "table": self.table_name,
+            "topic": self.topic_arn,
+            "alertsQueue": self.alerts_url,
+            "historyTable": self.history_table_name,
+            "historyRetentionDays": self.shape.history_retention_days,
+        }
+
     # -- driving -----------------------------------------------------------------------------
 
     @property

@@ -5,6 +5,7 @@ preemption it caused was alerted as a reclaim."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from builders import guide_layout
 from fakes import FakeBatch, FakeClock, FakeNotifier, FakeStore
@@ -15,7 +16,8 @@ from quota_controller.services.reconcile import Deps, reconcile
 QUEUE = "ml-training"
 
 
-def test_two_runs_in_one_millisecond_keep_both_change_records() -> None:
+def _converged() -> tuple[FakeStore, FakeBatch, FakeClock, Deps, dict[str, Any]]:
+    """The guide layout reconciled on the port fakes until it converges."""
     store, batch, clock = FakeStore(), FakeBatch(), FakeClock()
     deps = Deps(store, batch, FakeNotifier(), clock)
     doc = guide_layout().build()
@@ -26,6 +28,11 @@ def test_two_runs_in_one_millisecond_keep_both_change_records() -> None:
         clock.advance(30)
         if converged:
             break
+    return store, batch, clock, deps, doc
+
+
+def test_two_runs_in_one_millisecond_keep_both_change_records() -> None:
+    store, batch, _clock, deps, doc = _converged()
     before = len(store.recent_changes(QUEUE, limit=500))
 
     for limit in (2, 3):  # two edits, each reconciled at the same instant
@@ -57,16 +64,7 @@ def test_a_last_applied_time_ahead_of_the_clock_moves_only_the_records_stamp() -
     """A status whose lastAppliedAt reads later than the clock (another host's clock ran
     ahead, or a hand edit) stamps the run's change records after it, but the run decides at
     its own clock: a window that begins later is not applied early."""
-    store, batch, clock = FakeStore(), FakeBatch(), FakeClock()
-    deps = Deps(store, batch, FakeNotifier(), clock)
-    doc = guide_layout().build()
-    store.put_document(doc)
-    for _ in range(30):
-        converged = reconcile(QUEUE, deps).outcome == "converged"
-        batch.settle()
-        clock.advance(30)
-        if converged:
-            break
+    store, _batch, clock, deps, doc = _converged()
     now = clock.now()
     begins = now + timedelta(hours=2)
     ahead = (now + timedelta(hours=2, minutes=30)).isoformat().replace("+00:00", "Z")
