@@ -61,10 +61,14 @@ def lender_layout(
 
 
 def borrowing(stack: LocalStack) -> list[str]:
-    """team-a runs 3 jobs on its own 1 and 2 lent by the idle team-c."""
+    """team-a runs 3 jobs on its own 1 and 2 lent by the idle team-c, started a second apart
+    (jobs started in the same millisecond tie: each may hold the borrowed capacity)."""
     stack.apply(lender_layout(2))
     stack.advance(120)
-    jobs = [stack.submit_job(QUEUE, "team-a", G5, 1, name=f"a-{n}") for n in range(3)]
+    jobs = []
+    for n in range(3):
+        jobs.append(stack.submit_job(QUEUE, "team-a", G5, 1, name=f"a-{n}"))
+        stack.advance(1)
     stack.advance(60)
     assert [status_of(stack, j) for j in jobs] == ["RUNNING"] * 3
     return jobs

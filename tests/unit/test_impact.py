@@ -107,8 +107,8 @@ def victims(risks: Sequence[Any]) -> list[str]:
                 job("starting", "STARTING", started=100),
                 job("scheduled", "SCHEDULED"),
             ],
-            ["scheduled", "starting"],
-            id="not-yet-running-first",
+            ["scheduled", "starting", "running"],
+            id="not-yet-running-first-or-latest-dispatched",
         ),
         pytest.param(
             [
@@ -116,8 +116,8 @@ def victims(risks: Sequence[Any]) -> list[str]:
                 job("low", priority=1, started=100),
                 job("medium", priority=5, started=200),
             ],
-            ["low", "medium"],
-            id="lower-priority-first",
+            ["low", "medium", "high"],
+            id="lower-priority-first-or-latest-started",
         ),
         pytest.param(
             [
@@ -125,8 +125,8 @@ def victims(risks: Sequence[Any]) -> list[str]:
                 job("starting-high", "STARTING", priority=99, started=100),
                 job("scheduled-high", "SCHEDULED", priority=99),
             ],
-            ["scheduled-high", "starting-high"],
-            id="status-before-priority",
+            ["scheduled-high", "starting-high", "running-low"],
+            id="status-before-priority-or-latest-dispatched",
         ),
         pytest.param(
             [
@@ -134,14 +134,18 @@ def victims(risks: Sequence[Any]) -> list[str]:
                 job("old-low", priority=1, started=100),
                 job("new-low", priority=1, started=200),
             ],
-            ["new-low", "old-low"],
-            id="priority-before-start-time",
+            ["new-low", "old-low", "new-high"],
+            id="priority-before-start-time-or-latest-started",
         ),
     ],
 )
-def test_share_lowered_from_three_to_one_picks_two_victims(
+def test_share_lowered_from_three_to_one_names_what_either_reading_preempts(
     jobs: list[ActiveJob], expected_victims: list[str]
 ) -> None:
+    """Two jobs must go. Batch weighs borrowed instances, priority and run time in an order
+    it does not document, and does not say which of a share's jobs holds what it holds above
+    its limit: the guard names the two that status, then priority, then latest start picks,
+    and the two held above the limit (the latest dispatched), then priority."""
     (risk,) = risks_for(lowered(before=3, after=1), jobs_of(*jobs), {"team-a": {G5: 1}})
 
     assert victims([risk]) == expected_victims
@@ -284,11 +288,44 @@ def test_environment_reduction_counts_jobs_of_all_shares() -> None:
         job("c1", "SCHEDULED", share="team-c"),
     )
 
-    (risk,) = risks_for(env, jobs, {})
+    (risk,) = risks_for(env, jobs, {share: {G5: 1} for share in ("team-a", "team-b", "team-c")})
 
     assert (risk.usage, risk.ceiling) == (4, 2)
     assert victims([risk]) == ["c1", "a2"]
     assert {j.share for j in risk.jobs} == {"team-a", "team-c"}
+
+
+def test_an_environment_cut_names_a_borrowers_job_of_any_priority() -> None:
+    """team-a holds one instance above its limit: whichever of its jobs Batch counts as
+    holding it may go first, before team-b's lower-priority job (the second reading)."""
+    env = Action(
+        "UpdateServiceEnvironment",
+        {"serviceEnvironment": "env", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
+        "service environment env",
+        "update the service environment",
+        reductions=(Reduction("limit", None, G5, 3, 2),),
+    )
+    jobs = jobs_of(
+        job("a-low", share="team-a", priority=0, started=100),
+        job("a-high", share="team-a", priority=5, started=200),
+        job("b-low", share="team-b", priority=0, started=300),
+    )
+
+    (risk,) = risks_for(env, jobs, {"team-a": {G5: 1}, "team-b": {G5: 1}})
+
+    assert victims([risk]) == ["b-low", "a-high"]
+
+
+def test_jobs_started_in_the_same_millisecond_may_each_hold_the_borrowed_instance() -> None:
+    jobs = [
+        job("first", priority=0, started=100),
+        job("twin-a", priority=9, started=200),
+        job("twin-b", priority=9, started=200),
+    ]
+
+    (risk,) = risks_for(lowered(before=3, after=2), jobs_of(*jobs), {"team-a": {G5: 2}})
+
+    assert victims([risk]) == ["first", "twin-a", "twin-b"]
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from quota_controller.domain.impact_records import (
     ActiveJob,
     Risk,
 )
-from quota_controller.domain.impact_victims import victim_order
+from quota_controller.domain.impact_victims import victims as reclaim_victims
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Action, Reduction
 
@@ -217,12 +217,8 @@ def _lending_risks(
             and j.share in after.shares
             and used.get(j.share, 0) > after.shares[j.share].limits.get(unit, 0)
         ]
-        victims: list[ActiveJob] = []
-        for job in sorted(borrowers, key=victim_order):
-            if deficit <= 0:
-                break
-            victims.append(job)
-            deficit -= job.uses(unit)
+        own = {name: room.limits.get(unit, 0) for name, room in after.shares.items()}
+        victims = reclaim_victims(borrowers, unit, deficit, own)
         if victims:
             lending = Reduction("lending", share, unit, lent_before, lent_after)
             borrowed = sum(j.uses(unit) for j in borrowers)

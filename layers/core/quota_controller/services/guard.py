@@ -38,10 +38,15 @@ def guard_plan(
             jobs.setdefault(job.share, []).append(job)
         if any(a.deletes_queue for a in the_plan.actions):
             queue_jobs = every
-    new_limits = {
-        name: {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits}
-        for name, spec in desired.shares.items()
+    # Each share's limits after the plan: the document's, and Batch's for a share it removes
+    # (it stays while its jobs run; what they hold above those limits counts as borrowed).
+    new_limits: dict[str, dict[str, int]] = {
+        name: dict(share.limits()) for name, share in observed.shares.items()
     }
+    new_limits.update(
+        (name, {c.capacityUnit: c.maxCapacity for c in spec.capacityLimits})
+        for name, spec in desired.shares.items()
+    )
     settings = desired.settings
     policy = settings.reductionPolicy if settings else "warn"
     approved = settings.approvedChange if settings else None
