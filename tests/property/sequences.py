@@ -752,7 +752,7 @@ class Run:
         found = []
         for step, harm in self.harms:
             why = set_off_by_controller(harm, self.runnable_once)
-            if why is None:
+            if why is None or self.for_a_job_of_its_share(harm):
                 continue
             named = self.named.get(harm.job_id)
             if named is None or named > step:
@@ -762,6 +762,16 @@ class Run:
                     f"{harm.kind} ({harm.status_before}; {why}; {when}): {harm.reason!r}"
                 )
         return found
+
+    def for_a_job_of_its_share(self, harm: JobHarm) -> bool:
+        """A preemption for a higher-priority job of the same share: the share's own in-share
+        rule, whatever freed the capacity (a raise inside the controller's request, or a job
+        ending). The controller names what its changes take away, not what a raise lets a
+        share's own priorities do (docs/reconciler.md); the alert says IN_SHARE_PRIORITY."""
+        if harm.kind != "preempted" or harm.cause_job is None:
+            return False
+        cause = self.stack.batch.describe_service_job(jobId=harm.cause_job)
+        return cause.get("quotaShareName") == harm.quota_share_name
 
     def untrue_alerts(self) -> list[str]:
         found = []

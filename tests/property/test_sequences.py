@@ -31,6 +31,7 @@ from sequences import (
     INVALID_EDITS,
     MOVES,
     Cancel,
+    InSharePreemption,
     InvalidEdit,
     Layout,
     RemoveShare,
@@ -115,6 +116,11 @@ def test_the_move_kinds_can_be_chosen_and_dropped() -> None:
 LEND, RESERVE, LAB = "LEND", "RESERVE", "LEND_AND_BORROW"
 APPROVED_CHANGE_TYPO = next(i for i, b in enumerate(INVALID_EDITS) if b.name == "approved change")
 EMPTY_TAG_KEY = next(i for i, b in enumerate(INVALID_EDITS) if b.name == "share.tags={'': 'x'}")
+RAISE_THEN_CUT = (
+    *(SetLimit(0, 1), InSharePreemption(0, True), RemoveShare(0), Wait(1), Cancel(17)),
+    *(InSharePreemption(0, True), InvalidEdit(0), Submit(0, 1, 90, 0, None), Wait(5)),
+    *(Submit(4, 2, 90, 5, None), Resize(1, 2, 6), Resize(1, 4, 2), SetStrategy(4, LAB, 0)),
+)
 FOUND: dict[str, Scenario] = {
     # A borrower runs on an idle lender's instance; the lender turns RESERVE under block.
     "item1-lender-turns-reserve": Scenario(
@@ -175,9 +181,28 @@ FOUND: dict[str, Scenario] = {
         Layout(2, (ShareSpec(LAB, 1), ShareSpec(LAB, 1)), "warn", busy=(0,)),
         (InvalidEdit(EMPTY_TAG_KEY), Wait(1)),
     ),
+    # Item 1: team-0 is removed but waits for its two running jobs: j1 (priority 0) on its
+    # own limit, j2 (priority 5, started later) on an instance borrowed from team-1, which
+    # then turns RESERVE. Which of a share's jobs holds what it borrows is not documented:
+    # the guard names both (it named j1 only, and the emulator preempted j2 unnamed).
+    "reserve-lender-under-a-removed-borrower": Scenario(
+        Layout(5, (ShareSpec(LAB, 1), ShareSpec(LAB, 1)), "warn", busy=(0,)),
+        (Submit(0, 1, 5, 5, None), RemoveShare(0), Wait(1), SetStrategy(0, RESERVE), Wait(1)),
+    ),
+    # A raise of the environment lets team-1's waiting priority-5 job preempt its running
+    # priority-0 job (in-share preemption), inside the controller's UpdateServiceEnvironment:
+    # the share's own rule, alerted as IN_SHARE_PRIORITY, not named by the controller; the
+    # environment's cut after it names the removed team-0's job it preempts.
+    "environment-raise-lets-in-share-priority-preempt": Scenario(
+        Layout(2, (ShareSpec(LAB, 2), ShareSpec(LAB, 2)), "warn", busy=(0, 3, 0, 0)),
+        RAISE_THEN_CUT,
+    ),
 }
 # The emulator variant (tests/variant_matrix.py) a found sequence needs, when not the default.
-FOUND_UNDER: dict[str, str] = {"lowered-limit-reclaimed-on-demand": "pessimistic"}
+FOUND_UNDER: dict[str, str] = {
+    "lowered-limit-reclaimed-on-demand": "pessimistic",
+    "environment-raise-lets-in-share-priority-preempt": "environment_reduction_preempts=yes",
+}
 
 
 @pytest.mark.parametrize("name", list(FOUND))
