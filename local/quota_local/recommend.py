@@ -195,7 +195,7 @@ def recommend(
         key=_rank,
     )
     # What is left after check_inputs: jobs of instance types the environment lacks.
-    warnings = check_workload(jobs, document)
+    warnings = check_workload(jobs, document, _window_environments(schedule))
     unfit: str | None = None
     if not within(space, current):
         warnings.append(
@@ -243,3 +243,13 @@ def _one_per_behaviour(ranked: Sequence[Evaluation]) -> tuple[list[Evaluation], 
         kept.append(evaluation)
         alike.append(0)
     return kept, alike
+
+
+def _window_environments(schedule: Schedule | None) -> list[dict[str, int]]:
+    """The environment limits each quota window sets (none without windows)."""
+    out = []
+    for window in schedule.windows if schedule is not None else ():
+        environment = window.get("serviceEnvironment") or {}
+        limits = environment.get("capacityLimits") or []
+        out.append({str(c["capacityUnit"]): int(c["maxCapacity"]) for c in limits})
+    return out

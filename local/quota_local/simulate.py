@@ -58,12 +58,17 @@ CAUSES = {
 }
 
 
-def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list[str]:
+def check_workload(
+    jobs: Sequence[WorkloadJob],
+    document: QuotaDocument,
+    windows: Sequence[Mapping[str, int]] = (),
+) -> list[str]:
     """Jobs the document cannot even queue: unknown shares, and shares or a job queue that are
     DISABLED (Batch refuses the submit: no new jobs are accepted); and jobs asking for an
     instance type the environment has no capacity for (a typo, usually: Batch queues them, and
     they never run) or for more instances of one than the environment's limit for it (stuck in
-    any quota layout)."""
+    any quota layout). `windows`: the environment's limits in each layout the quota windows
+    put in force; a job one of them has room for may run while it is in force."""
     shares = {s.quotaShareName for s in document.quotaShares}
     unknown = sorted({j.share for j in jobs if j.share not in shares})
     out = [f"share {s!r} is not in the document (jobs for it are skipped)" for s in unknown]
@@ -75,7 +80,8 @@ def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list
             f"share {s!r} is DISABLED: it accepts no new jobs (jobs for it are skipped)"
             for s in sorted({j.share for j in jobs if j.share in refused})
         ]
-    units = {c.capacityUnit for c in document.serviceEnvironment.capacityLimits}
+    limit = environment_ceiling(document, windows)
+    units = set(limit)
     missing: dict[str, int] = {}
     for job in jobs:
         if job.share in shares and job.instance_type not in units:
@@ -87,22 +93,40 @@ def check_workload(jobs: Sequence[WorkloadJob], document: QuotaDocument) -> list
         + " can never run (stuck)"
         for unit, n in sorted(missing.items())
     ]
-    limit = {c.capacityUnit: c.maxCapacity for c in document.serviceEnvironment.capacityLimits}
-    larger: dict[str, list[int]] = {}
-    for job in jobs:
+    larger: dict[str, list[tuple[int, str]]] = {}
+    for line, job in enumerate(jobs, start=2):
         if job.share in shares and job.count > limit.get(job.instance_type, job.count):
-            larger.setdefault(job.instance_type, []).append(job.count)
+            larger.setdefault(job.instance_type, []).append((job.count, job.name or f"line {line}"))
     out += [
         (
-            f"1 job asks for {counts[0]}"
-            if len(counts) == 1
-            else f"{len(counts)} jobs ask for up to {max(counts)}"
+            f"1 job asks for {found[0][0]}"
+            if len(found) == 1
+            else f"{len(found)} jobs ask for up to {max(n for n, _ in found)}"
         )
-        + f" x {unit}, more than the service environment's {limit[unit]}: "
-        + ("it" if len(counts) == 1 else "they")
-        + " can never run in any layout (stuck)"
-        for unit, counts in sorted(larger.items())
+        + f" x {unit}, more than the service environment's {limit[unit]}"
+        + (" (the most any quota window gives it)" if windows else "")
+        + ": "
+        + ("it" if len(found) == 1 else "they")
+        + " can never run in any layout (stuck): "
+        + _some([label for _, label in found])
+        for unit, found in sorted(larger.items())
     ]
+    return out
+
+
+def _some(labels: Sequence[str]) -> str:
+    return ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
+
+
+def environment_ceiling(
+    document: QuotaDocument, windows: Sequence[Mapping[str, int]] = ()
+) -> dict[str, int]:
+    """The most instances of each type the service environment has in the document or in any
+    layout its quota windows put in force (`windows`: those layouts' environment limits)."""
+    out = {c.capacityUnit: c.maxCapacity for c in document.serviceEnvironment.capacityLimits}
+    for limits in windows:
+        for unit, count in limits.items():
+            out[unit] = max(out.get(unit, 0), count)
     return out
 
 
@@ -229,7 +253,14 @@ def _simulate(
     scheduler = QuotaScheduler(config, phases, phase_transitions=False)
     scheduled_s, starting_s = phases.scheduled_seconds, phases.starting_seconds
     known = {s.name for s in config.shares} - refusing_shares(document)
-    warnings = check_workload(jobs, document)
+    window_limits = [
+        {c.capacityUnit: c.maxCapacity for c in later.serviceEnvironment.capacityLimits}
+        for _, _, later in (windows.edges if windows is not None else ())
+    ]
+    warnings = check_workload(jobs, document, window_limits)
+    # Jobs check_workload warned can never run (no such type, or larger than the environment
+    # ever is) are not named again among the stuck ones after the run.
+    ceiling = environment_ceiling(document, window_limits)
     reports = {s.name: ShareReport(s.name) for s in config.shares}
     limits = {s.name: dict(s.limits) for s in config.shares}
     lenders = {s.name for s in config.shares if s.strategy in ("LEND", "LEND_AND_BORROW")}
@@ -368,7 +399,8 @@ def _simulate(
             since = tracked.runnable_since
             report.stuck_waits.append((end - since, job.count * job.run_time))
             state_now = scheduler.job(job_id)
-            if job.instance_type in config.limits and state_now and state_now.reason:
+            warned = job.count > ceiling.get(job.instance_type, 0)
+            if not warned and state_now and state_now.reason:
                 label = job.name or f"line {int(job_id.removeprefix('job-')) + 2}"
                 stuck.setdefault((share, state_now.reason), []).append(label)
     warnings = [*warnings, *_stuck_warnings(stuck)]
@@ -394,10 +426,11 @@ class _Tracked:
 
 def _stuck_warnings(stuck: dict[tuple[str, str], list[str]]) -> list[str]:
     """Which jobs can never run and why (Batch's reason, as the local stack's JOB_STUCK says),
-    per share; jobs of an instance type the environment lacks were warned about already."""
+    per share; jobs of an instance type the environment never has, or larger than it ever
+    is, were warned about already (`check_workload`)."""
     out = []
     for (share, reason), labels in sorted(stuck.items()):
-        named = ", ".join(labels[:5]) + (f" and {len(labels) - 5} more" if len(labels) > 5 else "")
+        named = _some(labels)
         noun = "1 job" if len(labels) == 1 else f"{len(labels)} jobs"
         out.append(f"share {share!r}: {noun} can never run (stuck): {named}: {reason}")
     return out

@@ -278,14 +278,57 @@ def test_jobs_that_can_never_run_are_named_with_the_reason(
 ) -> None:
     doc = layout(tmp_path, "doc.json", env=2, b_limit=1)
     work = tmp_path / "jobs.csv"
-    work.write_text(HEADER + "0,a,ml.g5.xlarge,1,60,ok\n0,a,ml.g5.xlarge,5,60,huge\n", "utf-8")
+    rows = "0,a,ml.g5.xlarge,1,60,ok\n0,a,ml.g5.xlarge,5,60,huge\n0,a,ml.g5.xlarge,2,60,wide\n"
+    work.write_text(HEADER + rows, "utf-8")
 
     code, out, _ = simulate_cli(capsys, doc, "--workload", str(work))
     assert code == 0
-    warning = next(line for line in out.splitlines() if "can never run (stuck)" in line)
-    assert "share 'a': 1 job can never run (stuck): huge: MISCONFIGURATION:" in warning
-    # Before the run, that no quota layout can run it (the environment has 2).
-    assert "1 job asks for 5 x ml.g5.xlarge, more than the service environment's 2" in out
+    # Before the run: no quota layout can run `huge` (the environment has 2), named once.
+    assert (
+        "1 job asks for 5 x ml.g5.xlarge, more than the service environment's 2: it can never "
+        "run in any layout (stuck): huge"
+    ) in out
+    # After it: `wide` fits the environment but not share a's quota, with Batch's reason.
+    (warning,) = [line for line in out.splitlines() if "can never run (stuck)" in line]
+    assert "share 'a': 1 job can never run (stuck): wide: MISCONFIGURATION:" in warning
+    assert sum("huge" in line for line in out.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", ["simulate", "recommend"])
+def test_a_job_only_a_quota_window_has_room_for_is_not_called_never_runnable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The environment has 2, a nightly window raises it to 6: a job of 5 runs at night."""
+    from builders import DocBuilder
+
+    doc = DocBuilder("q").env(**{"ml.g5.xlarge": 2}).share("a", **{"ml.g5.xlarge": 2}).build()
+    doc["windows"] = [
+        {
+            "name": "nights",
+            "every": {"days": ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"], "start": "20:00",
+                      "end": "06:00", "timeZone": "UTC"},
+            "serviceEnvironment": {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge",
+                                                       "maxCapacity": 6}]},
+            "quotaShares": [{"quotaShareName": "a", "capacityLimits": [
+                {"capacityUnit": "ml.g5.xlarge", "maxCapacity": 6}]}],
+        }
+    ]  # fmt: skip
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(doc), "utf-8")
+    work = tmp_path / "jobs.csv"
+    work.write_text(HEADER + "0,a,ml.g5.xlarge,5,60,night\n0,a,ml.g5.xlarge,7,60,never\n")
+
+    argv = [command, "-f", str(path), "--workload", str(work), "--start", "2026-12-07T12:00Z"]
+    if command == "recommend":
+        argv += ["--budget", "2", "-o", str(tmp_path / "out.yaml")]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "night" not in out.replace("nights", "")
+    assert (
+        "1 job asks for 7 x ml.g5.xlarge, more than the service environment's 6 (the most any "
+        "quota window gives it): it can never run in any layout (stuck): never"
+    ) in out
 
 
 # -- the plot ----------------------------------------------------------------------------------
