@@ -557,6 +557,13 @@ class ChangeBuilder:
         self._reductions.append(Reduction("disabled", self.share, None, None, None))
         return self
 
+    def in_share_on(self) -> Self:
+        """inSharePreemption ENABLED: a waiting higher-priority job preempts at once."""
+        self.raw["before"]["preemptionConfiguration"] = {"inSharePreemption": "DISABLED"}
+        self.raw["after"]["preemptionConfiguration"] = {"inSharePreemption": "ENABLED"}
+        self._reductions.append(Reduction("in-share", self.share, None, None, None))
+        return self
+
     def _limits(self, unit: str, before: int, after: int) -> Self:
         self.raw["before"].setdefault("capacityLimits", []).append(
             {"capacityUnit": unit, "maxCapacity": before}

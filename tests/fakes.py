@@ -748,8 +748,8 @@ class FakeBatch:
         self.reads.append(f"active_jobs {queue} shares={list(shares)} statuses={wanted}")
         return {s: self._jobs(queue, wanted, s) for s in shares}
 
-    def queue_jobs(self, queue: str) -> list[ActiveJob]:
-        """Every unfinished job of the queue."""
+    def queue_jobs(self, queue: str, ranked: Collection[str] = ()) -> list[ActiveJob]:
+        """Every unfinished job of the queue (with every priority: `ranked` changes nothing)."""
         self.reads.append(f"queue_jobs {queue}")
         return self._jobs(queue, UNFINISHED_STATUSES, None)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from builders import DocBuilder, g5
+from builders import DocBuilder, ShareBuilder, g5
 
 from quota_controller.domain.config.items import plain
 from quota_local.stack import LocalStack
@@ -295,3 +295,43 @@ def test_an_approval_of_a_change_applied_meanwhile_never_approves_it_again(
     again = stack.status(QUEUE)["heldChange"]
     assert again["decision"] == "blocked"
     assert again["id"] != held
+
+
+# -- in-share preemption turned on ---------------------------------------------------------------
+
+
+def in_share(policy: str, enabled: bool) -> dict[str, Any]:
+    team_a = ShareBuilder("team-a", g5(1)).in_share_preemption("ENABLED" if enabled else "DISABLED")
+    doc = DocBuilder(QUEUE).env(**g5(2)).add(team_a).share("team-b", **g5(1))
+    return doc.set(reductionPolicy=policy).build()
+
+
+@pytest.mark.parametrize("policy", ["warn", "block"])
+def test_turning_in_share_preemption_on_names_the_jobs_a_waiting_one_outranks(
+    stack: LocalStack, policy: str
+) -> None:
+    """team-a's low-priority job fills its quota; a priority-5 job waits behind it. Turning
+    in-share preemption on makes Batch preempt the first for the second at once: the guard
+    names it first, and `block` holds the change."""
+    stack.apply(in_share(policy, enabled=False))
+    stack.advance(120)
+    low = stack.submit_job(QUEUE, "team-a", G5, 1, priority=0, name="low")
+    stack.advance(60)
+    high = stack.submit_job(QUEUE, "team-a", G5, 1, priority=5, name="high")
+    stack.advance(60)
+    assert (status_of(stack, low), status_of(stack, high)) == ("RUNNING", "RUNNABLE")
+
+    stack.apply(in_share(policy, enabled=True), by="alice")
+    stack.advance(120)
+
+    (risk,) = risk_alerts(stack)
+    assert [j["jobId"] for j in risk["jobs"]] == [low]
+    assert risk["summary"].startswith("Turning in-share preemption on for quota share team-a")
+    if policy == "block":
+        assert stack.status(QUEUE)["heldChange"]["jobs"] == [low]
+        assert status_of(stack, low) == "RUNNING"
+        return
+    assert preempted(stack, low) == 1
+    (alert,) = [a for a in stack.alerts() if a["kind"] == "PREEMPTION"]
+    assert alert["cause"] == "IN_SHARE_PRIORITY"
+    assert [j["jobId"] for j in alert["jobs"]] == [low]

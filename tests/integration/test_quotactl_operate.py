@@ -92,12 +92,14 @@ def converged(stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[st
 
 @pytest.fixture
 def busy(stack: LocalStack, doc_file: Any, capsys: pytest.CaptureFixture[str]) -> LocalStack:
-    """team-b has a limit of 2 and runs two jobs of one instance each."""
+    """team-b has a limit of 2 and runs two jobs of one instance each, the lower-priority one
+    dispatched last (every reading of Batch's victim order takes it first)."""
     assert quotactl(stack, "apply", "-f", doc_file(team_b_at(2))) == 0
     stack.advance(120)
-    for n in range(2):
+    for n in (1, 0):
         job = stack.submit_job(QUEUE, "team-b", "ml.g5.xlarge", 1, name=f"train-{n}", priority=n)
         stack.emulator.set_job_status(job, "RUNNING")
+        stack.advance(1)
     capsys.readouterr()
     return stack
 

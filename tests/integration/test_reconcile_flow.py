@@ -338,11 +338,14 @@ def test_removing_the_queue_tears_everything_down_in_reverse_order(converged: Lo
 
 
 def two_running(stack: LocalStack, share: str = "team-b") -> list[str]:
+    """train-0 (priority 0) and train-1 (priority 1), the lower-priority one dispatched last
+    (every reading of Batch's victim order takes it first)."""
     jobs = []
-    for n in range(2):
+    for n in (1, 0):
         job = stack.submit_job(QUEUE, share, "ml.g5.xlarge", 1, name=f"train-{n}", priority=n)
         stack.emulator.set_job_status(job, "RUNNING")
-        jobs.append(job)
+        stack.advance(1)
+        jobs.insert(0, job)
     return jobs
 
 

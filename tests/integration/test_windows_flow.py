@@ -110,10 +110,11 @@ def test_a_scheduled_reduction_is_announced_ahead_naming_the_jobs_at_risk() -> N
         )
         stack.advance(60)
         jobs = []
-        for n in range(3):
+        for n in (2, 1, 0):  # the lower the priority, the later dispatched
             job = stack.submit_job(QUEUE, "team-b", G5, 1, name=f"sweep-{n}", priority=n)
             stack.emulator.set_job_status(job, "RUNNING")
-            jobs.append(job)
+            stack.advance(1)
+            jobs.insert(0, job)
 
         def risks() -> list[dict[str, Any]]:
             return [a for a in stack.alerts() if a["kind"] == "PREEMPTION_RISK"]

@@ -681,6 +681,7 @@ def context(
 
 CHANGED_AT = T0 - timedelta(minutes=10)  # when a change record is written, by default
 LOWERED = change("team-a").lowered(G5, 3, 1).by("alice").at_risk(J)
+TURNED_ON = change("team-a").in_share_on().by("alice").at_risk(J)
 IDLE = snapshot()
 # team-a still runs another instance: with the victim's, 2 of its quota of 1 (borrowing).
 A_BORROWING = snapshot().usage("team-a", **g5(1))
@@ -851,6 +852,19 @@ def minutes_before(n: float) -> datetime:
             context(snap=A_BORROWING),
             ("PREEMPTION", "IN_SHARE_PRIORITY", None),
             id="in-share-text-beats-borrowing",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(changes=[TURNED_ON], snap=A_BORROWING),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", TURNED_ON.change_id),
+            # Batch may give every preemption the cross-share text: the change names the job.
+            id="in-share-turned-on-and-named-the-job",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(changes=[change("team-a").in_share_on().by("alice")]),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", None),
+            id="in-share-turned-on-without-naming-the-job-is-no-quota-reduction",
         ),
         pytest.param(
             observation(reason="preempted in share for a higher priority job"),

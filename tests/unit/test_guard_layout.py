@@ -5,7 +5,8 @@ tests/integration/test_guard_coverage.py).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from typing import Any, cast
 
 import pytest
 from builders import DocBuilder, g5
@@ -15,6 +16,8 @@ from quota_controller.domain.impact import change_id, defer_loosening, hold_sinc
 from quota_controller.domain.impact_layouts import layout_risks, observed_layout, unrunnable
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction
 from quota_controller.domain.status_records import HeldChange
+from quota_controller.ports import BatchGateway
+from quota_controller.services.guard import guard_plan
 
 G5 = "ml.g5.xlarge"
 QUOTA_RULE = {
@@ -81,6 +84,37 @@ def test_a_lender_turning_reserve_names_every_job_that_may_hold_the_borrowed_cap
         "high",
         "low",
     ]
+
+
+class _Jobs:
+    """The one read the guard makes: every unfinished job of the queue."""
+
+    def __init__(self, jobs: list[ActiveJob]) -> None:
+        self.jobs = jobs
+
+    def queue_jobs(self, queue: str, ranked: Collection[str] = ()) -> list[ActiveJob]:
+        return self.jobs
+
+
+def test_a_removed_share_still_running_counts_its_batch_limit_as_its_own() -> None:
+    """team-0 is removed but runs a 2-instance job within its limit of 2 in Batch; team-1
+    holds one instance above its own. Cutting the environment 4 -> 3 takes what team-1
+    borrows: team-0's job borrows nothing and is not named."""
+    before = DocBuilder().env(**g5(4)).share("team-0", "LEND_AND_BORROW", **g5(2))
+    have = converged(before.share("team-1", "LEND_AND_BORROW", **g5(1))).build()
+    after = DocBuilder().env(**g5(3)).share("team-1", "LEND_AND_BORROW", **g5(1))
+    want = desired(after)
+    the_plan = plan_for(want, have)
+    jobs = [
+        ActiveJob("a", "a", "arn:a", "RUNNING", "team-0", {G5: 2}, 9, 100, 100),
+        ActiveJob("b1", "b1", "arn:b1", "RUNNING", "team-1", {G5: 1}, 0, 200, 200),
+        ActiveJob("b2", "b2", "arn:b2", "RUNNING", "team-1", {G5: 1}, 0, 300, 300),
+    ]
+
+    decided, _ = guard_plan(the_plan, want, have, cast(BatchGateway, _Jobs(jobs)))
+
+    cut = next(g for g in decided if g.action.operation == "UpdateServiceEnvironment")
+    assert [a.job.jobId for a in cut.at_risk] == ["b2"]
 
 
 def test_lend_to_reserve_is_a_reduction_for_the_planner() -> None:

@@ -27,6 +27,7 @@ def job(
     share: str = "team-a",
     priority: int | None = None,
     started: int | None = None,
+    dispatched: int | None = None,
     **usage: int,
 ) -> ActiveJob:
     return ActiveJob(
@@ -38,6 +39,7 @@ def job(
         usage=usage or {G5: 1},
         priority=priority,
         startedAt=started,
+        dispatchedAt=dispatched,
     )
 
 
@@ -316,16 +318,97 @@ def test_an_environment_cut_names_a_borrowers_job_of_any_priority() -> None:
     assert victims([risk]) == ["b-low", "a-high"]
 
 
-def test_jobs_started_in_the_same_millisecond_may_each_hold_the_borrowed_instance() -> None:
+def test_jobs_dispatched_in_the_same_millisecond_may_each_hold_the_excess() -> None:
+    """Two jobs dispatched at once, one instance over the new limit: which of them holds it
+    is open, so both are named, whatever their priorities."""
     jobs = [
         job("first", priority=0, started=100),
-        job("twin-a", priority=9, started=200),
-        job("twin-b", priority=9, started=200),
+        job("twin-low", priority=5, started=200),
+        job("twin-high", priority=9, started=200),
     ]
 
     (risk,) = risks_for(lowered(before=3, after=2), jobs_of(*jobs), {"team-a": {G5: 2}})
 
-    assert victims([risk]) == ["first", "twin-a", "twin-b"]
+    assert victims([risk]) == ["first", "twin-low", "twin-high"]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "expected"),
+    [
+        pytest.param(
+            [
+                job("low", "SCHEDULED", priority=0, dispatched=100),
+                job("high", "SCHEDULED", priority=5, dispatched=101),
+            ],
+            ["low", "high"],
+            id="not-started-the-latest-dispatched-holds-the-excess",
+        ),
+        pytest.param(
+            [
+                job("low", priority=0, started=100, dispatched=90),
+                job("high", "STARTING", priority=5, dispatched=200),
+            ],
+            ["high", "low"],
+            id="not-started-first-or-lowest-priority-first",
+        ),
+    ],
+)
+def test_a_cut_names_what_each_reading_takes(jobs: list[ActiveJob], expected: list[str]) -> None:
+    """RESERVE 2 -> 1 under two jobs: status first takes one, the latest dispatched (the
+    excess) or the lowest priority (the emulator's order when another share needs the
+    capacity, `reduction_preemption=on_demand`) the other."""
+    (risk,) = risks_for(lowered(before=2, after=1), jobs_of(*jobs), {"team-a": {G5: 1}})
+
+    assert victims([risk]) == expected
+
+
+def test_a_job_dispatched_again_holds_the_excess_though_its_start_is_old() -> None:
+    """R was preempted and dispatched again: its startedAt is its first attempt's, its
+    scheduledAt the new dispatch, after X's. It holds what team-a uses above its limit."""
+    env = Action(
+        "UpdateServiceEnvironment",
+        {"serviceEnvironment": "env", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
+        "service environment env",
+        "update the service environment",
+        reductions=(Reduction("limit", None, G5, 3, 2),),
+    )
+    jobs = jobs_of(
+        job("X", share="team-a", priority=9, started=35_000, dispatched=34_000),
+        job("R", "SCHEDULED", share="team-a", priority=5, started=15_000, dispatched=100_000),
+        job("b1", "SCHEDULED", share="team-b", priority=0, dispatched=50_000),
+    )
+
+    (risk,) = risks_for(env, jobs, {"team-a": {G5: 1}, "team-b": {G5: 1}})
+
+    assert victims([risk]) == ["b1", "R"]
+
+
+@pytest.mark.parametrize(
+    ("waiting", "expected"),
+    [
+        pytest.param(9, ["low", "mid"], id="a-waiting-job-outranks-two"),
+        pytest.param(3, ["low"], id="a-waiting-job-outranks-one"),
+        pytest.param(0, [], id="nothing-waits-above-them"),
+        pytest.param(None, [], id="nothing-waits"),
+    ],
+)
+def test_turning_in_share_preemption_on_names_what_a_waiting_job_outranks(
+    waiting: int | None, expected: list[str]
+) -> None:
+    action = update_share(
+        "team-a",
+        Reduction("in-share", "team-a", None, None, None),
+        preemptionConfiguration={"inSharePreemption": "ENABLED"},
+    )
+    jobs = [job("low", priority=0, started=1), job("mid", priority=5, started=2)]
+    jobs += [job("other", priority=0, share="team-b", started=3)]
+    if waiting is not None:
+        jobs.append(job("waits", "RUNNABLE", priority=waiting))
+
+    risks = risks_for(action, jobs_of(*jobs), {"team-a": {G5: 2}})
+
+    assert victims(risks) == expected
+    assert all("in-share preemption turned on" in r.why for r in risks)
 
 
 @pytest.mark.parametrize(

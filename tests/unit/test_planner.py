@@ -509,7 +509,7 @@ TWO_UNITS = {G5: 3, G5_2X: 2}
             share("team-a", "LEND_AND_BORROW", 100, **g5(1)),
             share("team-a", "LEND_AND_BORROW", 100, **g5(1)).in_share_preemption("ENABLED"),
             {"preemptionConfiguration": {"inSharePreemption": "ENABLED"}},
-            (),
+            (Reduction("in-share", "team-a", None, None, None),),
             id="in-share-preemption-enabled",
         ),
         pytest.param(

@@ -85,13 +85,17 @@ def loan_doc(start: datetime, until: datetime, **settings: Any) -> dict[str, Any
 
 
 def lent(h: Harness, hours: float = 2, **settings: Any) -> datetime:
-    """team-b holds a loan of 3 until `hours` from now, running 3 jobs; returns the edge."""
+    """team-b holds a loan of 3 until `hours` from now, running 3 jobs (the lower the
+    priority, the later started); returns the edge."""
     now = h.clock.now()
     until = now + timedelta(hours=hours)
     h.apply(loan_doc(now - timedelta(minutes=5), until, **settings))
     h.converge()
     for n in range(3):
-        h.batch.add_job("ml-training", "team-b", f"job-{n}", {G5: 1}, priority=n, name=f"s-{n}")
+        h.batch.add_job(
+            "ml-training", "team-b", f"job-{n}", {G5: 1},
+            priority=n, name=f"s-{n}", started_at=(3 - n) * 1000,
+        )  # fmt: skip
     return until
 
 
@@ -230,7 +234,10 @@ def test_a_lowering_edge_behind_a_raising_one_gets_its_full_lead_time() -> None:
     h.apply(doc)
     h.converge()
     for n in range(3):
-        h.batch.add_job("ml-training", "team-b", f"job-{n}", {G5: 1}, priority=n, name=f"s-{n}")
+        h.batch.add_job(
+            "ml-training", "team-b", f"job-{n}", {G5: 1},
+            priority=n, name=f"s-{n}", started_at=(3 - n) * 1000,
+        )  # fmt: skip
     h.run("30 minutes ahead of both edges")
     [warning] = risks(h)
     assert warning.quotaShareName == "team-b", "the loan's end, 20 minutes ahead, not the next edge"

@@ -98,8 +98,9 @@ class BatchGateway(Protocol):
         raises RetryableError or ReadRefused as `observe` does."""
         ...
 
-    def queue_jobs(self, queue: str) -> list[ActiveJob]:
-        """Every unfinished job of the queue, whatever its share (what DeleteJobQueue ends);
+    def queue_jobs(self, queue: str, ranked: Collection[str] = ()) -> list[ActiveJob]:
+        """Every unfinished job of the queue, whatever its share (what DeleteJobQueue ends),
+        with the priority of each dispatched job and of each queued job of the `ranked` shares;
         raises RetryableError or ReadRefused as `observe` does."""
         ...
 

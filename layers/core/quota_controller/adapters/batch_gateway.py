@@ -13,7 +13,7 @@ which works whether Batch leaves them out or refuses them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -125,10 +125,11 @@ class BotoBatchGateway:
                 out[share] = self._jobs(queue, statuses or ACTIVE_STATUSES, filters, share)
         return out
 
-    def queue_jobs(self, queue: str) -> list[ActiveJob]:
-        """ListServiceJobs of the queue in every unfinished status."""
+    def queue_jobs(self, queue: str, ranked: Collection[str] = ()) -> list[ActiveJob]:
+        """ListServiceJobs of the queue in every unfinished status; the queued jobs of the
+        `ranked` shares are described too, for their priority."""
         with _refusals("ListServiceJobs"):
-            return self._jobs(queue, UNFINISHED_STATUSES, None, None)
+            return self._jobs(queue, UNFINISHED_STATUSES, None, None, ranked)
 
     def _jobs(
         self,
@@ -136,6 +137,7 @@ class BotoBatchGateway:
         statuses: Sequence[str],
         filters: list[dict[str, Any]] | None,
         share: str | None,
+        ranked: Collection[str] = (),
     ) -> list[ActiveJob]:
         jobs: list[ActiveJob] = []
         # One status per request: without a filter no status means RUNNING only
@@ -147,15 +149,22 @@ class BotoBatchGateway:
             pages = self._client.get_paginator("list_service_jobs").paginate(**params)
             for page in self._pages(pages):
                 for summary in page.get("jobSummaryList", []):
-                    jobs.append(self._active_job(summary, share))
+                    jobs.append(self._active_job(summary, share, ranked))
         return jobs
 
-    def _active_job(self, summary: dict[str, Any], share: str | None) -> ActiveJob:
+    def _active_job(
+        self, summary: dict[str, Any], share: str | None, ranked: Collection[str] = ()
+    ) -> ActiveJob:
         detail: dict[str, Any] = {}
-        # The summary has no priority (the victim heuristic weighs it); a queued job may come
-        # without capacityUsage (not documented either way: variant queued_capacity_usage),
-        # and what it will use is in its training request. Both need DescribeServiceJob.
-        if summary.get("status") in ACTIVE_STATUSES or not summary.get("capacityUsage"):
+        # The summary has no priority (the victim heuristic weighs it, and a queued job's
+        # decides what in-share preemption takes for it); a queued job may come without
+        # capacityUsage (not documented either way: variant queued_capacity_usage), and what
+        # it will use is in its training request. Both need DescribeServiceJob.
+        if (
+            summary.get("status") in ACTIVE_STATUSES
+            or not summary.get("capacityUsage")
+            or (share or summary.get("quotaShareName")) in ranked
+        ):
             try:
                 detail = self._call("describe_service_job", jobId=summary["jobId"])
             except ClientError:  # finished and gone since the list: nothing more to read
@@ -176,6 +185,7 @@ class BotoBatchGateway:
             usage=usage,
             priority=detail.get("schedulingPriority"),
             startedAt=summary.get("startedAt"),
+            dispatchedAt=summary.get("scheduledAt"),
         )
 
     def share_tags(self, share_arn: str) -> dict[str, str] | None:

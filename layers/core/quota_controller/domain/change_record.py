@@ -88,6 +88,11 @@ class ChangeRecord:
         return bool(self.reductions or self.reduction_lines)
 
     @property
+    def only_turns_in_share_preemption_on(self) -> bool:
+        """True when the request's only reduction turned in-share preemption on."""
+        return bool(self.reductions) and all(r.kind == "in-share" for r in self.reductions)
+
+    @property
     def applied_at(self) -> datetime | None:
         """`at` as a time; None when it is missing or not a time with its zone."""
         if self.at is None:

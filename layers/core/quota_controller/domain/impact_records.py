@@ -32,6 +32,8 @@ class ActiveJob:
     usage: Mapping[str, int]
     priority: int | None = None
     startedAt: int | None = None
+    # When it was last dispatched (ListServiceJobs' scheduledAt; None: not known).
+    dispatchedAt: int | None = None
 
     def uses(self, unit: str) -> int:
         """Instances of that type the job holds."""

@@ -4,20 +4,27 @@ deletion terminates.
 Victim heuristic. Batch documents that it weighs "the number and type of instances a job is
 borrowing, relative priorities of the jobs and the duration of the jobs" with a custom
 heuristic (user guide, "Preemption", preemption selection algorithm), but neither the order of
-those nor which of a share's jobs holds what the share borrows. So the guard names every job
-either of two readings would take until usage fits: (1) jobs that have not started work
-(SCHEDULED, STARTING) first, then lower schedulingPriority, then the most recently started
+those nor which of a share's jobs holds what the share uses above its own limit. So the guard
+names every job any of three readings takes until usage fits: (1) jobs that have not started
+work (SCHEDULED, STARTING) first, then lower schedulingPriority, then the most recently started
 (the least work lost); (2) the most borrowed instances first, a share's use above its own
-limit being held by its latest dispatched jobs, then lower priority, then the most recently
-started. Jobs tied with the last one a reading needs are named too. It is a forecast for
-people, not a promise: the alert says so.
+limit being held by its latest dispatched jobs (ListServiceJobs' scheduledAt), then lower
+priority, then the latest dispatched; (3) lower priority, then the latest dispatched. Jobs tied
+with the last one a reading needs are named too. It is a forecast for people, not a promise:
+the alert says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, JobAtRisk, Risk
+from quota_controller.domain.impact_records import (
+    ACTIVE_STATUSES,
+    QUEUED_STATUSES,
+    ActiveJob,
+    JobAtRisk,
+    Risk,
+)
 from quota_controller.domain.plan_records import Action, Reduction
 
 _STATUS_ORDER = {"SCHEDULED": 0, "STARTING": 1, "RUNNING": 2}
@@ -42,6 +49,9 @@ def risks_for(
             out.append(_environment_risk(reduction, jobs_by_share, new_share_limits))
             continue
         jobs = list(jobs_by_share.get(reduction.share, ()))
+        if reduction.kind == "in-share":
+            out.append(_outranked(reduction, jobs))
+            continue
         if reduction.kind == "deleted":
             out.append(Risk(reduction, len(jobs), 0, tuple(jobs)))
             continue
@@ -78,19 +88,26 @@ def victims(
     holders: Sequence[ActiveJob], unit: str, need: int, own: Mapping[str, int]
 ) -> list[ActiveJob]:
     """The jobs among `holders` that Batch may preempt to free `need` instances of `unit`:
-    those either reading of its heuristic takes (module docstring), the first reading's in
-    order, then the second's others. `own` is each share's own limit of `unit` after the
-    change (a share missing from it, e.g. removed, holds only borrowed capacity)."""
-    lent = borrowed(holders, unit, own)
-    first = _take(sorted(holders, key=victim_order), victim_order, need, unit)
-
-    def borrowed_first(job: ActiveJob) -> tuple[int, int, int, int]:
-        priority = job.priority if job.priority is not None else 0
-        return (-lent[job.jobId], priority, *_latest_first(job))
-
-    second = _take(sorted(holders, key=borrowed_first), borrowed_first, need, unit)
-    named = {j.jobId for j in first}
-    return first + [j for j in second if j.jobId not in named]
+    those any of the three readings of its heuristic takes (module docstring), in the first
+    reading's order, then the others'. `own` is each share's own limit of `unit` after the
+    change (Batch's for a removed share still running its jobs)."""
+    lent, open_edges = _borrowed(holders, unit, own)
+    readings: tuple[Callable[[ActiveJob], tuple[int, ...]], ...] = (
+        victim_order,
+        lambda job: (-lent[job.jobId], _priority(job), *_latest_dispatched(job)),
+        lambda job: (_priority(job), *_latest_dispatched(job)),
+    )
+    named: dict[str, ActiveJob] = {}
+    for key in readings:
+        for job in _take(sorted(holders, key=key), key, need, unit):
+            named.setdefault(job.jobId, job)
+    # Which of the jobs dispatched in one millisecond holds the share's excess is open: one
+    # taken for it stands for each of them.
+    for edge in open_edges:
+        if any(job.jobId in named for job in edge):
+            for job in edge:
+                named.setdefault(job.jobId, job)
+    return list(named.values())
 
 
 def _take(
@@ -107,27 +124,66 @@ def _take(
     return taken
 
 
-def borrowed(holders: Sequence[ActiveJob], unit: str, own: Mapping[str, int]) -> dict[str, int]:
-    """Instances of `unit` each job holds above its share's own limit: the share's excess,
-    charged to its latest dispatched jobs (not started yet counts as latest). Jobs started in
-    the same millisecond at the edge are each charged, since which of them holds it is open."""
+def _borrowed(
+    holders: Sequence[ActiveJob], unit: str, own: Mapping[str, int]
+) -> tuple[dict[str, int], list[list[ActiveJob]]]:
+    """Instances of `unit` each job holds above its share's own limit (the share's excess,
+    charged to its latest dispatched jobs), and the groups of jobs dispatched in the same
+    millisecond that the excess only partly covers: each of those is charged, since which of
+    them holds it is open."""
     out = {j.jobId: 0 for j in holders}
+    open_edges: list[list[ActiveJob]] = []
     by_share: dict[str, list[ActiveJob]] = {}
     for job in holders:
         by_share.setdefault(job.share, []).append(job)
     for share, jobs in by_share.items():
         excess = sum(j.uses(unit) for j in jobs) - own.get(share, 0)
-        by_start: dict[int | None, list[ActiveJob]] = {}
+        by_dispatch: dict[int | None, list[ActiveJob]] = {}
         for job in jobs:
-            by_start.setdefault(job.startedAt, []).append(job)
-        for start in sorted(by_start, key=_latest_first_start):
+            by_dispatch.setdefault(_dispatched(job), []).append(job)
+        for at in sorted(by_dispatch, key=_latest_first):
             if excess <= 0:
                 break
-            group = by_start[start]
+            group = by_dispatch[at]
             for job in group:
                 out[job.jobId] = min(job.uses(unit), excess)
-            excess -= sum(j.uses(unit) for j in group)
-    return out
+            held = sum(j.uses(unit) for j in group)
+            if len(group) > 1 and excess < held:
+                open_edges.append(group)
+            excess -= held
+    return out, open_edges
+
+
+def _priority(job: ActiveJob) -> int:
+    return job.priority if job.priority is not None else 0
+
+
+def _dispatched(job: ActiveJob) -> int | None:
+    return job.dispatchedAt if job.dispatchedAt is not None else job.startedAt
+
+
+def _latest_first(at: int | None) -> tuple[int, int]:
+    # Not known (not started, no dispatch time): counted as dispatched after every other.
+    return (0, 0) if at is None else (1, -at)
+
+
+def _latest_dispatched(job: ActiveJob) -> tuple[int, int]:
+    return _latest_first(_dispatched(job))
+
+
+def _outranked(reduction: Reduction, jobs: Sequence[ActiveJob]) -> Risk:
+    """In-share preemption turned on: Batch may preempt any dispatched job of the share for a
+    waiting job of higher priority (user guide, Preemption, in-share preemption); which ones,
+    for how many instances, is its heuristic's choice. Every such job is named."""
+    waiting = [_priority(j) for j in jobs if j.status in QUEUED_STATUSES and j.usage]
+    top = max(waiting, default=None)
+    held = [j for j in jobs if j.status in ACTIVE_STATUSES]
+    outranked = tuple(j for j in held if top is not None and _priority(j) < top)
+    why = (
+        f"may be preempted: in-share preemption turned on for quota share {reduction.share}, "
+        f"where a job of priority {top} waits"
+    )
+    return Risk(reduction, len(held), None, outranked, why=why if outranked else "")
 
 
 def _environment_risk(
@@ -139,15 +195,6 @@ def _environment_risk(
     jobs = [j for share_jobs in jobs_by_share.values() for j in share_jobs]
     own = {share: limits.get(unit, 0) for share, limits in new_share_limits.items()}
     return _over(reduction, unit, reduction.after or 0, jobs, own)
-
-
-def _latest_first_start(started: int | None) -> tuple[int, int]:
-    # Not started yet (SCHEDULED, STARTING): dispatched after every job that has.
-    return (0, 0) if started is None else (1, -started)
-
-
-def _latest_first(job: ActiveJob) -> tuple[int, int]:
-    return _latest_first_start(job.startedAt)
 
 
 def victim_order(job: ActiveJob) -> tuple[int, int, int]:

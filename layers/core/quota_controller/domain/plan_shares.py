@@ -136,6 +136,9 @@ def _update_share(spec: QuotaShareSpec, current: ObservedShare, out: Plan) -> Ac
     if preemption != current.preemptionConfiguration.inSharePreemption:
         params["preemptionConfiguration"] = {"inSharePreemption": preemption}
         changes.append(f"in-share preemption -> {preemption}")
+        if preemption == "ENABLED":
+            # Batch then preempts for the share's waiting higher-priority jobs at once.
+            reductions.append(Reduction("in-share", name, None, None, None))
     if spec.state != current.state:
         params["state"] = spec.state
         changes.append(f"state {current.state} -> {spec.state}")

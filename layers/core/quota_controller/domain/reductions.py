@@ -1,6 +1,6 @@
 """A reduction: a change that can make running jobs preemptible (a lowered limit, a removed
-instance type, less borrowing or lending, a share disabled or deleted), as the planner finds it
-in a request and a change record keeps it."""
+instance type, less borrowing or lending, in-share preemption turned on, a share disabled or
+deleted), as the planner finds it in a request and a change record keeps it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 ReductionKind = Literal[
-    "limit", "unit-removed", "borrow", "strategy", "lending", "disabled", "deleted", "terminates"
+    "limit",
+    "unit-removed",
+    "borrow",
+    "strategy",
+    "lending",
+    "in-share",
+    "disabled",
+    "deleted",
+    "terminates",
 ]
 
 
@@ -48,6 +56,11 @@ class Reduction:
             )
         if self.kind == "lending":
             return f"{who}: stops lending (strategy RESERVE)"
+        if self.kind == "in-share":
+            return (
+                f"{who}: in-share preemption turned on (a waiting higher-priority job of the "
+                "share preempts its lower-priority dispatched ones)"
+            )
         return f"{who}: {self.kind}"
 
 

@@ -97,6 +97,12 @@ def risk_alerts(
             if began
             else "Revert the change in the config to keep them running"
         )
+        in_share = all(r.reduction.kind == "in-share" for g in group for r in g.risks)
+        doing = (
+            ("t" if edge else "T") + "urning in-share preemption on for"
+            if in_share
+            else ("r" if edge else "R") + "educing"
+        )
         hurt = [a.job for a in at_risk] + list(jobs.values())
         borrowers = sorted({j.share for j in hurt} - {share}) if share else []
         own = not borrowers or any(j.share == share for j in hurt)
@@ -164,11 +170,13 @@ def risk_alerts(
                     jobQueue=queue,
                     quotaShareName=owner,
                     jobs=[alert_job(j) for j in jobs.values()],
-                    summary=f"{edge}{'r' if edge else 'R'}educing {where} of {queue} puts "
+                    summary=f"{edge}{doing} {where} of {queue} puts "
                     f"{len(jobs)} job(s) at risk: change {verb}",
                     detail=detail_lines(changes)
-                    + "\nJobs at risk are predicted (not yet preempted, preemption order is "
-                    "Batch's): not-yet-running first, then lower priority, then newest.",
+                    + "\nJobs at risk are predicted, not yet preempted: Batch does not "
+                    "document its order, so every job a reading of it takes is named (not yet "
+                    "running first, most borrowed first, or lowest priority first; then "
+                    "newest).",
                     nextSteps=steps,
                     protection=protection(
                         "PREEMPTION_RISK",

@@ -33,7 +33,14 @@ def guard_plan(
     queue_jobs: list[ActiveJob] = []
     queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
     if queue_exists and any(a.is_reduction or a.deletes_queue for a in the_plan.actions):
-        every = batch.queue_jobs(desired.queue)
+        # A share turning in-share preemption on: its queued jobs' priorities decide.
+        ranked = {
+            r.share
+            for a in the_plan.actions
+            for r in a.reductions
+            if r.kind == "in-share" and r.share is not None
+        }
+        every = batch.queue_jobs(desired.queue, ranked)
         for job in every:
             jobs.setdefault(job.share, []).append(job)
         if any(a.deletes_queue for a in the_plan.actions):

@@ -76,6 +76,16 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     change, undecided = _reduction_change(obs, ctx)
     if change is not None:
         return Verdict("PREEMPTION", "QUOTA_REDUCTION", change=change, evidence="change record")
+    turned_on = _in_share_turned_on(obs, ctx)
+    if turned_on is not None:
+        # Batch's reason may be the cross-share text only (the one it documents): the change
+        # that turned in-share preemption on and named this job says what took it.
+        return Verdict(
+            "PREEMPTION",
+            "IN_SHARE_PRIORITY",
+            change=turned_on,
+            evidence="change record: in-share preemption turned on, this job named at risk",
+        )
     text = obs.reason.lower()
     share = ctx.document.share(obs.share) if ctx.document and obs.share else None
     if "in-share" in text or "in share" in text:
@@ -150,7 +160,9 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
             or obs.occurred_at - at > ATTRIBUTION_WINDOW
         ):
             continue
-        if not record.reduces:
+        if not record.reduces or record.only_turns_in_share_preemption_on:
+            # In-share preemption turned on lowers no quota: what it preempts is for a
+            # higher-priority job of the share (the jobs were named before the change).
             continue
         share = record.share
         named = obs.job_id in record.at_risk
@@ -192,6 +204,31 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         if over is None and undecided is None:
             undecided = ref
     return None, undecided
+
+
+def _in_share_turned_on(obs: Observation, ctx: Context) -> ChangeRef | None:
+    """The change that turned in-share preemption on for the job's share and named it at risk,
+    within the attribution window before the preemption."""
+    for record in ctx.changes:  # newest first
+        at = record.applied_at
+        if (
+            at is None
+            or at - obs.occurred_at > EVENT_TIME_SLACK
+            or obs.occurred_at - at > ATTRIBUTION_WINDOW
+            or record.share != obs.share
+            or not record.only_turns_in_share_preemption_on
+            or obs.job_id not in record.at_risk
+        ):
+            continue
+        return ChangeRef(
+            id=record.change_id,
+            at=str(record.at),
+            by=record.by,
+            before=dict(record.before),
+            after=dict(record.after),
+            windowsEnded=list(record.windows_ended),
+        )
+    return None
 
 
 def victim_in_snapshot(obs: Observation, taken: datetime | None) -> bool | None:

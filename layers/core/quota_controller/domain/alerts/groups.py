@@ -133,6 +133,13 @@ def build_alert(g: Group, ctx: Context) -> Alert:
             f"Quota share {share} of {queue} has in-share preemption on; a higher-priority "
             f"job took the capacity of: {names}{more}."
         )
+        turned_on = verdict.change
+        if turned_on is not None:
+            by = f" by {one_line(display_name(turned_on.by))}" if turned_on.by else ""
+            detail += (
+                f" In-share preemption was turned on at {one_line(turned_on.at)}{by} (change "
+                f"{one_line(turned_on.id)}), which named these jobs at risk first."
+            )
         steps = [
             "Raise the jobs' schedulingPriority, or set inSharePreemption: DISABLED",
         ]
