@@ -586,6 +586,8 @@ class Run:
     # By step, at its end: instances each share holds, and each share's limit in Batch.
     usage: dict[int, dict[str, int]] = field(default_factory=dict)
     limits: dict[int, dict[str, int]] = field(default_factory=dict)
+    # By step, at its end: the environment's limit and each share's settings in Batch.
+    layouts: dict[int, tuple[int, dict[str, tuple[Any, ...]]]] = field(default_factory=dict)
     _harm_seen: int = 0
     _applied: bool = False
     _alert_seen: int = 0
@@ -698,6 +700,7 @@ class Run:
         held = core.usage() if core is not None else {}
         self.usage[step] = {name: units.get(UNIT, 0) for name, units in held.items()}
         self.limits[step] = share_limits(self.stack)
+        self.layouts[step] = batch_layout(self.stack)
         for job in self.jobs:
             state = core.job(job) if core is not None else None
             if state is not None and state.reason is None:
@@ -752,7 +755,7 @@ class Run:
         found = []
         for step, harm in self.harms:
             why = set_off_by_controller(harm, self.runnable_once)
-            if why is None or self.for_a_job_of_its_share(harm):
+            if why is None or self.raise_let_its_share_preempt(step, harm):
                 continue
             named = self.named.get(harm.job_id)
             if named is None or named > step:
@@ -763,15 +766,30 @@ class Run:
                 )
         return found
 
-    def for_a_job_of_its_share(self, harm: JobHarm) -> bool:
-        """A preemption for a higher-priority job of the same share: the share's own in-share
-        rule, whatever freed the capacity (a raise inside the controller's request, or a job
-        ending). The controller names what its changes take away, not what a raise lets a
-        share's own priorities do (docs/reconciler.md); the alert says IN_SHARE_PRIORITY."""
-        if harm.kind != "preempted" or harm.cause_job is None:
+    def raise_let_its_share_preempt(self, step: int, harm: JobHarm) -> bool:
+        """A preemption for a higher-priority job of the same share in a step whose requests
+        only raised capacity: the share's own in-share rule, which any freed capacity sets
+        off (a job ending too). The guard names what reductions take, and what turning
+        in-share preemption on does; not what a raise lets a share's own priorities do
+        (docs/reconciler.md); the alert says IN_SHARE_PRIORITY."""
+        if harm.kind != "preempted" or harm.cause_job is None or not self.only_raised(step):
             return False
         cause = self.stack.batch.describe_service_job(jobId=harm.cause_job)
         return cause.get("quotaShareName") == harm.quota_share_name
+
+    def only_raised(self, step: int) -> bool:
+        """The step left every limit as high or higher and changed nothing else in Batch."""
+        if step - 1 not in self.layouts:
+            return False
+        env_before, before = self.layouts[step - 1]
+        env_after, after = self.layouts[step]
+        if env_after < env_before:
+            return False
+        for name, (limit, *rest) in before.items():
+            now = after.get(name)
+            if now is None or now[0] < limit or list(now[1:]) != rest:
+                return False
+        return True
 
     def untrue_alerts(self) -> list[str]:
         found = []
@@ -884,6 +902,35 @@ def _items(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     known = {"quotaShares", *items[0]}
     items[0].update({k: copy.deepcopy(v) for k, v in doc.items() if k not in known})
     return items
+
+
+def batch_layout(stack: LocalStack) -> tuple[int, dict[str, tuple[Any, ...]]]:
+    """The environment's limit and each share's (limit, strategy, borrow limit, in-share
+    preemption, state) in Batch now, of the one instance type the sequences use."""
+    batch = stack.batch
+    envs = batch.describe_service_environments()["serviceEnvironments"]
+    env = max(
+        (
+            int(c["maxCapacity"])
+            for e in envs
+            for c in e["capacityLimits"]
+            if c["capacityUnit"] == UNIT
+        ),
+        default=0,
+    )
+    shares = {
+        str(s["quotaShareName"]): (
+            next(
+                (int(c["maxCapacity"]) for c in s["capacityLimits"] if c["capacityUnit"] == UNIT), 0
+            ),
+            s["resourceSharingConfiguration"].get("strategy"),
+            s["resourceSharingConfiguration"].get("borrowLimit"),
+            (s.get("preemptionConfiguration") or {}).get("inSharePreemption"),
+            s.get("state"),
+        )
+        for s in batch.list_quota_shares(jobQueue=QUEUE)["quotaShares"]
+    }
+    return env, shares
 
 
 def share_limits(stack: LocalStack) -> dict[str, int]:
