@@ -4,6 +4,9 @@ costs above it is what its own code costs."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import sysconfig
 import types
 from pathlib import Path
@@ -136,3 +139,44 @@ def test_a_later_handler_has_an_own_code_figure(bench: types.ModuleType, handler
     # Its own code (its models, parsing the sample, its adapters) costs something, and
     # less than the floor of libraries it stands on.
     assert 0 < split["own"] < split["floor"]
+
+
+@pytest.mark.parametrize(
+    ("handler", "shown", "expected"),
+    [
+        # A queue Batch has none of yet: its policy and environment first (the queue waits
+        # for them), each request guarded.
+        (
+            "reconcile",
+            "[[d.action.operation, d.decision] for d in _decision.decided]",
+            [["CreateSchedulingPolicy", "apply"], ["CreateServiceEnvironment", "apply"]],
+        ),
+        # team-a's job preempted to reclaim what it borrowed: one alert, rendered for SNS.
+        (
+            "alert",
+            "[[a.kind, a.cause, a.quotaShareName] for a in _outcome.published]"
+            " + [json.loads(_sns.message['Message'])['default'].splitlines()[0]]",
+            [
+                ["PREEMPTION", "CAPACITY_RECLAIM", "team-a"],
+                "1 job of team-a preempted: borrowed capacity reclaimed",
+            ],
+        ),
+    ],
+)
+def test_the_handlers_part_does_its_first_invocations_work(
+    bench: types.ModuleType, handler: str, shown: str, expected: object
+) -> None:
+    """A first invocation validates the document and decides (the reconcile) or classifies
+    and renders its alert (the alert): the bench's handler part does that work too, so a
+    model or module loaded on first use is counted, not left out."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    paths = [ROOT / "functions" / handler, ROOT / "layers" / "core", site]
+    body = bench.handler_body(handler) + f"print(json.dumps({shown}))\n"
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", bench._code(paths, body)],
+        env=bench.ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected
