@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
 from quota_controller.domain.alerts.protection import scheduled_protection
 from quota_controller.domain.alerts.render import detail_lines
-from quota_controller.domain.config.timeline import edges
-from quota_controller.domain.config.windows import Window, show_time
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction, risk_owners
+
+if TYPE_CHECKING:
+    from quota_controller.domain.config.windows import Window
 
 DEFAULT_WARNING_MINUTES = 30
 
@@ -29,6 +31,8 @@ def edges_to_warn(windows: Sequence[Window], now: datetime, lead_minutes: int) -
     edge right behind a raising one gets its full lead time too."""
     if lead_minutes <= 0 or not windows:
         return []
+    from quota_controller.domain.config.timeline import edges
+
     return edges(windows, now, now + timedelta(minutes=lead_minutes))
 
 
@@ -39,6 +43,8 @@ def next_warning_in(
     every edge, not only the next one."""
     if lead_minutes <= 0 or not windows:
         return None
+    from quota_controller.domain.config.timeline import edges
+
     lead = timedelta(minutes=lead_minutes)
     ahead = edges(windows, now + lead, now + lead + timedelta(seconds=horizon_seconds))
     if not ahead:
@@ -58,6 +64,8 @@ def scheduled_risk_alerts(
     """One PREEMPTION_RISK per share whose jobs a reduction at `edge` puts at risk, as the guard
     predicts it on today's jobs: their owners are told whichever share (or the environment)
     the edge lowers."""
+    from quota_controller.domain.config.windows import show_time
+
     stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     when = show_time(edge)
     after = ", ".join(windows_after) if windows_after else "the base layout (no window)"

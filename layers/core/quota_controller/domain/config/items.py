@@ -12,13 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quota_controller.domain.config.model import TOP_LEVEL_FIELDS
 from quota_controller.domain.config.problems import Path, Problem, format_path
-from quota_controller.domain.config.timeline import apply, in_force
 from quota_controller.domain.config.validation import ValidationReport, validate_document
-from quota_controller.domain.config.windows import Window
 from quota_controller.domain.table_keys import (
     BOOKKEEPING_FIELDS,
     CONTROLLER_PREFIXES,
@@ -32,6 +30,9 @@ from quota_controller.domain.table_keys import (
     plain,
     share_key,
 )
+
+if TYPE_CHECKING:
+    from quota_controller.domain.config.windows import Window
 
 __all__ = [
     "BOOKKEEPING_FIELDS",
@@ -207,6 +208,8 @@ def validate_layout_at(
     """The layout in force at `t` alone, validated as `validate_items` validates the document
     (item problems first): the moment's windows applied, without checking a year of moments
     again (the document's own validation did). `in_force` names the moment's windows."""
+    from quota_controller.domain.config.timeline import apply, in_force
+
     if assembled.raw is None:
         return ValidationReport(errors=list(assembled.problems))
     active = in_force(windows, t)

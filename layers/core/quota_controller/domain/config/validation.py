@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -37,16 +37,11 @@ from quota_controller.domain.config.problems import (
     unknown_field,
     value_kind,
 )
-from quota_controller.domain.config.timeline import (
-    apply,
-    check_until,
-    equal_precedence_overlaps,
-    in_force,
-    moments,
-    next_edge,
-    setting_limits,
-)
-from quota_controller.domain.config.windows import MAX_WINDOWS, Window, show_time
+
+# Quota windows (their models, the timeline) load with the first document that has some: a
+# document without windows is validated without them (docs/performance.md, "Cold start").
+if TYPE_CHECKING:
+    from quota_controller.domain.config.windows import Window
 
 
 @dataclass
@@ -120,6 +115,8 @@ def validate_document(
         return _validate_layout(raw)
     if now is None:
         raise ValueError("a document with windows is validated at a moment: pass `now`")
+    from quota_controller.domain.config.timeline import apply, in_force, next_edge
+
     report = _validate_layout(apply(raw, ()))
     windows = _check_windows(raw, report, now, present)
     if windows is None:
@@ -232,6 +229,8 @@ def _check_windows(
     """Each window alone, then every moment's layout from `now` on; the windows when all of
     them pass, else None. Window problems are queue-wide: a schedule that can make the layout
     invalid changes nothing until it is fixed."""
+    from quota_controller.domain.config.windows import MAX_WINDOWS, Window
+
     entries = raw.get("windows")
     if entries is None:
         return []
@@ -289,6 +288,9 @@ def _loans_overridden(
     capacityLimits while it lasts: the loan's units leave the lender and do not reach the
     borrower (or the other way round). `quotactl apply` and `lend` refuse it; an edit in the
     table is said here, in status and the plan (equal priorities are already an error)."""
+    from quota_controller.domain.config.timeline import setting_limits
+    from quota_controller.domain.config.windows import show_time
+
     for loan in windows:
         if not loan.lentBy or loan.until is None or loan.until <= now:
             continue
@@ -311,6 +313,8 @@ def _loans_overridden(
 
 
 def _never_in_force(index: int, window: Window, now: datetime, report: ValidationReport) -> None:
+    from quota_controller.domain.config.windows import show_time
+
     if window.until is not None and window.until <= now:
         report.warnings.append(
             Problem(
@@ -341,6 +345,14 @@ def _check_moments(
 ) -> None:
     """Every combination of windows in force from now on, at the first moment it occurs;
     `present` names `now` in the warnings."""
+    from quota_controller.domain.config.timeline import (
+        apply,
+        check_until,
+        equal_precedence_overlaps,
+        moments,
+    )
+    from quota_controller.domain.config.windows import show_time
+
     before = len(report.errors)
     base_layout = _validate_layout(apply(raw, ()))
     base = {str(p) for p in base_layout.errors}
