@@ -7,7 +7,6 @@ the sentence they were raised with.
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -140,6 +139,8 @@ def _message(err: Any, root: type[BaseModel], loc: Path) -> str:
 
 def unknown_field(name: str, allowed: Sequence[str]) -> str:
     """The sentence for an unknown field: the closest allowed name, and all of them."""
+    import difflib  # only a document with a typo needs it
+
     close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
     if not close:
         close = [a for a in allowed if a.lower() == name.lower()]
