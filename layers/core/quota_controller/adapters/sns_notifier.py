@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from quota_controller.domain.alerts.model import Alert
-from quota_controller.domain.alerts.render import sns_message
 from quota_controller.ports import RetryableError
+
+if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert
 
 
 class SnsNotifier:
@@ -20,6 +21,9 @@ class SnsNotifier:
 
     def publish(self, alert: Alert) -> None:
         """Publish; any failure is retryable for the caller (the record is retried, then DLQ)."""
+        # Loaded with the first alert: most reconciles send none.
+        from quota_controller.domain.alerts.render import sns_message
+
         try:
             self._client.publish(TopicArn=self._topic_arn, **sns_message(alert))
         except (ClientError, BotoCoreError) as err:

@@ -11,16 +11,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quota_controller.domain.alerts.model import Alert
-from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.config.items import SHARE_PREFIX, AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.observed import ObservedState
 from quota_controller.domain.plan_records import Desired
 from quota_controller.domain.queue_status import invalid_resources
 from quota_controller.domain.status import LEASE_ITEM, lease_bound
+
+# The alert model and its rendering load with a run's first alert (each builder imports them):
+# a run that alerts nothing, most of them, never loads them (docs/performance.md, "Cold start").
+if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert
 
 
 def digest(parts: Sequence[str]) -> str:
@@ -44,6 +47,8 @@ def lease_held(
 ) -> Alert:
     """The queue's reconcile lease has been held since `since` (epoch seconds), longer than a
     reconcile can hold it (`lease` is the LOCK# item as found): no change is applied."""
+    from quota_controller.domain.alerts.model import Alert
+
     held_since = datetime.fromtimestamp(since, UTC).isoformat(timespec="seconds")
     message = (
         f"{LEASE_ITEM} of {queue} is held by {str(lease.get('owner', 'unknown'))[:80]!r} "
@@ -70,6 +75,9 @@ def lease_held(
 
 def config_rejected(queue: str, messages: Sequence[str], stamp: str) -> Alert:
     """The queue's document is invalid as a whole: nothing of it reaches Batch."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.render import detail_lines
+
     return Alert(
         kind="CONFIG_REJECTED",
         severity="warning",
@@ -87,6 +95,9 @@ def config_rejected(queue: str, messages: Sequence[str], stamp: str) -> Alert:
 
 def share_rejected(queue: str, name: str, messages: Sequence[str], stamp: str) -> Alert:
     """One share's item is invalid: it keeps its last applied state, the others converge."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.render import detail_lines
+
     return Alert(
         kind="CONFIG_REJECTED",
         severity="warning",
@@ -105,6 +116,9 @@ def share_rejected(queue: str, name: str, messages: Sequence[str], stamp: str) -
 
 def conflict(queue: str, conflicts: Sequence[str], stamp: str) -> Alert:
     """An existing resource conflicts with the document: nothing is applied."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.render import detail_lines
+
     return Alert(
         kind="RECONCILE_FAILED",
         severity="critical",
@@ -122,6 +136,9 @@ def conflict(queue: str, conflicts: Sequence[str], stamp: str) -> Alert:
 
 def run_failed(queue: str, failure: str, stamp: str) -> Alert:
     """Batch refused a request the run needed."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.render import detail_lines
+
     return Alert(
         kind="RECONCILE_FAILED",
         severity="critical",
@@ -136,6 +153,9 @@ def run_failed(queue: str, failure: str, stamp: str) -> Alert:
 
 def resource_invalid(queue: str, what: str, share: str | None, reason: str, stamp: str) -> Alert:
     """Batch reports one of the queue's resources INVALID (its jobs are not scheduled)."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.render import detail_lines
+
     return Alert(
         kind="RECONCILE_FAILED",
         severity="critical",
@@ -166,6 +186,9 @@ def owner_contact_failed(
 ) -> Alert:
     """A share owner's contact cannot be subscribed: the share's alerts do not reach it. To
     the platform, and to the share's other owners when the contact owns one share."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.render import detail_lines
+
     return Alert(
         kind="RECONCILE_FAILED",
         severity="warning",

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage
-from quota_controller.domain.alerts.protection import scheduled_protection
-from quota_controller.domain.alerts.render import detail_lines
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction, risk_owners
 
+# The alert model, its rendering and the quota windows load with the first warning (a run
+# with no window edge ahead builds none).
 if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert, AlertJob
     from quota_controller.domain.config.windows import Window
 
 DEFAULT_WARNING_MINUTES = 30
@@ -64,6 +64,9 @@ def scheduled_risk_alerts(
     """One PREEMPTION_RISK per share whose jobs a reduction at `edge` puts at risk, as the guard
     predicts it on today's jobs: their owners are told whichever share (or the environment)
     the edge lowers."""
+    from quota_controller.domain.alerts.model import Alert
+    from quota_controller.domain.alerts.protection import scheduled_protection
+    from quota_controller.domain.alerts.render import detail_lines
     from quota_controller.domain.config.windows import show_time
 
     stamp = now.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -137,6 +140,8 @@ def scheduled_risk_alerts(
 
 def alert_job(job: ActiveJob) -> AlertJob:
     """A job the guard found at risk, as an alert names it (every PREEMPTION_RISK)."""
+    from quota_controller.domain.alerts.model import AlertJob, CapacityUsage
+
     return AlertJob(
         jobId=job.jobId,
         jobName=job.jobName,

@@ -10,11 +10,14 @@ still writes status, then fails so the record is retried and the alert is not lo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.run_status import ALERT_MEMORY
 from quota_controller.domain.status_records import QueueStatus
 from quota_controller.ports import Notifier, RetryableError
+
+if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert
 
 
 class AlertMemory:

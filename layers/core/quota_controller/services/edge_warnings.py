@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.config.items import AssembledDocument, validate_layout_at
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.observed import ObservedState
@@ -25,6 +25,9 @@ from quota_controller.domain.scheduled_warning import edges_to_warn, scheduled_r
 from quota_controller.domain.status import StatusSnapshot
 from quota_controller.ports import BatchGateway
 from quota_controller.services.decision import decide
+
+if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert
 
 # At most this many edges within the lead time are planned ahead by one run (each is a plan and
 # a guard, and each share at risk an alert key to remember): later ones are warned of by the

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.owner_deliveries import Prefixes
 from quota_controller.domain.plan_records import Action
@@ -17,6 +17,9 @@ from quota_controller.ports import (
     Notifier,
     Subscriptions,
 )
+
+if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class ReconcileResult:
     tags_pending: list[str] = field(default_factory=list)
     # The requeue chain this run starts (status requeueChain): its requeue message carries it,
     # and a requeued message of an older chain is dropped (outcome "superseded").
+
     chain: str | None = None
     # A locked run: since when (epoch seconds) the queue has been found locked, carried by
     # the requeue so a queue held for longer than any reconcile can hold it is alerted.

@@ -11,10 +11,9 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quota_controller.domain import reconcile_alerts as alerts
-from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.change_record import change_record, run_time
 from quota_controller.domain.config.items import AssembledDocument, validate_items
 from quota_controller.domain.config.problems import Problem
@@ -30,7 +29,6 @@ from quota_controller.domain.recent_writes import (
     remembered_writes,
     unsettled_wait,
 )
-from quota_controller.domain.risk_alerts import risk_alerts
 from quota_controller.domain.run_outcome import (
     Outcome,
     approval_used,
@@ -57,6 +55,9 @@ from quota_controller.services.execute import Execution, execute
 from quota_controller.services.mid_run_status import MidRunStatus
 from quota_controller.services.owner_subscriptions import OwnerSync, keep_owner_subscriptions
 from quota_controller.services.reconcile_records import Deps, ReconcileResult
+
+if TYPE_CHECKING:
+    from quota_controller.domain.alerts.model import Alert
 
 _log = logging.getLogger(__name__)
 
@@ -415,6 +416,10 @@ class ReconcileRun:
         """Publish PREEMPTION_RISK alerts (`domain/risk_alerts.py`); returns the shares (None:
         the environment) whose alert could not be published."""
         unannounced: set[str | None] = set()
+        if not any(g.risks for g in decided):
+            return unannounced  # no alert to build: the alert records stay unloaded
+        from quota_controller.domain.risk_alerts import risk_alerts
+
         found = risk_alerts(
             self.queue, decided, self.result.held_change, self.stamp, self.window_ends
         )
