@@ -112,6 +112,7 @@ FIRST_CALL: dict[str, tuple[str, ...]] = {
         "quota_controller.services.log_safety",
         "quota_controller.adapters.settings",
         "quota_controller.adapters.sns_notifier",
+        "quota_controller.adapters.sns_owners",
         "quota_controller.adapters.sqs_requeuer",
     ),
     "resync": (
