@@ -9,13 +9,16 @@ whether it still waits). https://docs.aws.amazon.com/sns/latest/api/API_Subscrib
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from quota_controller.adapters.batch_reader import error_message, is_retryable
-from quota_controller.domain.owner_contacts import TopicSubscription, endpoint_key
 from quota_controller.ports import RetryableError, SubscriptionRefused
+
+# Owner contacts load with the first one to look up (a queue without owners has none).
+if TYPE_CHECKING:
+    from quota_controller.domain.owner_contacts import TopicSubscription
 
 _PENDING = "PendingConfirmation"
 # SNS's own throttling and server codes (its API reference: ThrottledException is "Throttled",
@@ -50,9 +53,11 @@ class SnsSubscriptions:
         self, endpoints: Collection[tuple[str, str]], known_arns: Collection[str] = ()
     ) -> list[TopicSubscription]:
         """The subscriptions of these endpoints (e-mail addresses compared without case)."""
-        wanted = {endpoint_key(p, e) for p, e in endpoints}
-        if not wanted:
+        if not endpoints:
             return []
+        from quota_controller.domain.owner_contacts import TopicSubscription, endpoint_key
+
+        wanted = {endpoint_key(p, e) for p, e in endpoints}
         listed: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -139,6 +144,8 @@ class SnsSubscriptions:
 def _subscription(
     arn: str, protocol: str, endpoint: str, values: dict[str, Any]
 ) -> TopicSubscription:
+    from quota_controller.domain.owner_contacts import TopicSubscription
+
     return TopicSubscription(
         protocol,
         endpoint,

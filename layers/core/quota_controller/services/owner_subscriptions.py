@@ -14,23 +14,17 @@ import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quota_controller.domain.owner_contacts import (
-    SUBSCRIBED,
-    ContactPlan,
-    Remembered,
-    WantedContact,
-    confirm_hint,
-    contact_label,
-    endpoint_key,
-    plan_owner_subscriptions,
-    wanted_contacts,
-)
 from quota_controller.domain.owner_deliveries import DIRECT, Prefixes, direct_problem
 from quota_controller.domain.owner_topics import PROTOCOL as TOPIC
 from quota_controller.domain.plan_records import Desired
 from quota_controller.ports import RetryableError, SubscriptionRefused, Subscriptions
+
+# The owners' planning (`domain/owner_contacts.py`, and the alert routing it imports) loads with
+# a queue's first contact: a document without owners, with none from earlier runs, needs none.
+if TYPE_CHECKING:
+    from quota_controller.domain.owner_contacts import ContactPlan, Remembered, WantedContact
 
 _log = logging.getLogger(__name__)
 
@@ -62,8 +56,10 @@ def keep_owner_subscriptions(
     reconcile's (status keeps the contacts as they were, and the next run tries again)."""
     if subscriptions is None:
         return None
+    owners = {name: spec.owners for name, spec in desired.shares.items()}
+    if not remembered and not any(owners.values()):
+        return OwnerSync()  # no contact wanted, none made before: nothing to read or make
     try:
-        owners = {name: spec.owners for name, spec in desired.shares.items()}
         entries = [r for r in remembered or [] if isinstance(r, Mapping)]
         return sync_owner_subscriptions(
             queue, owners, desired.frozen_shares, entries, subscriptions, now, direct=direct
@@ -87,6 +83,15 @@ def sync_owner_subscriptions(
     `direct` says which secrets the OwnerNotify function may read and which topics it may
     publish to (None: the deployment has no owner webhooks or chat topics). None when the
     subscriptions cannot be read (status keeps what it had)."""
+    from quota_controller.domain.owner_contacts import (
+        SUBSCRIBED,
+        Remembered,
+        contact_label,
+        endpoint_key,
+        plan_owner_subscriptions,
+        wanted_contacts,
+    )
+
     remembered_all = [r for r in map(Remembered.from_item, remembered_items) if r is not None]
     remembered = [r for r in remembered_all if r.protocol in SUBSCRIBED]
     wanted = _with_frozen(wanted_contacts(owners), remembered, frozen)
@@ -144,6 +149,8 @@ def _add_direct(
     """The shares' webhook and chat-topic contacts as status shows them: nothing to subscribe
     (the OwnerNotify function reads the share's item when an alert comes), but whether it may
     deliver to them."""
+    from quota_controller.domain.owner_contacts import contact_label
+
     shares_of: dict[tuple[str, str], set[str]] = {}
     for share, contacts in sorted(owners.items()):
         for contact in contacts:
@@ -193,6 +200,8 @@ def _with_frozen(
     wanted: list[WantedContact], remembered: Sequence[Remembered], frozen: Collection[str]
 ) -> list[WantedContact]:
     """An invalid share keeps the contacts it had (its document cannot be read)."""
+    from quota_controller.domain.owner_contacts import WantedContact, endpoint_key
+
     if not frozen:
         return wanted
     by_key = {endpoint_key(w.protocol, w.endpoint): w for w in wanted}
@@ -215,6 +224,8 @@ def _make(
 ) -> tuple[ContactPlan, str | None]:
     """Make the contact's request; the contact as it stands after it (and when a pending
     subscription was asked for, if now)."""
+    from quota_controller.domain.owner_contacts import confirm_hint
+
     step = contact.step
     if step is None:
         return contact, None
