@@ -6,11 +6,10 @@ its model and imports what the handler's first invocation imports lazily (compos
 its adapters then: boto3 and the adapter modules; without them, lazy imports would only move
 cost out of the measurement, not out of the cold start) and, for the reconcile and the alert,
 does what their first invocation does short of AWS (`FIRST_WORK`: validate the document and
-decide; classify the event and render its alert), so what loads or builds on first use counts. Against it, a fresh interpreter that
-only imports boto3 from the same layer. The ratio of the medians (same run, interleaved; CPU
-time of the process) is
-`cold_start.<handler>.import_ratio`, reported but no target: the libraries alone cost more than
-1.5 times boto3.
+decide; classify the event and render its alert), so what loads or builds on first use counts.
+Against it, a fresh interpreter that only imports boto3 from the same layer. The ratio of the
+medians (same run, interleaved; CPU time of the process) is `cold_start.<handler>.import_ratio`,
+reported but no target: the libraries alone cost more than 1.5 times boto3.
 
 The target is on our own code. A handler's library floor is exactly the library modules its
 process loaded (every module from the layer or the host wheels outside `OWN_PACKAGES`, found by
