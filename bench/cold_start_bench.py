@@ -83,8 +83,9 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
     "slack_notify": (
         "SlackNotify",
         "",  # no sample folder: an SNS event around an alert (below)
-        "from quota_controller.domain.alerts.model import Alert\n"
-        "assert [Alert.model_validate_json(r['Sns']['Message']) for r in event['Records']]\n",
+        "from quota_controller.domain.alerts.model import ReceivedAlert\n"
+        "assert [ReceivedAlert.model_validate_json(r['Sns']['Message']) "
+        "for r in event['Records']]\n",
     ),
     "record_history": (
         "RecordHistory",
@@ -97,8 +98,9 @@ HANDLERS: dict[str, tuple[str, str, str]] = {
     "owner_notify": (
         "OwnerNotify",
         "",  # no sample folder: the SNS event around an alert about a share, as SlackNotify's
-        "from quota_controller.domain.alerts.model import Alert\n"
-        "assert Alert.model_validate_json(event['Records'][0]['Sns']['Message']).quotaShareName\n",
+        "from quota_controller.domain.alerts.model import ReceivedAlert\n"
+        "assert ReceivedAlert.model_validate_json(event['Records'][0]['Sns']['Message'])"
+        ".quotaShareName\n",
     ),
 }
 

@@ -65,7 +65,9 @@ class ReceivedAlert(BaseModel):
     rendered generically rather than refused. The controller publishes `Alert`, which keeps the
     closed types; both read and write the same JSON."""
 
-    model_config = ConfigDict(extra="ignore")
+    # Built at its first use: the reconcile and the alert function, which load this module to
+    # publish, never read one (docs/performance.md, "Cold start").
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     schemaVersion: str = "1"
     kind: str
