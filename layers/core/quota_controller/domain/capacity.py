@@ -15,7 +15,7 @@ from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
 LENDING_STRATEGIES = ("LEND", "LEND_AND_BORROW")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ShareCapacity:
     """One share's capacity for one instance type."""
 

@@ -53,7 +53,7 @@ def resource_kind(operation: str) -> ResourceKind | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ChangeRecord:
     """One applied request, as stored (attribute names in the comments)."""
 

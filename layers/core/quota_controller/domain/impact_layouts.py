@@ -24,7 +24,7 @@ _ENV_CODE = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
 _LENDS = ("LEND", "LEND_AND_BORROW")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ShareRoom:
     """One share as Batch schedules by it: limits, strategy, borrow limit (-1 unlimited;
     None: it does not borrow)."""
@@ -39,7 +39,7 @@ class ShareRoom:
         return self.strategy in _LENDS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Layout:
     """A queue's scheduling inputs at one point of a plan: the limits of the environment it
     is attached to, its shares, and the stuck reasons its jobStateTimeLimitActions terminate

@@ -19,7 +19,7 @@ UNFINISHED_STATUSES = QUEUED_STATUSES + ACTIVE_STATUSES
 Decision = Literal["apply", "apply-with-warning", "blocked", "draining", "waiting-for-idle"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ActiveJob:
     """An unfinished job of a share (SCHEDULED, STARTING or RUNNING; for a deletion also
     SUBMITTED, PENDING or RUNNABLE), with what it uses."""
@@ -40,7 +40,7 @@ class ActiveJob:
         return self.usage.get(unit, 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Risk:
     """One reduction and the jobs it is expected to preempt or terminate."""
 
@@ -60,7 +60,7 @@ class Risk:
         return text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class JobAtRisk:
     """One job a change can hurt and why, in one line: what status, alerts and the preview
     name. Any kind of harm fits (preempted, terminated, left unrunnable)."""
@@ -74,7 +74,7 @@ class JobAtRisk:
         return self.job.status not in ACTIVE_STATUSES
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class GuardedAction:
     """An action with the decision the reduction policy took for it."""
 

@@ -18,7 +18,7 @@ Protocol = Literal["webhookSecret", "chatTopic"]
 DIRECT: tuple[Protocol, ...] = (owner_webhooks.PROTOCOL, owner_topics.PROTOCOL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Prefixes:
     """The ARN prefixes of what this deployment's OwnerNotify may use (None: none of that kind):
     the secrets it may read (`OwnerWebhookSecretPrefix`) and the topics it may publish to

@@ -14,7 +14,7 @@ from quota_controller.domain.reductions import pct as pct
 from quota_controller.domain.status_records import HeldChange
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Scope:
     """Where the resources live: the ARN prefix is derived from it."""
 
@@ -104,7 +104,7 @@ class Plan:
         return not self.actions and not self.waits and not self.conflicts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Desired:
     """The desired state of one queue, as far as the config is valid.
 

@@ -69,7 +69,7 @@ def approval_used(
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Conclusion:
     """A run's outcome and how soon to reconcile again (None: only when something changes)."""
 

@@ -60,7 +60,7 @@ KEPT_ON_REJECTION = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunFacts:
     """What one reconcile run knows when it writes status, besides its plan."""
 
@@ -106,7 +106,7 @@ class RunFacts:
     applied_stamp: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class StatusWrites:
     """The status items to put and the sort keys of those to delete."""
 

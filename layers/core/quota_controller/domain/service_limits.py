@@ -80,7 +80,7 @@ def _value_size(value: Any) -> int:
     return len(str(value).encode())
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Fitted:
     """A value fitted to a limit, and what was cut to fit it (`path: N characters cut`)."""
 

@@ -19,7 +19,7 @@ from quota_controller.domain.status import Condition, conditions, generation, sh
 from quota_controller.domain.status_records import ShareStatus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ShareFacts:
     """What the run knows about a share besides the plan: its previous status and config
     item, the requests made, where the run stopped, tags read from Batch, owner contacts."""

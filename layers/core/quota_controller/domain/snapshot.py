@@ -26,7 +26,7 @@ class FrontJob:
     since: datetime | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class QueueSnapshot:
     """The parts of a queue snapshot the controller reads."""
 

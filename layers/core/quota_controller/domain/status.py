@@ -56,7 +56,7 @@ def generation(item: Mapping[str, Any] | None) -> str | None:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Condition:
     """One condition: type, True/False, a CamelCase reason and a sentence."""
 
@@ -70,7 +70,7 @@ def _empty_queue_status() -> QueueStatus:
     return QueueStatus.parse(None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class StatusSnapshot:
     """A queue partition's status items as one read found them (`read_status`): what every
     decision reads (the reconcile, `quotactl plan`, the demo's preview), so an item edited by
@@ -168,7 +168,7 @@ class AppliedShareTags:
     tags: dict[str, str]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class ResyncView:
     """The queues to reconcile and the applied tags of their shares (`resync_view`)."""
 

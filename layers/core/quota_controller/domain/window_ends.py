@@ -22,7 +22,7 @@ from quota_controller.domain.status_records import QueueStatus
 from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class WindowEnds:
     """The windows whose end a run carries out, and what each of the document's windows sets
     (its shares; None for the environment)."""

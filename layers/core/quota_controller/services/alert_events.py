@@ -36,7 +36,7 @@ from quota_controller.ports import AlertReader, Claims, ConfigStore, Notifier, R
 from quota_controller.services.log_safety import loggable
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class AlertDeps:
     """What the alert service talks to."""
 
@@ -46,7 +46,7 @@ class AlertDeps:
     claims: Claims
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class AlertOutcome:
     """What one batch did."""
 

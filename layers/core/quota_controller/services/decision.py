@@ -31,7 +31,7 @@ from quota_controller.ports import BatchGateway
 from quota_controller.services.guard import guard_plan
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Decision:
     """What the reconciler would do for a queue, and what it decided it from."""
 

@@ -22,7 +22,7 @@ from quota_controller.ports import ActionFailed, ActionUnsettled, BatchGateway
 INDEPENDENT = frozenset({"TagResource", "UntagResource"})
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Execution:
     """What was made, what was held, and where and why the run stopped."""
 

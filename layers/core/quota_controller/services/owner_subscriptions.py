@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class OwnerSync:
     """What one run did to the owner subscriptions, as status records it."""
 

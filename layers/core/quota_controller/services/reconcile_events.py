@@ -50,7 +50,7 @@ class OutOfTime(Exception):
 RECONCILE_RESERVE_MS = 30_000
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RecordFailure:
     """A record reported as a batch item failure: the queue it names (None when it names
     none), the record's id (stream event id, SQS message id), the error (`loggable`), and
@@ -64,7 +64,7 @@ class RecordFailure:
     deferred: bool = False
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Seen:
     queue: str | None = None
 
@@ -85,7 +85,7 @@ def _reported(
         raise
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class BatchOutcome:
     """What one event batch did, per queue."""
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.alerts.model import Alert
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class ReconcileSettings:
     """Timing of the reconcile loop."""
 
@@ -35,7 +35,7 @@ class ReconcileSettings:
     owner_direct: Prefixes = field(default_factory=Prefixes)
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Deps:
     """What reconcile talks to; each is a port (a Protocol)."""
 

@@ -40,7 +40,7 @@ EVENT_TIME_SLACK = timedelta(seconds=2)
 _EVENT_SECOND = timedelta(seconds=1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class Context:
     """What the controller knows about the job's queue."""
 

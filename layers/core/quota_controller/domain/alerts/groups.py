@@ -23,7 +23,7 @@ from quota_controller.domain.config.model import JobStateTimeLimitAction
 from quota_controller.domain.principals import display_name
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Group:
     """Observations of one queue, share, kind and cause (and change), in one alert."""
 

@@ -72,7 +72,7 @@ def document_to_items(
     return items
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class AssembledDocument:
     """The document rebuilt from a queue's items, and what was wrong with the items themselves."""
 

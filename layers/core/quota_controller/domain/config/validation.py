@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.config.windows import Window
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class ValidationReport:
     """The result of validating one quota document."""
 
