@@ -23,7 +23,8 @@ PROTOCOL: Final = "chatTopic"
 
 # arn:<partition>:sns:<region>:<account>:<topic name>. Topic names: 1 to 256 letters, digits,
 # hyphens and underscores; a FIFO topic's ends with `.fifo` (SNS CreateTopic).
-_TOPIC_ARN_RE = re.compile(
+# Compiled by `re` at its first match (and cached): most documents name no owner.
+_TOPIC_ARN_PATTERN = (
     r"arn:(?P<partition>aws(?:-[a-z]+)*):sns:(?P<region>[a-z]{2,}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):(?P<name>[A-Za-z0-9_-]{1,256}(?P<fifo>\.fifo)?)"
 )
@@ -31,7 +32,7 @@ _TOPIC_ARN_RE = re.compile(
 
 def check_topic_arn(value: str) -> str:
     """The document's rule for a `chatTopic` (a pydantic AfterValidator)."""
-    match = _TOPIC_ARN_RE.fullmatch(value)
+    match = re.fullmatch(_TOPIC_ARN_PATTERN, value)
     if match is None:
         shown = repr(value if len(value) <= 60 else value[:60] + "\u2026")
         raise PydanticCustomError(
@@ -72,7 +73,7 @@ def topic_problem(
             "parameter is empty): ask the platform team, or name an email, sqs or "
             "webhookSecret contact"
         )
-    match = _TOPIC_ARN_RE.fullmatch(arn)
+    match = re.fullmatch(_TOPIC_ARN_PATTERN, arn)
     if match is None or match["fifo"]:
         return "not the ARN of a standard SNS topic"
     if arn in stack_topics:
@@ -88,5 +89,5 @@ def topic_problem(
 
 def topic_label(arn: str) -> str:
     """How logs and metrics name a topic: its name."""
-    match = _TOPIC_ARN_RE.fullmatch(arn)
+    match = re.fullmatch(_TOPIC_ARN_PATTERN, arn)
     return match["name"] if match else "<not a topic ARN>"

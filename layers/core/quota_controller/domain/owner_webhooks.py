@@ -26,7 +26,8 @@ PROTOCOL: Final = "webhookSecret"
 # with the hyphen and six random characters Secrets Manager adds, which a partial ARN (the
 # name alone) lacks: IAM's `secret:<prefix>*` matches either, GetSecretValue needs the full one
 # to be unambiguous.
-_SECRET_ARN_RE = re.compile(
+# Compiled by `re` at its first match (and cached): most documents name no owner.
+_SECRET_ARN_PATTERN = (
     r"arn:(?P<partition>aws(?:-[a-z]+)*):secretsmanager:(?P<region>[a-z]{2,}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):secret:(?P<name>[A-Za-z0-9/_+=.@-]{1,512})-[A-Za-z0-9]{6}"
 )
@@ -34,7 +35,7 @@ _SECRET_ARN_RE = re.compile(
 
 def check_secret_arn(value: str) -> str:
     """The document's rule for a `webhookSecret` (a pydantic AfterValidator)."""
-    if not _SECRET_ARN_RE.fullmatch(value):
+    if not re.fullmatch(_SECRET_ARN_PATTERN, value):
         shown = repr(value if len(value) <= 60 else value[:60] + "\u2026")
         raise PydanticCustomError(
             "quota_rule",
@@ -61,7 +62,7 @@ def webhook_problem(arn: str, allowed: str | None) -> str | None:
             "this deployment posts to no owner webhook (its OwnerWebhookSecretPrefix parameter "
             "is empty): ask the platform team, or name an email or sqs contact"
         )
-    if not _SECRET_ARN_RE.fullmatch(arn):
+    if not re.fullmatch(_SECRET_ARN_PATTERN, arn):
         return "not the full ARN of a Secrets Manager secret"
     if not arn.startswith(allowed):
         return (
@@ -74,5 +75,5 @@ def webhook_problem(arn: str, allowed: str | None) -> str | None:
 
 def secret_label(arn: str) -> str:
     """How logs and metrics name a secret: its name without the random suffix (not a URL)."""
-    match = _SECRET_ARN_RE.fullmatch(arn)
+    match = re.fullmatch(_SECRET_ARN_PATTERN, arn)
     return match["name"] if match else "<not a secret ARN>"

@@ -23,7 +23,8 @@ MAX_OWNERS = 10
 # An address SNS can send to: ASCII, a local part of at most 64 and at most 254 in all
 # (RFC 5321's limits); the domain has at least one dot. Deliberately not every form RFC 5322
 # allows (quoted local parts, IP literals): a shape check, confirmation does the rest.
-_EMAIL_RE = re.compile(
+# Compiled by `re` at its first match (and cached): most documents name no owner.
+_EMAIL_PATTERN = (
     r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}"
     r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}"
 )
@@ -31,14 +32,15 @@ _EMAIL_RE = re.compile(
 # and underscores, `.fifo` for FIFO queues). The partition must also be the stack's: the
 # reconcile checks that (`domain/owner_contacts.py`; the document does not know where it is
 # deployed).
-_SQS_ARN_RE = re.compile(
+# Compiled by `re` at its first match (and cached): most documents name no owner.
+_SQS_ARN_PATTERN = (
     r"arn:(?P<partition>aws(?:-[a-z]+)*):sqs:(?P<region>[a-z]{2,}(?:-[a-z]+)+-[0-9]+)"
     r":(?P<account>[0-9]{12}):(?P<name>[A-Za-z0-9_-]{1,80}(?P<fifo>\.fifo)?)"
 )
 
 
 def _check_email(value: str) -> str:
-    if len(value) > 254 or not _EMAIL_RE.fullmatch(value) or ".." in value:
+    if len(value) > 254 or not re.fullmatch(_EMAIL_PATTERN, value) or ".." in value:
         raise PydanticCustomError(
             "quota_rule",
             "must be an e-mail address such as team-a@example.com (got {value})",
@@ -48,7 +50,7 @@ def _check_email(value: str) -> str:
 
 
 def _check_sqs_arn(value: str) -> str:
-    match = _SQS_ARN_RE.fullmatch(value)
+    match = re.fullmatch(_SQS_ARN_PATTERN, value)
     if match is None:
         raise PydanticCustomError(
             "quota_rule",
