@@ -12,19 +12,23 @@ from pydantic import BaseModel, ConfigDict, Field
 TRANSITIONAL = frozenset({"CREATING", "UPDATING", "DELETING"})
 
 
-class _Observed(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+# Their shared settings, not a base class: a model class costs its build even unused.
+_OBSERVED = ConfigDict(extra="ignore", frozen=True)
 
 
-class ObservedLimit(_Observed):
+class ObservedLimit(BaseModel):
     """A capacity limit as Batch reports it."""
+
+    model_config = _OBSERVED
 
     capacityUnit: str = ""
     maxCapacity: int = 0
 
 
-class ObservedPolicy(_Observed):
+class ObservedPolicy(BaseModel):
     """A scheduling policy (DescribeSchedulingPolicies)."""
+
+    model_config = _OBSERVED
 
     name: str
     arn: str
@@ -33,8 +37,10 @@ class ObservedPolicy(_Observed):
     tags: dict[str, str] = Field(default_factory=dict)
 
 
-class ObservedEnvironment(_Observed):
+class ObservedEnvironment(BaseModel):
     """A service environment (DescribeServiceEnvironments)."""
+
+    model_config = _OBSERVED
 
     serviceEnvironmentName: str
     serviceEnvironmentArn: str
@@ -54,15 +60,19 @@ class ObservedEnvironment(_Observed):
         return {c.capacityUnit: c.maxCapacity for c in self.capacityLimits}
 
 
-class ObservedEnvironmentOrder(_Observed):
+class ObservedEnvironmentOrder(BaseModel):
     """One entry of a queue's serviceEnvironmentOrder."""
+
+    model_config = _OBSERVED
 
     order: int = 1
     serviceEnvironment: str = ""
 
 
-class ObservedTimeLimitAction(_Observed):
+class ObservedTimeLimitAction(BaseModel):
     """One of a queue's jobStateTimeLimitActions."""
+
+    model_config = _OBSERVED
 
     reason: str = ""
     state: str = ""
@@ -70,8 +80,10 @@ class ObservedTimeLimitAction(_Observed):
     action: str = ""
 
 
-class ObservedQueue(_Observed):
+class ObservedQueue(BaseModel):
     """A job queue (DescribeJobQueues)."""
+
+    model_config = _OBSERVED
 
     jobQueueName: str
     jobQueueArn: str
@@ -91,21 +103,27 @@ class ObservedQueue(_Observed):
         return self.status in TRANSITIONAL
 
 
-class ObservedSharing(_Observed):
+class ObservedSharing(BaseModel):
     """A share's resourceSharingConfiguration."""
+
+    model_config = _OBSERVED
 
     strategy: str = "RESERVE"
     borrowLimit: int | None = None
 
 
-class ObservedPreemption(_Observed):
+class ObservedPreemption(BaseModel):
     """A share's preemptionConfiguration."""
+
+    model_config = _OBSERVED
 
     inSharePreemption: str = "DISABLED"
 
 
-class ObservedShare(_Observed):
+class ObservedShare(BaseModel):
     """A quota share (ListQuotaShares / DescribeQuotaShare)."""
+
+    model_config = _OBSERVED
 
     quotaShareName: str
     quotaShareArn: str

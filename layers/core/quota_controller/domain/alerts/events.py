@@ -25,20 +25,24 @@ QUEUE_BLOCKED = "Batch Service Job Queue Blocked"
 DETAIL_TYPES = (STATE_CHANGE, PREEMPTION_STARTED, PREEMPTION_COMPLETED, QUEUE_BLOCKED)
 
 
-class _Inbound(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+# Their shared settings, not a base class: a model class costs its build even unused.
+_INBOUND = ConfigDict(extra="ignore", populate_by_name=True)
 
 
-class ResourceId(_Inbound):
+class ResourceId(BaseModel):
     """serviceResourceId: the SageMaker training job of an attempt."""
+
+    model_config = _INBOUND
 
     name: str | None = None
     value: str | None = None
 
 
-class PreemptedAttempt(_Inbound):
+class PreemptedAttempt(BaseModel):
     """One entry of preemptionSummary.recentPreemptedAttempts (or of a job's `attempts`: the
     same fields). The API model does not document the list's order: read it by time."""
+
+    model_config = _INBOUND
 
     serviceResourceId: ResourceId | None = None
     startedAt: int | None = None
@@ -48,34 +52,44 @@ class PreemptedAttempt(_Inbound):
     _ms = field_validator("startedAt", "stoppedAt", mode="before")(epoch_ms)
 
 
-class PreemptionSummary(_Inbound):
+class PreemptionSummary(BaseModel):
     """How often a job was preempted, and its most recent preempted attempts."""
+
+    model_config = _INBOUND
 
     preemptedAttemptCount: int = 0
     recentPreemptedAttempts: list[PreemptedAttempt] = Field(default_factory=list)
 
 
-class CapacityUsage(_Inbound):
+class CapacityUsage(BaseModel):
     """Instances of one type a job holds."""
+
+    model_config = _INBOUND
 
     capacityUnit: str
     quantity: float = 0
 
 
-class LatestAttempt(_Inbound):
+class LatestAttempt(BaseModel):
     """latestAttempt of a job."""
+
+    model_config = _INBOUND
 
     serviceResourceId: ResourceId | None = None
 
 
-class PreemptionConfiguration(_Inbound):
+class PreemptionConfiguration(BaseModel):
     """How often a preempted job is requeued before Batch terminates it (unset: always)."""
+
+    model_config = _INBOUND
 
     preemptionRetriesBeforeTermination: int | None = None
 
 
-class JobDetail(_Inbound):
+class JobDetail(BaseModel):
     """The detail of a state-change event, and the DescribeServiceJob answer."""
+
+    model_config = _INBOUND
 
     jobArn: str | None = None
     jobId: str | None = None
@@ -115,8 +129,10 @@ class JobDetail(_Inbound):
         return data
 
 
-class PreemptionDetail(_Inbound):
+class PreemptionDetail(BaseModel):
     """The detail of a Preemption Started or Completed event."""
+
+    model_config = _INBOUND
 
     preemptedJobArn: str
     status: str | None = None
@@ -124,8 +140,10 @@ class PreemptionDetail(_Inbound):
     preemptionSummary: PreemptionSummary | None = None
 
 
-class BatchEvent(_Inbound):
+class BatchEvent(BaseModel):
     """An EventBridge event from aws.batch about a service job."""
+
+    model_config = _INBOUND
 
     id: str
     detail_type: Literal[
