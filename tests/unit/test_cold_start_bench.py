@@ -180,3 +180,46 @@ def test_the_handlers_part_does_its_first_invocations_work(
         check=True,
     )
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected
+
+
+@pytest.mark.parametrize(
+    ("handler", "used", "not_loaded"),
+    [
+        (
+            "reconcile",
+            "quota_controller.services.decision",
+            {
+                "quota_controller.domain.config.windows",
+                "quota_controller.domain.config.timeline",
+                "quota_controller.domain.owner_contacts",
+                "quota_controller.domain.alerts.model",
+                "quota_controller.domain.risk_alerts",
+                "difflib",
+            },
+        ),
+        (
+            "alert",
+            "quota_controller.domain.alerts.render",
+            {"quota_controller.domain.config.windows", "difflib"},
+        ),
+    ],
+)
+def test_a_first_invocation_loads_no_path_it_does_not_take(
+    bench: types.ModuleType, handler: str, used: str, not_loaded: set[str]
+) -> None:
+    """The sample document has no quota windows and no owners, the reconcile's first run sends
+    no alert and no document has a typo: none of those paths' modules is loaded (each costs
+    the cold start milliseconds; docs/performance.md, "Cold start")."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    paths = [ROOT / "functions" / handler, ROOT / "layers" / "core", site]
+    body = bench.handler_body(handler) + "import sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", bench._code(paths, body)],
+        env=bench.ENV,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert used in loaded  # the first invocation's work ran
+    assert not_loaded & loaded == set()
