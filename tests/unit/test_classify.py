@@ -682,6 +682,7 @@ def context(
 CHANGED_AT = T0 - timedelta(minutes=10)  # when a change record is written, by default
 LOWERED = change("team-a").lowered(G5, 3, 1).by("alice").at_risk(J)
 TURNED_ON = change("team-a").in_share_on().by("alice").at_risk(J)
+TURNED_ON_D = change("team-d").in_share_on().by("alice").at_risk(J)
 IDLE = snapshot()
 # team-a still runs another instance: with the victim's, 2 of its quota of 1 (borrowing).
 A_BORROWING = snapshot().usage("team-a", **g5(1))
@@ -854,11 +855,26 @@ def minutes_before(n: float) -> datetime:
             id="in-share-text-beats-borrowing",
         ),
         pytest.param(
-            observation(reason=RECLAIM),
+            observation(reason=RECLAIM, share="team-d"),
+            context(doc=RESERVE_IN_SHARE_ON, changes=[TURNED_ON_D]),
+            ("PREEMPTION", "IN_SHARE_PRIORITY", TURNED_ON_D.change_id),
+            # Batch may give every preemption the cross-share text; a RESERVE share borrows
+            # nothing: the change that turned in-share on and named the job says what took it.
+            id="in-share-turned-on-and-named-the-job",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
             context(changes=[TURNED_ON], snap=A_BORROWING),
             ("PREEMPTION", "IN_SHARE_PRIORITY", TURNED_ON.change_id),
-            # Batch may give every preemption the cross-share text: the change names the job.
-            id="in-share-turned-on-and-named-the-job",
+            id="in-share-text-and-the-change-that-turned-it-on",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(changes=[TURNED_ON], snap=A_BORROWING),
+            ("PREEMPTION", "CAPACITY_RECLAIM", None),
+            # Named when in-share preemption was turned on, but its share was borrowing and
+            # Batch says it reclaimed: another share took its borrowed capacity back.
+            id="in-share-turned-on-but-a-borrowing-job-was-reclaimed",
         ),
         pytest.param(
             observation(reason=IN_SHARE),

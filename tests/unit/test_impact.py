@@ -405,10 +405,69 @@ def test_turning_in_share_preemption_on_names_what_a_waiting_job_outranks(
     if waiting is not None:
         jobs.append(job("waits", "RUNNABLE", priority=waiting))
 
-    risks = risks_for(action, jobs_of(*jobs), {"team-a": {G5: 2}})
+    risks = risks_for(action, jobs_of(*jobs), {"team-a": {G5: 2}, "team-b": {G5: 1}})
 
     assert victims(risks) == expected
-    assert all("in-share preemption turned on" in r.why for r in risks)
+    assert all("once in-share preemption is turned on" in r.why for r in risks)
+
+
+@pytest.mark.parametrize(
+    ("waiter", "expected"),
+    [
+        pytest.param(job("waits", "RUNNABLE", priority=9), ["low", "b-borrows"], id="it-fits"),
+        pytest.param(
+            job("waits", "RUNNABLE", priority=9, **{G5: 5}), [], id="more-than-its-own-limit"
+        ),
+        pytest.param(
+            job("waits", "RUNNABLE", priority=9, **{G5_2X: 1}), [], id="another-instance-type"
+        ),
+        pytest.param(job("waits", "RUNNABLE"), ["low", "b-borrows"], id="priority-not-read"),
+    ],
+)
+def test_a_waiting_job_that_fits_its_own_limit_may_also_take_back_what_others_borrow(
+    waiter: ActiveJob, expected: list[str]
+) -> None:
+    """team-a (own 2) runs one job; team-b (own 1) runs two, one on borrowed capacity. Once
+    team-a preempts in-share, its waiting job may preempt `low` and reclaim team-b's borrowed
+    instance; one that could never run in team-a's own limit, or needs another type, takes
+    nothing."""
+    action = update_share(
+        "team-a",
+        Reduction("in-share", "team-a", None, None, None),
+        preemptionConfiguration={"inSharePreemption": "ENABLED"},
+    )
+    jobs = [
+        job("low", priority=0, started=1),
+        job("b-own", share="team-b", started=2),
+        job("b-borrows", share="team-b", started=3),
+        waiter,
+    ]
+    if waiter.priority is None:
+        jobs[0] = job("low", priority=None, started=1)
+
+    risks = risks_for(action, jobs_of(*jobs), {"team-a": {G5: 2}, "team-b": {G5: 1}})
+
+    assert victims(risks) == expected
+
+
+def test_a_cut_of_a_share_that_preempts_in_share_names_what_its_waiting_job_outranks() -> None:
+    """team-a preempts in-share and a priority-5 job waits: the cut 2 -> 1 names `new` (the
+    share's excess), and `old` too, which the waiting job may preempt once `new` has gone."""
+    jobs = [
+        job("old", priority=0, started=1),
+        job("new", priority=0, started=2),
+        job("waits", "RUNNABLE", priority=5),
+    ]
+
+    risks = risks_for(
+        lowered(before=2, after=1), jobs_of(*jobs), {"team-a": {G5: 1}}, in_share={"team-a"}
+    )
+
+    assert sorted(set(victims(risks))) == ["new", "old"]
+    # Without in-share preemption, the cut takes the share's excess only.
+    assert victims(risks_for(lowered(before=2, after=1), jobs_of(*jobs), {"team-a": {G5: 1}})) == [
+        "new"
+    ]
 
 
 @pytest.mark.parametrize(

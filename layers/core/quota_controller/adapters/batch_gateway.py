@@ -27,7 +27,12 @@ from quota_controller.adapters.batch_reader import (
     is_retryable,
     pages,
 )
-from quota_controller.domain.impact_records import ACTIVE_STATUSES, UNFINISHED_STATUSES, ActiveJob
+from quota_controller.domain.impact_records import (
+    ACTIVE_STATUSES,
+    QUEUED_STATUSES,
+    UNFINISHED_STATUSES,
+    ActiveJob,
+)
 from quota_controller.domain.observed import (
     ObservedEnvironment,
     ObservedPolicy,
@@ -40,6 +45,11 @@ from quota_controller.domain.training_request import requested_capacity
 from quota_controller.ports import ActionFailed, ActionUnsettled, ReadRefused, RetryableError
 
 _log = logging.getLogger(__name__)
+
+
+# At most this many queued jobs of a share are described for their priority in one read (a
+# share turning in-share preemption on, or reduced while it preempts in-share).
+RANKED_DESCRIBES = 100
 
 
 class BotoBatchGateway:
@@ -140,6 +150,9 @@ class BotoBatchGateway:
         ranked: Collection[str] = (),
     ) -> list[ActiveJob]:
         jobs: list[ActiveJob] = []
+        # Queued jobs whose priority may still be read, per ranked share (one DescribeServiceJob
+        # each, so bounded; a job past it keeps no priority: the guard takes it as outranking).
+        left = dict.fromkeys(ranked, RANKED_DESCRIBES)
         # One status per request: without a filter no status means RUNNING only
         # (API_ListServiceJobs), and a share filter combines with jobStatus.
         for status in statuses:
@@ -149,22 +162,20 @@ class BotoBatchGateway:
             pages = self._client.get_paginator("list_service_jobs").paginate(**params)
             for page in self._pages(pages):
                 for summary in page.get("jobSummaryList", []):
-                    jobs.append(self._active_job(summary, share, ranked))
+                    name = share or str(summary.get("quotaShareName") or "")
+                    rank = status in QUEUED_STATUSES and left.get(name, 0) > 0
+                    if rank:
+                        left[name] -= 1
+                    jobs.append(self._active_job(summary, share, rank))
         return jobs
 
-    def _active_job(
-        self, summary: dict[str, Any], share: str | None, ranked: Collection[str] = ()
-    ) -> ActiveJob:
+    def _active_job(self, summary: dict[str, Any], share: str | None, rank: bool) -> ActiveJob:
         detail: dict[str, Any] = {}
         # The summary has no priority (the victim heuristic weighs it, and a queued job's
         # decides what in-share preemption takes for it); a queued job may come without
         # capacityUsage (not documented either way: variant queued_capacity_usage), and what
         # it will use is in its training request. Both need DescribeServiceJob.
-        if (
-            summary.get("status") in ACTIVE_STATUSES
-            or not summary.get("capacityUsage")
-            or (share or summary.get("quotaShareName")) in ranked
-        ):
+        if summary.get("status") in ACTIVE_STATUSES or not summary.get("capacityUsage") or rank:
             try:
                 detail = self._call("describe_service_job", jobId=summary["jobId"])
             except ClientError:  # finished and gone since the list: nothing more to read
@@ -183,7 +194,8 @@ class BotoBatchGateway:
             status=summary.get("status", ""),
             share=share or str(summary.get("quotaShareName") or ""),
             usage=usage,
-            priority=detail.get("schedulingPriority"),
+            # Described for its rank, a job without a priority has Batch's default, 0.
+            priority=detail.get("schedulingPriority", 0 if rank and detail else None),
             startedAt=summary.get("startedAt"),
             dispatchedAt=summary.get("scheduledAt"),
         )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction, Risk
@@ -100,6 +100,7 @@ def guard(
     now: str | None = None,
     *,
     preview: bool = False,
+    in_share: Collection[str] = (),
 ) -> tuple[list[GuardedAction], str | None]:
     """Decide per action: apply, apply with a warning, block, drain or wait for idle.
 
@@ -122,7 +123,7 @@ def guard(
             decided.append(GuardedAction(action, "apply"))
             continue
         else:
-            risks = risks_for(action, jobs_by_share, new_share_limits)
+            risks = risks_for(action, jobs_by_share, new_share_limits, in_share)
         risks = [*risks, *(extra_risks or {}).get(index, ())]
         at_risk = jobs_at_risk(risks)
         if action.deletes_share or action.deletes_queue:

@@ -16,15 +16,11 @@ the alert says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
-from quota_controller.domain.impact_records import (
-    ACTIVE_STATUSES,
-    QUEUED_STATUSES,
-    ActiveJob,
-    JobAtRisk,
-    Risk,
-)
+from quota_controller.domain.impact_in_share import outranked
+from quota_controller.domain.impact_order import borrowed, latest_dispatched, priority
+from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, JobAtRisk, Risk
 from quota_controller.domain.plan_records import Action, Reduction
 
 _STATUS_ORDER = {"SCHEDULED": 0, "STARTING": 1, "RUNNING": 2}
@@ -34,10 +30,13 @@ def risks_for(
     action: Action,
     jobs_by_share: Mapping[str, Sequence[ActiveJob]],
     new_share_limits: Mapping[str, Mapping[str, int]],
+    in_share: Collection[str] = (),
 ) -> list[Risk]:
     """The jobs each reduction of `action` puts at risk.
 
-    `new_share_limits` holds each share's limits after the change ({share: {unit: max}}).
+    `new_share_limits` holds each share's limits after the change ({share: {unit: max}});
+    `in_share` the shares that preempt in-share after it: a reduction of one also puts at risk
+    what a waiting higher-priority job of it may preempt (`impact_in_share`).
     """
     out: list[Risk] = []
     for reduction in action.reductions:
@@ -50,7 +49,7 @@ def risks_for(
             continue
         jobs = list(jobs_by_share.get(reduction.share, ()))
         if reduction.kind == "in-share":
-            out.append(_outranked(reduction, jobs))
+            out += outranked(reduction, jobs_by_share, new_share_limits)
             continue
         if reduction.kind == "deleted":
             out.append(Risk(reduction, len(jobs), 0, tuple(jobs)))
@@ -61,6 +60,10 @@ def risks_for(
             cap = _share_ceiling(reduction, limits.get(unit, 0))
             own = {reduction.share: limits.get(unit, 0)}
             out.append(_over(reduction, unit, cap, jobs, own))
+        if reduction.share in in_share:
+            # A job leaving for the cut may come back and preempt in-share; one already
+            # leaving for an in-share preemption frees nothing the cut can count on.
+            out += outranked(reduction, jobs_by_share, new_share_limits)
     return [r for r in out if r.jobs or r.reduction.kind == "deleted"]
 
 
@@ -91,11 +94,11 @@ def victims(
     those any of the three readings of its heuristic takes (module docstring), in the first
     reading's order, then the others'. `own` is each share's own limit of `unit` after the
     change (Batch's for a removed share still running its jobs)."""
-    lent, open_edges = _borrowed(holders, unit, own)
+    lent, open_edges = borrowed(holders, unit, own)
     readings: tuple[Callable[[ActiveJob], tuple[int, ...]], ...] = (
         victim_order,
-        lambda job: (-lent[job.jobId], _priority(job), *_latest_dispatched(job)),
-        lambda job: (_priority(job), *_latest_dispatched(job)),
+        lambda job: (-lent[job.jobId], priority(job), *latest_dispatched(job)),
+        lambda job: (priority(job), *latest_dispatched(job)),
     )
     named: dict[str, ActiveJob] = {}
     for key in readings:
@@ -122,68 +125,6 @@ def _take(
         taken.append(job)
         need -= job.uses(unit)
     return taken
-
-
-def _borrowed(
-    holders: Sequence[ActiveJob], unit: str, own: Mapping[str, int]
-) -> tuple[dict[str, int], list[list[ActiveJob]]]:
-    """Instances of `unit` each job holds above its share's own limit (the share's excess,
-    charged to its latest dispatched jobs), and the groups of jobs dispatched in the same
-    millisecond that the excess only partly covers: each of those is charged, since which of
-    them holds it is open."""
-    out = {j.jobId: 0 for j in holders}
-    open_edges: list[list[ActiveJob]] = []
-    by_share: dict[str, list[ActiveJob]] = {}
-    for job in holders:
-        by_share.setdefault(job.share, []).append(job)
-    for share, jobs in by_share.items():
-        excess = sum(j.uses(unit) for j in jobs) - own.get(share, 0)
-        by_dispatch: dict[int | None, list[ActiveJob]] = {}
-        for job in jobs:
-            by_dispatch.setdefault(_dispatched(job), []).append(job)
-        for at in sorted(by_dispatch, key=_latest_first):
-            if excess <= 0:
-                break
-            group = by_dispatch[at]
-            for job in group:
-                out[job.jobId] = min(job.uses(unit), excess)
-            held = sum(j.uses(unit) for j in group)
-            if len(group) > 1 and excess < held:
-                open_edges.append(group)
-            excess -= held
-    return out, open_edges
-
-
-def _priority(job: ActiveJob) -> int:
-    return job.priority if job.priority is not None else 0
-
-
-def _dispatched(job: ActiveJob) -> int | None:
-    return job.dispatchedAt if job.dispatchedAt is not None else job.startedAt
-
-
-def _latest_first(at: int | None) -> tuple[int, int]:
-    # Not known (not started, no dispatch time): counted as dispatched after every other.
-    return (0, 0) if at is None else (1, -at)
-
-
-def _latest_dispatched(job: ActiveJob) -> tuple[int, int]:
-    return _latest_first(_dispatched(job))
-
-
-def _outranked(reduction: Reduction, jobs: Sequence[ActiveJob]) -> Risk:
-    """In-share preemption turned on: Batch may preempt any dispatched job of the share for a
-    waiting job of higher priority (user guide, Preemption, in-share preemption); which ones,
-    for how many instances, is its heuristic's choice. Every such job is named."""
-    waiting = [_priority(j) for j in jobs if j.status in QUEUED_STATUSES and j.usage]
-    top = max(waiting, default=None)
-    held = [j for j in jobs if j.status in ACTIVE_STATUSES]
-    outranked = tuple(j for j in held if top is not None and _priority(j) < top)
-    why = (
-        f"may be preempted: in-share preemption turned on for quota share {reduction.share}, "
-        f"where a job of priority {top} waits"
-    )
-    return Risk(reduction, len(held), None, outranked, why=why if outranked else "")
 
 
 def _environment_risk(

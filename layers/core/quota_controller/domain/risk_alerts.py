@@ -98,11 +98,9 @@ def risk_alerts(
             else "Revert the change in the config to keep them running"
         )
         in_share = all(r.reduction.kind == "in-share" for g in group for r in g.risks)
-        doing = (
-            ("t" if edge else "T") + "urning in-share preemption on for"
-            if in_share
-            else ("r" if edge else "R") + "educing"
-        )
+        doing = "turning in-share preemption on for" if in_share else "reducing"
+        if not edge:
+            doing = doing.capitalize()
         hurt = [a.job for a in at_risk] + list(jobs.values())
         borrowers = sorted({j.share for j in hurt} - {share}) if share else []
         own = not borrowers or any(j.share == share for j in hurt)

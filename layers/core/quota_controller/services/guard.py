@@ -30,16 +30,18 @@ def guard_plan(
     preview: `quotactl plan`, a warning of a window's edge) a change not held yet has no id."""
     jobs: dict[str, list[ActiveJob]] = {}
     every: list[ActiveJob] = []
+    in_share = {
+        name
+        for name, spec in desired.shares.items()
+        if spec.preemptionConfiguration.inSharePreemption == "ENABLED"
+    }
     queue_jobs: list[ActiveJob] = []
     queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
     if queue_exists and any(a.is_reduction or a.deletes_queue for a in the_plan.actions):
-        # A share turning in-share preemption on: its queued jobs' priorities decide.
-        ranked = {
-            r.share
-            for a in the_plan.actions
-            for r in a.reductions
-            if r.kind == "in-share" and r.share is not None
-        }
+        # A share that preempts in-share after the plan and is reduced by it (turning in-share
+        # preemption on is a reduction too): its queued jobs' priorities decide what they
+        # may preempt (`impact_in_share`).
+        ranked = {r.share for a in the_plan.actions for r in a.reductions if r.share in in_share}
         every = batch.queue_jobs(desired.queue, ranked)
         for job in every:
             jobs.setdefault(job.share, []).append(job)
@@ -69,6 +71,7 @@ def guard_plan(
         previous_hold=desired.held_change,
         now=now,
         preview=now is None,
+        in_share=in_share,
     )
     decided, waits = defer_loosening(decided)
     the_plan.waits.extend(waits)

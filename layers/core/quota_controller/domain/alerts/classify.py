@@ -76,19 +76,24 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     change, undecided = _reduction_change(obs, ctx)
     if change is not None:
         return Verdict("PREEMPTION", "QUOTA_REDUCTION", change=change, evidence="change record")
+    text = obs.reason.lower()
     turned_on = _in_share_turned_on(obs, ctx)
-    if turned_on is not None:
+    in_share_text = "in-share" in text or "in share" in text
+    says_reclaim = "cross-share" in text or "reclaim" in text
+    if turned_on is not None and (
+        in_share_text or not says_reclaim or _borrowing(obs, ctx) is False
+    ):
         # Batch's reason may be the cross-share text only (the one it documents): the change
-        # that turned in-share preemption on and named this job says what took it.
+        # that turned in-share preemption on and named this job says what took it, unless the
+        # job's share was borrowing (or may have been), which a reclaim takes back.
         return Verdict(
             "PREEMPTION",
             "IN_SHARE_PRIORITY",
             change=turned_on,
             evidence="change record: in-share preemption turned on, this job named at risk",
         )
-    text = obs.reason.lower()
     share = ctx.document.share(obs.share) if ctx.document and obs.share else None
-    if "in-share" in text or "in share" in text:
+    if in_share_text:
         return Verdict("PREEMPTION", "IN_SHARE_PRIORITY", evidence=obs.reason)
     if undecided is not None:
         # Batch files limit reductions under cross-share preemption: its text cannot tell.
@@ -102,7 +107,6 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
             ),
         )
     borrowing = _borrowing(obs, ctx)
-    says_reclaim = "cross-share" in text or "reclaim" in text
     # Batch's reason is trusted unless the document says the share cannot borrow: only
     # borrowed capacity is reclaimed, and AWS documents no other reason text, so the cross-share
     # text may be the one every preemption carries (emulator variant `preemption_reason_text`).
