@@ -1,0 +1,64 @@
+"""The Batch gateway's reads of a queue's jobs (BotoBatchGateway.queue_jobs), on botocore's
+Stubber: which jobs it describes, and what it makes of the answers."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from fakes import SCOPE
+
+from quota_controller.adapters.batch_gateway import BotoBatchGateway
+
+QUEUE = "ml-training"
+
+
+def test_the_queued_jobs_of_a_ranked_share_are_described_for_their_priority_up_to_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A share turning in-share preemption on: its queued jobs' priorities decide what they
+    outrank. Each needs a DescribeServiceJob, so at most RANKED_DESCRIBES per share and run;
+    one past it keeps no priority (the guard takes it as outranking)."""
+    from quota_controller.adapters import batch_gateway
+
+    monkeypatch.setattr(batch_gateway, "RANKED_DESCRIBES", 2)
+    client = boto3.client(
+        "batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    gateway = BotoBatchGateway(client, SCOPE)
+    queued = [
+        {
+            "jobId": f"q{n}",
+            "jobName": f"q{n}",
+            "serviceJobType": "SAGEMAKER_TRAINING",
+            "status": "RUNNABLE",
+            "quotaShareName": "team-a",
+            "capacityUsage": [{"capacityUnit": "ml.g5.xlarge", "quantity": 1}],
+        }
+        for n in range(3)
+    ]
+    with Stubber(client) as stub:
+        for status in ("SUBMITTED", "PENDING", "RUNNABLE"):
+            stub.add_response(
+                "list_service_jobs", {"jobSummaryList": queued if status == "RUNNABLE" else []}
+            )
+            if status == "RUNNABLE":
+                for n, priority in ((0, 7), (1, None)):
+                    answer = {
+                        "jobId": f"q{n}",
+                        "jobName": f"q{n}",
+                        "jobQueue": QUEUE,
+                        "serviceJobType": "SAGEMAKER_TRAINING",
+                        "startedAt": 0,
+                        "status": "RUNNABLE",
+                    }
+                    if priority is not None:
+                        answer["schedulingPriority"] = priority
+                    stub.add_response("describe_service_job", answer, {"jobId": f"q{n}"})
+        for _ in ("SCHEDULED", "STARTING", "RUNNING"):
+            stub.add_response("list_service_jobs", {"jobSummaryList": []})
+
+        jobs = gateway.queue_jobs(QUEUE, {"team-a"})
+
+        stub.assert_no_pending_responses()
+    assert [(j.jobId, j.priority) for j in jobs] == [("q0", 7), ("q1", 0), ("q2", None)]
