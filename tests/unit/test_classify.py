@@ -870,11 +870,22 @@ def minutes_before(n: float) -> datetime:
         ),
         pytest.param(
             observation(reason=RECLAIM),
-            context(changes=[TURNED_ON], snap=A_BORROWING),
+            context(
+                changes=[TURNED_ON],
+                snap=snapshot().usage("team-a", **g5(1)).front("team-c", job_arn("job-c")),
+            ),
             ("PREEMPTION", "CAPACITY_RECLAIM", None),
-            # Named when in-share preemption was turned on, but its share was borrowing and
-            # Batch says it reclaimed: another share took its borrowed capacity back.
-            id="in-share-turned-on-but-a-borrowing-job-was-reclaimed",
+            # Named when in-share preemption was turned on, but its share was borrowing, Batch
+            # says it reclaimed and a lender waits: the lender took its capacity back.
+            id="in-share-turned-on-but-a-lender-reclaimed-a-borrowing-job",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(changes=[TURNED_ON], snap=A_BORROWING),
+            ("PREEMPTION", "UNKNOWN", TURNED_ON.change_id),
+            # Borrowing and the reclaim text, but no lender seen waiting: in-share preemption
+            # takes a borrowing share's borrowed job first too. Both fit; neither is said.
+            id="in-share-turned-on-or-a-reclaim-cannot-be-told",
         ),
         pytest.param(
             observation(reason=IN_SHARE),

@@ -405,7 +405,8 @@ def test_turning_in_share_preemption_on_names_what_a_waiting_job_outranks(
     if waiting is not None:
         jobs.append(job("waits", "RUNNABLE", priority=waiting))
 
-    risks = risks_for(action, jobs_of(*jobs), {"team-a": {G5: 2}, "team-b": {G5: 1}})
+    limits = {"team-a": {G5: 2}, "team-b": {G5: 1}}
+    risks = risks_for(action, jobs_of(*jobs), limits, in_share={"team-a": {G5: 2}})
 
     assert victims(risks) == expected
     assert all("once in-share preemption is turned on" in r.why for r in risks)
@@ -445,9 +446,70 @@ def test_a_waiting_job_that_fits_its_own_limit_may_also_take_back_what_others_bo
     if waiter.priority is None:
         jobs[0] = job("low", priority=None, started=1)
 
-    risks = risks_for(action, jobs_of(*jobs), {"team-a": {G5: 2}, "team-b": {G5: 1}})
+    limits = {"team-a": {G5: 2}, "team-b": {G5: 1}}
+    risks = risks_for(action, jobs_of(*jobs), limits, in_share={"team-a": {G5: 2}})
 
     assert victims(risks) == expected
+
+
+TURN_ON = update_share(
+    "team-a",
+    Reduction("in-share", "team-a", None, None, None),
+    preemptionConfiguration={"inSharePreemption": "ENABLED"},
+)
+
+
+@pytest.mark.parametrize(
+    ("jobs", "ceiling", "expected"),
+    [
+        pytest.param(
+            [
+                job("top", priority=9, started=1),
+                job("low", priority=0, started=2),
+                job("mid", "RUNNABLE", priority=5, **{G5: 2}),
+            ],
+            2,
+            [],
+            # `top` holds one of the two: `mid` could not run even with `low` gone.
+            id="a-higher-priority-job-holds-the-room-it-needs",
+        ),
+        pytest.param(
+            [job("low", priority=0, started=1), job("high", "RUNNABLE", priority=5, **{G5: 2})],
+            3,
+            ["low"],
+            # Own limit 1, borrow limit 200%: with `low` gone it runs, borrowing one.
+            id="it-may-borrow-the-rest",
+        ),
+    ],
+)
+def test_a_waiting_job_outranks_only_when_preempting_would_let_it_run(
+    jobs: list[ActiveJob], ceiling: int, expected: list[str]
+) -> None:
+    risks = risks_for(TURN_ON, jobs_of(*jobs), {"team-a": {G5: 1}}, {"team-a": {G5: ceiling}})
+
+    assert victims(risks) == expected
+
+
+def test_a_cut_of_another_instance_type_names_nothing_a_waiting_job_outranks() -> None:
+    jobs = [job("low", priority=0, started=1), job("waits", "RUNNABLE", priority=5)]
+
+    risks = risks_for(
+        lowered(before=2, after=1, unit=G5_2X),
+        jobs_of(*jobs),
+        {"team-a": {G5: 2, G5_2X: 1}},
+        in_share={"team-a": {G5: 2, G5_2X: 1}},
+    )
+
+    assert victims(risks) == []
+
+
+def test_a_waiting_job_whose_priority_was_not_read_is_said_so() -> None:
+    jobs = [job("low", priority=0, started=1), job("unread", "RUNNABLE")]
+
+    (risk,) = risks_for(TURN_ON, jobs_of(*jobs), {"team-a": {G5: 2}}, {"team-a": {G5: 2}})
+
+    assert victims([risk]) == ["low"]
+    assert "whose priority was not read (past the first 100 of the share)" in risk.why
 
 
 def test_a_cut_of_a_share_that_preempts_in_share_names_what_its_waiting_job_outranks() -> None:
@@ -460,7 +522,10 @@ def test_a_cut_of_a_share_that_preempts_in_share_names_what_its_waiting_job_outr
     ]
 
     risks = risks_for(
-        lowered(before=2, after=1), jobs_of(*jobs), {"team-a": {G5: 1}}, in_share={"team-a"}
+        lowered(before=2, after=1),
+        jobs_of(*jobs),
+        {"team-a": {G5: 1}},
+        in_share={"team-a": {G5: 1}},
     )
 
     assert sorted(set(victims(risks))) == ["new", "old"]

@@ -27,9 +27,9 @@ from quota_controller.adapters.batch_reader import (
     is_retryable,
     pages,
 )
+from quota_controller.domain.impact_in_share import RANKED_READS
 from quota_controller.domain.impact_records import (
     ACTIVE_STATUSES,
-    QUEUED_STATUSES,
     UNFINISHED_STATUSES,
     ActiveJob,
 )
@@ -49,7 +49,7 @@ _log = logging.getLogger(__name__)
 
 # At most this many queued jobs of a share are described for their priority in one read (a
 # share turning in-share preemption on, or reduced while it preempts in-share).
-RANKED_DESCRIBES = 100
+RANKED_DESCRIBES = RANKED_READS
 
 
 class BotoBatchGateway:
@@ -163,7 +163,8 @@ class BotoBatchGateway:
             for page in self._pages(pages):
                 for summary in page.get("jobSummaryList", []):
                     name = share or str(summary.get("quotaShareName") or "")
-                    rank = status in QUEUED_STATUSES and left.get(name, 0) > 0
+                    # Only a RUNNABLE job preempts in-share (user guide, Preemption).
+                    rank = status == "RUNNABLE" and left.get(name, 0) > 0
                     if rank:
                         left[name] -= 1
                     jobs.append(self._active_job(summary, share, rank))

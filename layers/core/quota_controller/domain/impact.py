@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from quota_controller.domain.impact_records import ActiveJob, GuardedAction, Risk
@@ -100,7 +100,7 @@ def guard(
     now: str | None = None,
     *,
     preview: bool = False,
-    in_share: Collection[str] = (),
+    in_share: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[list[GuardedAction], str | None]:
     """Decide per action: apply, apply with a warning, block, drain or wait for idle.
 

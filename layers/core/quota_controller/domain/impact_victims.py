@@ -16,7 +16,7 @@ the alert says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from quota_controller.domain.impact_in_share import outranked
 from quota_controller.domain.impact_order import borrowed, latest_dispatched, priority
@@ -30,14 +30,16 @@ def risks_for(
     action: Action,
     jobs_by_share: Mapping[str, Sequence[ActiveJob]],
     new_share_limits: Mapping[str, Mapping[str, int]],
-    in_share: Collection[str] = (),
+    in_share: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[Risk]:
     """The jobs each reduction of `action` puts at risk.
 
     `new_share_limits` holds each share's limits after the change ({share: {unit: max}});
-    `in_share` the shares that preempt in-share after it: a reduction of one also puts at risk
-    what a waiting higher-priority job of it may preempt (`impact_in_share`).
+    `in_share` the shares that preempt in-share after it, with the most each may hold per type:
+    a reduction of one also puts at risk what a waiting higher-priority job of it may preempt
+    (`impact_in_share`).
     """
+    in_share = in_share or {}
     out: list[Risk] = []
     for reduction in action.reductions:
         if reduction.kind in ("disabled", "terminates"):
@@ -49,7 +51,7 @@ def risks_for(
             continue
         jobs = list(jobs_by_share.get(reduction.share, ()))
         if reduction.kind == "in-share":
-            out += outranked(reduction, jobs_by_share, new_share_limits)
+            out += outranked(reduction, jobs_by_share, new_share_limits, in_share)
             continue
         if reduction.kind == "deleted":
             out.append(Risk(reduction, len(jobs), 0, tuple(jobs)))
@@ -63,7 +65,7 @@ def risks_for(
         if reduction.share in in_share:
             # A job leaving for the cut may come back and preempt in-share; one already
             # leaving for an in-share preemption frees nothing the cut can count on.
-            out += outranked(reduction, jobs_by_share, new_share_limits)
+            out += outranked(reduction, jobs_by_share, new_share_limits, in_share)
     return [r for r in out if r.jobs or r.reduction.kind == "deleted"]
 
 

@@ -30,11 +30,7 @@ def guard_plan(
     preview: `quotactl plan`, a warning of a window's edge) a change not held yet has no id."""
     jobs: dict[str, list[ActiveJob]] = {}
     every: list[ActiveJob] = []
-    in_share = {
-        name
-        for name, spec in desired.shares.items()
-        if spec.preemptionConfiguration.inSharePreemption == "ENABLED"
-    }
+    in_share = _in_share_ceilings(desired)
     queue_jobs: list[ActiveJob] = []
     queue_exists = observed.queue is not None and observed.queue.status != "DELETED"
     if queue_exists and any(a.is_reduction or a.deletes_queue for a in the_plan.actions):
@@ -76,3 +72,27 @@ def guard_plan(
     decided, waits = defer_loosening(decided)
     the_plan.waits.extend(waits)
     return decided, held
+
+
+def _in_share_ceilings(desired: Desired) -> dict[str, dict[str, int]]:
+    """Each share that preempts in-share after the plan, with the most it may hold of each
+    instance type: its limit plus what it may borrow (unlimited: the environment's), within the
+    environment."""
+    settings = desired.settings
+    env = (
+        {c.capacityUnit: c.maxCapacity for c in settings.serviceEnvironment.capacityLimits}
+        if settings is not None
+        else {}
+    )
+    out: dict[str, dict[str, int]] = {}
+    for name, spec in desired.shares.items():
+        if spec.preemptionConfiguration.inSharePreemption != "ENABLED":
+            continue
+        borrow = spec.resourceSharingConfiguration.effective_borrow_limit
+        caps: dict[str, int] = {}
+        for c in spec.capacityLimits:
+            own, room = c.maxCapacity, env.get(c.capacityUnit, c.maxCapacity)
+            cap = own if borrow is None else room if borrow < 0 else own + own * borrow // 100
+            caps[c.capacityUnit] = min(cap, room)
+        out[name] = caps
+    return out

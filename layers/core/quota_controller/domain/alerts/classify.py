@@ -80,12 +80,33 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     turned_on = _in_share_turned_on(obs, ctx)
     in_share_text = "in-share" in text or "in share" in text
     says_reclaim = "cross-share" in text or "reclaim" in text
+    if (
+        turned_on is not None
+        and says_reclaim
+        and not in_share_text
+        and _borrowing(obs, ctx) is not False
+        and _reclaimer(obs, ctx) is None
+    ):
+        # Batch's reason may be the cross-share text only (the one it documents), and an
+        # in-share preemption of a borrowing share takes its borrowed job first: both fit.
+        return Verdict(
+            "PREEMPTION",
+            "UNKNOWN",
+            change=turned_on,
+            evidence=obs.reason,
+            missing=(
+                f"whether in-share preemption, turned on by change {turned_on.id} (at "
+                f"{turned_on.at}), or a reclaim of what quota share {obs.share} borrowed "
+                "took it: Batch's reason says reclaimed, the share was (or may have been) "
+                "borrowing, and no lender is seen waiting for its capacity"
+            ),
+        )
     if turned_on is not None and (
         in_share_text or not says_reclaim or _borrowing(obs, ctx) is False
     ):
-        # Batch's reason may be the cross-share text only (the one it documents): the change
-        # that turned in-share preemption on and named this job says what took it, unless the
-        # job's share was borrowing (or may have been), which a reclaim takes back.
+        # Batch's reason may be the cross-share text only: the change that turned in-share
+        # preemption on and named this job says what took it, unless the job's share was
+        # borrowing, which a reclaim takes back (a lender seen waiting for it).
         return Verdict(
             "PREEMPTION",
             "IN_SHARE_PRIORITY",
