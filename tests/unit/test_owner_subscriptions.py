@@ -364,3 +364,23 @@ def test_a_contact_sns_refuses_is_said_once_to_the_platform_and_the_share() -> N
     del sns.refuse[B_SQS]
     reconcile(QUEUE, deps)
     assert len([a for a in notifier.published if a.kind == "RECONCILE_FAILED"]) == 1
+
+
+def test_a_module_missing_from_the_build_fails_the_run_not_only_the_contacts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owners' planning loads at its first use, inside the step that keeps a failure of
+    the contacts to their status: an ImportError (a broken build) still fails the handler."""
+    from quota_controller.services import owner_subscriptions
+
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise ImportError("No module named 'quota_controller.domain.owner_contacts'")
+
+    monkeypatch.setattr(owner_subscriptions, "sync_owner_subscriptions", broken)
+    store, batch, sns, clock = FakeStore(), FakeBatch(), FakeSubscriptions(), FakeClock()
+    doc = guide_layout().build()
+    doc["quotaShares"][0]["owners"] = [{"email": "oncall@example.com"}]
+    store.put_document(doc)
+
+    with pytest.raises(ImportError, match="owner_contacts"):
+        run(store, batch, sns, clock)

@@ -64,6 +64,8 @@ def keep_owner_subscriptions(
         return sync_owner_subscriptions(
             queue, owners, desired.frozen_shares, entries, subscriptions, now, direct=direct
         )
+    except ImportError:
+        raise  # a module missing from the build is the handler's failure, not the contacts'
     except Exception:
         _log.exception("owner subscriptions of %s not kept", queue)
         return None

@@ -69,7 +69,6 @@ class ReconcileResult:
     tags_pending: list[str] = field(default_factory=list)
     # The requeue chain this run starts (status requeueChain): its requeue message carries it,
     # and a requeued message of an older chain is dropped (outcome "superseded").
-
     chain: str | None = None
     # A locked run: since when (epoch seconds) the queue has been found locked, carried by
     # the requeue so a queue held for longer than any reconcile can hold it is alerted.

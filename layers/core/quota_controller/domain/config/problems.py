@@ -20,7 +20,7 @@ Path = tuple[PathPart, ...]
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
+@dataclass(frozen=True, eq=False)  # its repr shows in a list of problems (errors)
 class Problem:
     """One finding: where (field path), what (a sentence), how bad, and which share it concerns."""
 
