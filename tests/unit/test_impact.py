@@ -43,6 +43,20 @@ def job(
     )
 
 
+def environment_cut(before: int, after: int) -> Action:
+    """The service environment's G5 limit lowered."""
+    return Action(
+        "UpdateServiceEnvironment",
+        {
+            "serviceEnvironment": "env",
+            "capacityLimits": [{"capacityUnit": G5, "maxCapacity": after}],
+        },
+        "service environment env",
+        "update the service environment",
+        reductions=(Reduction("limit", None, G5, before, after),),
+    )
+
+
 def jobs_of(*jobs: ActiveJob) -> dict[str, list[ActiveJob]]:
     """{share: jobs}, as the gateway returns active jobs."""
     out: dict[str, list[ActiveJob]] = {}
@@ -276,13 +290,7 @@ def test_risks_per_reduction_kind(
 
 
 def test_environment_reduction_counts_jobs_of_all_shares() -> None:
-    env = Action(
-        "UpdateServiceEnvironment",
-        {"serviceEnvironment": "env", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
-        "service environment env",
-        "update the service environment",
-        reductions=(Reduction("limit", None, G5, 4, 2),),
-    )
+    env = environment_cut(4, 2)
     jobs = jobs_of(
         job("a1", share="team-a", started=100),
         job("a2", share="team-a", started=400),
@@ -300,13 +308,7 @@ def test_environment_reduction_counts_jobs_of_all_shares() -> None:
 def test_an_environment_cut_names_a_borrowers_job_of_any_priority() -> None:
     """team-a holds one instance above its limit: whichever of its jobs Batch counts as
     holding it may go first, before team-b's lower-priority job (the second reading)."""
-    env = Action(
-        "UpdateServiceEnvironment",
-        {"serviceEnvironment": "env", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
-        "service environment env",
-        "update the service environment",
-        reductions=(Reduction("limit", None, G5, 3, 2),),
-    )
+    env = environment_cut(3, 2)
     jobs = jobs_of(
         job("a-low", share="team-a", priority=0, started=100),
         job("a-high", share="team-a", priority=5, started=200),
@@ -365,13 +367,7 @@ def test_a_cut_names_what_each_reading_takes(jobs: list[ActiveJob], expected: li
 def test_a_job_dispatched_again_holds_the_excess_though_its_start_is_old() -> None:
     """R was preempted and dispatched again: its startedAt is its first attempt's, its
     scheduledAt the new dispatch, after X's. It holds what team-a uses above its limit."""
-    env = Action(
-        "UpdateServiceEnvironment",
-        {"serviceEnvironment": "env", "capacityLimits": [{"capacityUnit": G5, "maxCapacity": 2}]},
-        "service environment env",
-        "update the service environment",
-        reductions=(Reduction("limit", None, G5, 3, 2),),
-    )
+    env = environment_cut(3, 2)
     jobs = jobs_of(
         job("X", share="team-a", priority=9, started=35_000, dispatched=34_000),
         job("R", "SCHEDULED", share="team-a", priority=5, started=15_000, dispatched=100_000),

@@ -179,11 +179,7 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
     undecided: ChangeRef | None = None
     for record in ctx.changes:  # newest first
         at = record.applied_at
-        if (
-            at is None
-            or at - obs.occurred_at > EVENT_TIME_SLACK
-            or obs.occurred_at - at > ATTRIBUTION_WINDOW
-        ):
+        if at is None or not _may_have_caused(record, obs):
             continue
         if not record.reduces or record.only_turns_in_share_preemption_on:
             # In-share preemption turned on lowers no quota: what it preempts is for a
@@ -211,15 +207,7 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         # reduction any job of the queue.
         if share is None and not named and record.kind != "environment":
             continue
-        ref = ChangeRef(
-            id=record.change_id,
-            at=str(record.at),
-            by=record.by,
-            before=dict(record.before),
-            after=dict(record.after),
-            quotaShareName=share if share not in (None, obs.share) else None,
-            windowsEnded=list(record.windows_ended),
-        )
+        ref = _ref(record, share if share not in (None, obs.share) else None)
         if lent_less and not named:
             over = _borrowing(obs, ctx)
         else:
@@ -235,25 +223,37 @@ def _in_share_turned_on(obs: Observation, ctx: Context) -> ChangeRef | None:
     """The change that turned in-share preemption on for the job's share and named it at risk,
     within the attribution window before the preemption."""
     for record in ctx.changes:  # newest first
-        at = record.applied_at
         if (
-            at is None
-            or at - obs.occurred_at > EVENT_TIME_SLACK
-            or obs.occurred_at - at > ATTRIBUTION_WINDOW
-            or record.share != obs.share
-            or not record.only_turns_in_share_preemption_on
-            or obs.job_id not in record.at_risk
+            _may_have_caused(record, obs)
+            and record.share == obs.share
+            and record.only_turns_in_share_preemption_on
+            and obs.job_id in record.at_risk
         ):
-            continue
-        return ChangeRef(
-            id=record.change_id,
-            at=str(record.at),
-            by=record.by,
-            before=dict(record.before),
-            after=dict(record.after),
-            windowsEnded=list(record.windows_ended),
-        )
+            return _ref(record, None)
     return None
+
+
+def _may_have_caused(record: ChangeRecord, obs: Observation) -> bool:
+    """Applied within the attribution window before the preemption (with the clocks' slack)."""
+    at = record.applied_at
+    return (
+        at is not None
+        and at - obs.occurred_at <= EVENT_TIME_SLACK
+        and obs.occurred_at - at <= ATTRIBUTION_WINDOW
+    )
+
+
+def _ref(record: ChangeRecord, lender: str | None) -> ChangeRef:
+    """The change as an alert names it (`lender`: the other share whose change it was)."""
+    return ChangeRef(
+        id=record.change_id,
+        at=str(record.at),
+        by=record.by,
+        before=dict(record.before),
+        after=dict(record.after),
+        quotaShareName=lender,
+        windowsEnded=list(record.windows_ended),
+    )
 
 
 def victim_in_snapshot(obs: Observation, taken: datetime | None) -> bool | None:
