@@ -26,8 +26,9 @@ OFFLINE := -u AWS_PROFILE -u AWS_SESSION_TOKEN AWS_ACCESS_KEY_ID=offline \
 	AWS_EC2_METADATA_DISABLED=true SAM_CLI_TELEMETRY=0
 BUILD := .aws-sam/build
 BUILT := $(BUILD)/.precompiled
-# The layer's compiled wheels (pydantic_core, PyYAML, wrapt) for this machine, same versions as the
-# arm64 ones in the build: the import test and the cold-start bench load them instead.
+# The layer's compiled wheels (pydantic_core, msgspec, PyYAML, wrapt) for this machine, same
+# versions as the arm64 ones in the build: the import test and the cold-start bench load them
+# instead.
 HOST_NATIVE := .aws-sam/host-native
 HOST_STAMP := $(HOST_NATIVE)/.installed
 BUILD_SOURCES := template.yaml samconfig.toml $(shell find layers/core functions -type f -not -path '*/__pycache__/*' 2>/dev/null)

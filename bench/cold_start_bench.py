@@ -26,9 +26,9 @@ to the end of the floor, `first_use_ms` the floor's first use. The hand-written 
 `cold_start.floor_<name>.import_ratio`.
 
 The layer in .aws-sam/build is for arm64; this machine is x86, so the layer's compiled packages
-(pydantic_core, PyYAML's _yaml, wrapt's _wrappers) are taken from .aws-sam/host-native (same
-versions, this machine's wheels). Everything else - the handler, quota_controller, boto3,
-Powertools, pydantic - is the build output itself.
+(pydantic_core, msgspec's _core, PyYAML's _yaml, wrapt's _wrappers) are taken from
+.aws-sam/host-native (same versions, this machine's wheels). Everything else - the handler,
+quota_controller, boto3, Powertools, pydantic - is the build output itself.
 
 Measured twice: with the bytecode `make build` ships (unchecked-hash .pyc), and from source
 only (what a plain `sam build` ships: no .pyc, and Lambda cannot write them). Also: the cost of

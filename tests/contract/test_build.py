@@ -4,11 +4,11 @@ every handler importable and runnable from the build output alone.
 
 What this proves and what it does not: the build runs offline (no AWS account, no Docker) and
 packages the right files for arm64. This machine is x86_64, so the layer's compiled packages
-(pydantic_core, PyYAML's _yaml, wrapt's _wrappers) cannot load here; the import test swaps in
-the same versions built for this machine (.aws-sam/host-native) and loads everything else -
-handlers, quota_controller, boto3, botocore, Powertools, pydantic - from the build output, with
-nothing else on sys.path. That the aarch64 binaries load on Graviton is only checked by their
-ELF header and wheel tags here; it is proven by the first deployed invocation."""
+(pydantic_core, msgspec's _core, PyYAML's _yaml, wrapt's _wrappers) cannot load here; the import
+test swaps in the same versions built for this machine (.aws-sam/host-native) and loads
+everything else - handlers, quota_controller, boto3, botocore, Powertools, pydantic - from the
+build output, with nothing else on sys.path. That the aarch64 binaries load on Graviton is only
+checked by their ELF header and wheel tags here; it is proven by the first deployed invocation."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_the_layer_satisfies_its_requirements() -> None:
 
 def test_compiled_code_is_aarch64_only() -> None:
     shared = list(LAYER.rglob("*.so"))
-    assert {p.parent.name for p in shared} >= {"pydantic_core", "yaml"}
+    assert {p.parent.name for p in shared} >= {"pydantic_core", "msgspec", "yaml"}
     for path in shared:
         header = path.read_bytes()[:20]
         assert header[:4] == b"\x7fELF", path
@@ -125,7 +125,7 @@ def test_the_host_stand_ins_are_the_same_versions_as_the_layers_compiled_package
         if ".so," in (d / "RECORD").read_text()
     }
     host = {d.name.removesuffix(".dist-info") for d in HOST_NATIVE.glob("*.dist-info")}
-    compiled = ("pydantic_core", "pyyaml", "wrapt")
+    compiled = ("pydantic_core", "msgspec", "pyyaml", "wrapt")
     assert native == host == {n for n in native if n.split("-")[0] in compiled}
 
 
@@ -162,7 +162,7 @@ outside = sorted(
 origins = {{
     name: sys.modules[name].__file__
     for name in ("app", "quota_controller", "boto3", "botocore", "aws_lambda_powertools",
-                 "pydantic", "pydantic_core", "yaml")
+                 "pydantic", "pydantic_core", "msgspec", "yaml")
     if name in sys.modules
 }}
 print(json.dumps({{"outside": outside, "origins": origins, "result": result,
@@ -243,6 +243,7 @@ def test_each_handler_imports_from_the_build_output_alone(name: str) -> None:
     for package in ("quota_controller", "aws_lambda_powertools", "pydantic"):
         assert origins[package].is_relative_to(LAYER), package
     assert origins["pydantic_core"].is_relative_to(HOST_NATIVE)
+    assert origins["msgspec"].is_relative_to(HOST_NATIVE)
 
 
 def test_built_handlers_run_offline() -> None:

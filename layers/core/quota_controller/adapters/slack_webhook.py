@@ -34,9 +34,10 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from msgspec import Struct, field
 
 from quota_controller.domain.alerts.model import ReceivedAlert
 from quota_controller.domain.alerts.slack import slack_message
@@ -203,8 +204,7 @@ class SlackWebhook:
             raise RetryableError(f"Slack webhook unreachable: {_describe(err)}") from None
 
 
-@dataclass
-class Delivery:
+class Delivery(Struct):
     """What became of the alerts of one invocation."""
 
     posted: list[str] = field(default_factory=list)

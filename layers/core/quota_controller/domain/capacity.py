@@ -8,15 +8,14 @@ bigger than the service environment's limit with SERVICE_ENVIRONMENT_MAX_RESOURC
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
 
 LENDING_STRATEGIES = ("LEND", "LEND_AND_BORROW")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ShareCapacity:
+class ShareCapacity(Struct, frozen=True, eq=False):
     """One share's capacity for one instance type."""
 
     share: str

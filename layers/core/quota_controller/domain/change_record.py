@@ -14,9 +14,10 @@ has only the lines: it still reduces, with no details.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from msgspec import Struct, field
 
 from quota_controller.domain.reductions import Reduction, ReductionKind
 from quota_controller.domain.service_limits import cut
@@ -53,8 +54,7 @@ def resource_kind(operation: str) -> ResourceKind | None:
     return None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ChangeRecord:
+class ChangeRecord(Struct, frozen=True, eq=False):
     """One applied request, as stored (attribute names in the comments)."""
 
     change_id: str  # changeId: "<stamp>-<seq>", also the sort key's suffix

@@ -15,9 +15,10 @@ the other.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.config.items import (
     QUEUE_ITEM,
@@ -34,8 +35,7 @@ from quota_controller.domain.status_records import QUEUE_STATUS, QueueStatus
 from quota_controller.domain.table_keys import config_items, plain
 
 
-@dataclass
-class ConfigWrite:
+class ConfigWrite(Struct):
     """The items to put and the share items to delete for one document."""
 
     queue: str | None

@@ -5,8 +5,10 @@ unrunnable where a time-limit rule terminates them)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from quota_controller.domain.impact_records import (
     ACTIVE_STATUSES,
@@ -24,8 +26,7 @@ _ENV_CODE = "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
 _LENDS = ("LEND", "LEND_AND_BORROW")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ShareRoom:
+class ShareRoom(Struct, frozen=True, eq=False):
     """One share as Batch schedules by it: limits, strategy, borrow limit (-1 unlimited;
     None: it does not borrow)."""
 
@@ -39,8 +40,7 @@ class ShareRoom:
         return self.strategy in _LENDS
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Layout:
+class Layout(Struct, frozen=True, eq=False):
     """A queue's scheduling inputs at one point of a plan: the limits of the environment it
     is attached to, its shares, and the stuck reasons its jobStateTimeLimitActions terminate
     jobs for."""

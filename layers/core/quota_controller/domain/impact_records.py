@@ -5,8 +5,9 @@ puts at risk (Risk, JobAtRisk), a request with the reduction policy's decision
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Literal
+
+from msgspec import Struct, field
 
 from quota_controller.domain.plan_records import Action, Reduction
 
@@ -19,8 +20,7 @@ UNFINISHED_STATUSES = QUEUED_STATUSES + ACTIVE_STATUSES
 Decision = Literal["apply", "apply-with-warning", "blocked", "draining", "waiting-for-idle"]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ActiveJob:
+class ActiveJob(Struct, frozen=True, eq=False):
     """An unfinished job of a share (SCHEDULED, STARTING or RUNNING; for a deletion also
     SUBMITTED, PENDING or RUNNABLE), with what it uses."""
 
@@ -40,8 +40,7 @@ class ActiveJob:
         return self.usage.get(unit, 0)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Risk:
+class Risk(Struct, frozen=True, eq=False):
     """One reduction and the jobs it is expected to preempt or terminate."""
 
     reduction: Reduction
@@ -60,8 +59,7 @@ class Risk:
         return text
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class JobAtRisk:
+class JobAtRisk(Struct, frozen=True, eq=False):
     """One job a change can hurt and why, in one line: what status, alerts and the preview
     name. Any kind of harm fits (preempted, terminated, left unrunnable)."""
 
@@ -74,8 +72,7 @@ class JobAtRisk:
         return self.job.status not in ACTIVE_STATUSES
 
 
-@dataclass(eq=False, repr=False)
-class GuardedAction:
+class GuardedAction(Struct, eq=False):
     """An action with the decision the reduction policy took for it."""
 
     action: Action

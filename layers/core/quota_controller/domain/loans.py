@@ -25,9 +25,10 @@ the window to add, or the problems, each naming the option it concerns and the r
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.config.fields import NAME_MAX
 from quota_controller.domain.config.model import MAX_CAPACITY_LIMITS
@@ -43,8 +44,7 @@ from quota_controller.domain.instance_types import TRAINING_INSTANCE_TYPES
 DESCRIPTION_MAX = 512
 
 
-@dataclass(frozen=True)
-class Loan:
+class Loan(Struct, frozen=True):
     """What `quotactl lend` was asked: units (instance type -> count) from lender to borrower,
     from `start` (None: now) until `until`."""
 
@@ -64,8 +64,7 @@ class Loan:
         return f"{self.what()} from {self.lender} to {self.borrower}"
 
 
-@dataclass(frozen=True)
-class LoanWindow:
+class LoanWindow(Struct, frozen=True):
     """The window a loan is written as (as the document writes it), or why it cannot be; and
     what a reader of the window would not guess (a limit left out because all of it is lent)."""
 
@@ -163,8 +162,7 @@ def ended_loan(window: Window, now: datetime, still_named: Collection[str]) -> b
     )
 
 
-@dataclass(frozen=True)
-class KeptWindows:
+class KeptWindows(Struct, frozen=True):
     """A document's windows without its ended loans (as the document writes them), the names
     of the loans dropped, and why a new window would still not fit (None: it fits)."""
 
@@ -273,8 +271,7 @@ def _can_lend(limits: Mapping[str, int], units: Sequence[tuple[str, int]]) -> bo
     return any(n - lent.get(u, 0) > 0 for u, n in limits.items())
 
 
-@dataclass(frozen=True)
-class KeptLoanConflicts:
+class KeptLoanConflicts(Struct, frozen=True):
     """What a kept loan and a document do to each other: `notes`, what the loan hides of the
     document while it lasts (said, the write goes ahead); `refusals`, the document's windows
     that would override the loan (the write is refused: the loan would break)."""

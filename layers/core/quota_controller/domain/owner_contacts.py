@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
+
+from msgspec import Struct, field
 
 from quota_controller.domain.alerts.render import share_route
 
@@ -78,8 +79,7 @@ def routes_of(policy: str | None, scope: str | None) -> frozenset[str] | None:
     return frozenset(values)
 
 
-@dataclass(frozen=True)
-class TopicSubscription:
+class TopicSubscription(Struct, frozen=True):
     """One subscription of the alerts topic, as SNS shows it."""
 
     protocol: str
@@ -96,8 +96,7 @@ class TopicSubscription:
         return routes_of(self.policy, self.scope)
 
 
-@dataclass(frozen=True)
-class WantedContact:
+class WantedContact(Struct, frozen=True):
     """A contact and the shares of this queue it owns."""
 
     protocol: Literal["email", "sqs"]
@@ -105,8 +104,7 @@ class WantedContact:
     shares: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Remembered:
+class Remembered(Struct, frozen=True):
     """What the last run recorded of a contact (queue status `ownerSubscriptions`)."""
 
     protocol: str
@@ -134,8 +132,7 @@ class Remembered:
         )
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(Struct, frozen=True):
     """One SNS request: subscribe a contact, set its filter, or unsubscribe it."""
 
     operation: Literal["Subscribe", "SetSubscriptionAttributes", "Unsubscribe"]
@@ -150,8 +147,7 @@ class Step:
         return contact_label(self.protocol, self.endpoint)
 
 
-@dataclass(frozen=True)
-class ContactPlan:
+class ContactPlan(Struct, frozen=True):
     """What one contact needs, and how it stands if the step (if any) succeeds."""
 
     protocol: str
@@ -163,8 +159,7 @@ class ContactPlan:
     arn: str | None = None
 
 
-@dataclass
-class OwnerPlan:
+class OwnerPlan(Struct):
     """Every contact this queue has or had, with what to request."""
 
     contacts: list[ContactPlan] = field(default_factory=list)
@@ -220,8 +215,7 @@ def plan_owner_subscriptions(
     return OwnerPlan(plans)
 
 
-@dataclass(frozen=True)
-class _Contact:
+class _Contact(Struct, frozen=True):
     queue: str
     protocol: str
     endpoint: str

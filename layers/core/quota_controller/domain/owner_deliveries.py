@@ -8,8 +8,9 @@ function (one subscription, filter `{"quotaShare": [{"exists": true}]}`) reads t
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from msgspec import Struct
 
 from quota_controller.domain import owner_topics, owner_webhooks
 
@@ -18,8 +19,7 @@ Protocol = Literal["webhookSecret", "chatTopic"]
 DIRECT: tuple[Protocol, ...] = (owner_webhooks.PROTOCOL, owner_topics.PROTOCOL)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Prefixes:
+class Prefixes(Struct, frozen=True, eq=False):
     """The ARN prefixes of what this deployment's OwnerNotify may use (None: none of that kind):
     the secrets it may read (`OwnerWebhookSecretPrefix`) and the topics it may publish to
     (`OwnerChatTopicPrefix`)."""
@@ -30,8 +30,7 @@ class Prefixes:
     stack_topics: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
-class Direct:
+class Direct(Struct, frozen=True):
     """One contact the function delivers to: a webhook's secret or a chat topic, by ARN."""
 
     protocol: Protocol

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from msgspec import Struct, field
 
 from quota_controller.domain.config.model import QueueSettings, QuotaShareSpec
 from quota_controller.domain.reductions import Reduction as Reduction
@@ -14,8 +15,7 @@ from quota_controller.domain.reductions import pct as pct
 from quota_controller.domain.status_records import HeldChange
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Scope:
+class Scope(Struct, frozen=True, eq=False):
     """Where the resources live: the ARN prefix is derived from it."""
 
     account: str
@@ -33,8 +33,7 @@ def share_resource(name: str) -> str:
     return f"quota share {name}"
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(Struct, frozen=True):
     """One Batch request: `operation` with `params`, as botocore takes them."""
 
     operation: str
@@ -65,8 +64,7 @@ WaitKind = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class Wait:
+class Wait(Struct, frozen=True):
     """Something the plan cannot do yet (a later reconcile goes on from there): why it waits
     (`kind`), the resource that waits, as actions name it ("quota share team-a", "job queue
     q"), the line status and the CLI show, and the share it concerns (None: a queue-level
@@ -81,8 +79,7 @@ class Wait:
         return self.text
 
 
-@dataclass
-class Plan:
+class Plan(Struct):
     """The requests to make now, what must wait, and conflicts no request can fix."""
 
     actions: list[Action] = field(default_factory=list)
@@ -104,8 +101,7 @@ class Plan:
         return not self.actions and not self.waits and not self.conflicts
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Desired:
+class Desired(Struct, frozen=True, eq=False):
     """The desired state of one queue, as far as the config is valid.
 
     `settings` None means the queue has no config any more and is torn down. Shares named in

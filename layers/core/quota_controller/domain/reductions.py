@@ -4,8 +4,9 @@ deleted), as the planner finds it in a request and a change record keeps it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from msgspec import Struct
 
 ReductionKind = Literal[
     "limit",
@@ -20,8 +21,7 @@ ReductionKind = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class Reduction:
+class Reduction(Struct, frozen=True):
     """A change that can make running jobs preemptible (share None: the environment)."""
 
     kind: ReductionKind

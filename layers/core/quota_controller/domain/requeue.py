@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 
 class MalformedMessage(ValueError):
     """A requeue message this controller did not write (it names no queue, say)."""
 
 
-@dataclass(frozen=True)
-class RequeueMessage:
+class RequeueMessage(Struct, frozen=True):
     """A requeue message: which queue, and not before when (epoch seconds)."""
 
     queue: str

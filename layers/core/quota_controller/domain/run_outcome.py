@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from msgspec import Struct
 
 from quota_controller.domain.config.model import QueueSettings
 from quota_controller.domain.config.validation import ValidationReport
@@ -69,8 +70,7 @@ def approval_used(
     return None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Conclusion:
+class Conclusion(Struct, frozen=True, eq=False):
     """A run's outcome and how soon to reconcile again (None: only when something changes)."""
 
     outcome: Outcome

@@ -11,9 +11,10 @@ The stored attribute names are the ones `quotactl status` and the resync read
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
@@ -60,8 +61,7 @@ KEPT_ON_REJECTION = (
 )
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class RunFacts:
+class RunFacts(Struct, frozen=True, eq=False):
     """What one reconcile run knows when it writes status, besides its plan."""
 
     queue: str
@@ -106,8 +106,7 @@ class RunFacts:
     applied_stamp: str | None = None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class StatusWrites:
+class StatusWrites(Struct, frozen=True, eq=False):
     """The status items to put and the sort keys of those to delete."""
 
     items: list[dict[str, Any]]

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from msgspec import Struct
 
 from quota_controller.domain.config.timeline import apply, check_until, in_force, moments
 from quota_controller.domain.config.windows import HORIZON, Window
@@ -18,8 +19,7 @@ from quota_controller.domain.config.windows import HORIZON, Window
 ENVIRONMENT = "serviceEnvironment"
 
 
-@dataclass(frozen=True)
-class FieldChange:
+class FieldChange(Struct, frozen=True):
     """One field of one share (or of the service environment) that an edge changes."""
 
     target: str  # a quota share's name, or "serviceEnvironment"
@@ -28,8 +28,7 @@ class FieldChange:
     after: Any
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(Struct, frozen=True):
     """A moment the layout in force changes: the windows that start and end, and what changes."""
 
     at: datetime
@@ -38,8 +37,7 @@ class Edge:
     changes: tuple[FieldChange, ...]
 
 
-@dataclass(frozen=True)
-class Current:
+class Current(Struct, frozen=True):
     """A window in force now, with the interval of it that is in force: since it has been in
     force without a break, and until it stops; None for an end it does not have (a recurring
     window in force at every hour, without `from` or `until`)."""

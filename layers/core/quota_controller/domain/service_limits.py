@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.table_keys import PARTITION_KEY, SORT_KEY
 
@@ -80,8 +81,7 @@ def _value_size(value: Any) -> int:
     return len(str(value).encode())
 
 
-@dataclass(eq=False, repr=False)
-class Fitted:
+class Fitted(Struct, eq=False):
     """A value fitted to a limit, and what was cut to fit it (`path: N characters cut`)."""
 
     value: Any

@@ -7,8 +7,9 @@ was last applied and how its owners' contacts stand. The reconcile gathers the f
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from quota_controller.domain.config.problems import Problem
 from quota_controller.domain.config.validation import ValidationReport
@@ -19,8 +20,7 @@ from quota_controller.domain.status import Condition, conditions, generation, sh
 from quota_controller.domain.status_records import ShareStatus
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ShareFacts:
+class ShareFacts(Struct, frozen=True, eq=False):
     """What the run knows about a share besides the plan: its previous status and config
     item, the requests made, where the run stopped, tags read from Batch, owner contacts."""
 

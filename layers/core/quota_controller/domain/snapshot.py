@@ -11,23 +11,22 @@ answer lacks reads as empty.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.epoch import ms_time
 
 
-@dataclass(frozen=True)
-class FrontJob:
+class FrontJob(Struct, frozen=True):
     """A RUNNABLE job at the front of its quota share, and since when it has been there."""
 
     job_arn: str
     since: datetime | None
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class QueueSnapshot:
+class QueueSnapshot(Struct, frozen=True, eq=False):
     """The parts of a queue snapshot the controller reads."""
 
     # share -> instance type -> instances its dispatched jobs use; None when the answer has no

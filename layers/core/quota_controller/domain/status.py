@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from msgspec import Struct, field
 
 from quota_controller.domain.status_records import QUEUE_STATUS as QUEUE_STATUS
 from quota_controller.domain.status_records import (
@@ -56,8 +57,7 @@ def generation(item: Mapping[str, Any] | None) -> str | None:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Condition:
+class Condition(Struct, frozen=True, eq=False):
     """One condition: type, True/False, a CamelCase reason and a sentence."""
 
     type: ConditionType
@@ -70,8 +70,7 @@ def _empty_queue_status() -> QueueStatus:
     return QueueStatus.parse(None)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class StatusSnapshot:
+class StatusSnapshot(Struct, frozen=True, eq=False):
     """A queue partition's status items as one read found them (`read_status`): what every
     decision reads (the reconcile, `quotactl plan`, the demo's preview), so an item edited by
     hand is read the same way by all of them. Each item is parsed once, when read: the queue's
@@ -158,8 +157,7 @@ def differs(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return strip(old) != strip(new)
 
 
-@dataclass(frozen=True)
-class AppliedShareTags:
+class AppliedShareTags(Struct, frozen=True):
     """A share's status: the tags the controller last applied to it, and its ARN."""
 
     queue: str
@@ -168,8 +166,7 @@ class AppliedShareTags:
     tags: dict[str, str]
 
 
-@dataclass(eq=False, repr=False)
-class ResyncView:
+class ResyncView(Struct, eq=False):
     """The queues to reconcile and the applied tags of their shares (`resync_view`)."""
 
     queues: list[str] = field(default_factory=list)

@@ -13,8 +13,9 @@ its windows' edges to the window: a loan's lender, else nobody (a scheduled chan
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.config.validation import ValidationReport
 from quota_controller.domain.plan_records import Action
@@ -22,8 +23,7 @@ from quota_controller.domain.status_records import QueueStatus
 from quota_controller.domain.table_keys import QUEUE_ITEM, share_key
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class WindowEnds:
+class WindowEnds(Struct, frozen=True, eq=False):
     """The windows whose end a run carries out, and what each of the document's windows sets
     (its shares; None for the environment)."""
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from msgspec import Struct, field
 from pydantic import ValidationError
 
 from quota_controller.domain.alerts.classify import ATTRIBUTION_WINDOW, Context, Verdict, classify
@@ -36,8 +36,7 @@ from quota_controller.ports import AlertReader, Claims, ConfigStore, Notifier, R
 from quota_controller.services.log_safety import loggable
 
 
-@dataclass(eq=False, repr=False)
-class AlertDeps:
+class AlertDeps(Struct, eq=False):
     """What the alert service talks to."""
 
     reader: AlertReader
@@ -46,8 +45,7 @@ class AlertDeps:
     claims: Claims
 
 
-@dataclass(eq=False, repr=False)
-class AlertOutcome:
+class AlertOutcome(Struct, eq=False):
     """What one batch did."""
 
     published: list[Alert] = field(default_factory=list)

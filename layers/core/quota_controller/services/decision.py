@@ -14,10 +14,11 @@ attribution, which needs the layout in force but no plan.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from typing import Literal
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from quota_controller.domain.config.items import AssembledDocument
 from quota_controller.domain.config.validation import ValidationReport
@@ -31,8 +32,7 @@ from quota_controller.ports import BatchGateway
 from quota_controller.services.guard import guard_plan
 
 
-@dataclass(eq=False, repr=False)
-class Decision:
+class Decision(Struct, eq=False):
     """What the reconciler would do for a queue, and what it decided it from."""
 
     desired: Desired
@@ -81,9 +81,7 @@ def decide(
         observed = batch.observe(queue, policies, environments)
     share_tags, tags_pending = _read_share_tags(read_share_tags, observed, batch)
     if share_tags:
-        desired = dataclasses.replace(
-            desired, applied_share_tags={**desired.applied_share_tags, **share_tags}
-        )
+        desired = replace(desired, applied_share_tags={**desired.applied_share_tags, **share_tags})
     the_plan = plan(desired, observed, batch.scope)
     if before_guard is not None:
         before_guard(the_plan)

@@ -12,7 +12,8 @@ until it has stayed so for the settle time.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.plan_records import Action, Wait
@@ -22,8 +23,7 @@ from quota_controller.ports import ActionFailed, ActionUnsettled, BatchGateway
 INDEPENDENT = frozenset({"TagResource", "UntagResource"})
 
 
-@dataclass(eq=False, repr=False)
-class Execution:
+class Execution(Struct, eq=False):
     """What was made, what was held, and where and why the run stopped."""
 
     applied: list[Action] = field(default_factory=list)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from msgspec import Struct, field
 from pydantic import ValidationError
 
 from quota_controller.domain.alerts.events import BatchEvent
@@ -29,8 +29,7 @@ from quota_controller.ports import HistoryStore, RetryableError
 from quota_controller.services.log_safety import loggable
 
 
-@dataclass
-class HistoryOutcome:
+class HistoryOutcome(Struct):
     """What one batch did."""
 
     written: int = 0

@@ -22,7 +22,7 @@ to on its own (a webhook posted to, a topic published to):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 
 from quota_controller.domain.alerts.model import ReceivedAlert
 from quota_controller.domain.owner_deliveries import (
@@ -42,8 +42,7 @@ from quota_controller.ports import (
 )
 
 
-@dataclass
-class OwnerNotifyDeps:
+class OwnerNotifyDeps(Struct):
     """What the function talks to, and the ARN prefixes of the secrets it may read and of the
     topics it may publish to."""
 
@@ -54,8 +53,7 @@ class OwnerNotifyDeps:
     publisher: TopicPublisher
 
 
-@dataclass
-class OwnerDelivery:
+class OwnerDelivery(Struct):
     """What became of one alert's owner webhooks and chat topics."""
 
     delivered: list[Direct] = field(default_factory=list)

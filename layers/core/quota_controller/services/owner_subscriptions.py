@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from quota_controller.domain.owner_deliveries import DIRECT, Prefixes, direct_problem
 from quota_controller.domain.owner_topics import PROTOCOL as TOPIC
@@ -29,8 +31,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
-@dataclass(eq=False, repr=False)
-class OwnerSync:
+class OwnerSync(Struct, eq=False):
     """What one run did to the owner subscriptions, as status records it."""
 
     # Queue status `ownerSubscriptions`: one entry per contact.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 # Imported before pydantic, the batch utility skips building its parser models (not used here).
@@ -26,6 +25,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from msgspec import Struct, field
 
 from quota_controller.domain.config.items import PARTITION_KEY, SORT_KEY, is_config_key
 from quota_controller.domain.requeue import MalformedMessage, RequeueMessage
@@ -50,8 +50,7 @@ class OutOfTime(Exception):
 RECONCILE_RESERVE_MS = 30_000
 
 
-@dataclass(eq=False, repr=False)
-class RecordFailure:
+class RecordFailure(Struct, eq=False):
     """A record reported as a batch item failure: the queue it names (None when it names
     none), the record's id (stream event id, SQS message id), the error (`loggable`), and
     whether the record itself is malformed."""
@@ -64,8 +63,7 @@ class RecordFailure:
     deferred: bool = False
 
 
-@dataclass(eq=False, repr=False)
-class _Seen:
+class _Seen(Struct, eq=False):
     queue: str | None = None
 
 
@@ -85,8 +83,7 @@ def _reported(
         raise
 
 
-@dataclass(eq=False, repr=False)
-class BatchOutcome:
+class BatchOutcome(Struct, eq=False):
     """What one event batch did, per queue."""
 
     results: dict[str, ReconcileResult] = field(default_factory=dict)

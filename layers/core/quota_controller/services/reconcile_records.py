@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, field
 
 from quota_controller.domain.impact_records import GuardedAction
 from quota_controller.domain.owner_deliveries import Prefixes
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.alerts.model import Alert
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class ReconcileSettings:
+class ReconcileSettings(Struct, frozen=True, eq=False):
     """Timing of the reconcile loop."""
 
     requeue_seconds: int = 30
@@ -35,8 +35,7 @@ class ReconcileSettings:
     owner_direct: Prefixes = field(default_factory=Prefixes)
 
 
-@dataclass(eq=False, repr=False)
-class Deps:
+class Deps(Struct, eq=False):
     """What reconcile talks to; each is a port (a Protocol)."""
 
     store: ConfigStore
@@ -49,8 +48,7 @@ class Deps:
     subscriptions: Subscriptions | None = None
 
 
-@dataclass
-class ReconcileResult:
+class ReconcileResult(Struct):
     """What a reconcile did and whether the caller should come back (`requeue_after`)."""
 
     queue: str

@@ -11,8 +11,9 @@ are `tag_drift`'s and `usage_metrics`'; this module does the reads and writes ar
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
+
+from msgspec import Struct, field
 
 from quota_controller.ports import Clock, Requeuer, ResyncSource, ShareTagReader, UsageReader
 from quota_controller.services.tag_drift import TagDriftReport, find_tag_drift, rotated
@@ -29,8 +30,7 @@ TURN_SECONDS = 60
 REASON = "resync"
 
 
-@dataclass
-class ResyncDeps:
+class ResyncDeps(Struct):
     """What the resync talks to. `usage` is None when metrics are off: nothing is read for
     them. `emit` writes one EMF line (stdout, where Lambda's log picks it up)."""
 
@@ -43,8 +43,7 @@ class ResyncDeps:
     namespace: str
 
 
-@dataclass
-class ResyncReport:
+class ResyncReport(Struct):
     """What one resync did: the queues it requeued, the tag drift it found (and what it could
     not check), the usage metrics it published."""
 

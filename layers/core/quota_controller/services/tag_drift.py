@@ -12,8 +12,9 @@ ignored on both sides.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from msgspec import Struct, field
 
 from quota_controller.ports import ReadRefused, RetryableError
 
@@ -21,8 +22,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.status import AppliedShareTags
 
 
-@dataclass
-class TagDriftReport:
+class TagDriftReport(Struct):
     """Which shares carry other tags than those applied, per queue, and what could not be read
     (a share's read failed, or a queue left unchecked because the resync ran out of time)."""
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.snapshot import QueueSnapshot
 from quota_controller.ports import Clock, UsageReader
@@ -102,8 +103,7 @@ def share_usage_metrics(
     return out
 
 
-@dataclass
-class UsageReport:
+class UsageReport(Struct):
     """What one publication did, per queue."""
 
     published: dict[str, int] = field(default_factory=dict)

@@ -17,8 +17,9 @@ decide first):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from msgspec import Struct
 
 from quota_controller.domain.alerts.model import AlertCause, AlertKind, ChangeRef
 from quota_controller.domain.alerts.observation import (
@@ -40,8 +41,7 @@ EVENT_TIME_SLACK = timedelta(seconds=2)
 _EVENT_SECOND = timedelta(seconds=1)
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Context:
+class Context(Struct, frozen=True, eq=False):
     """What the controller knows about the job's queue."""
 
     document: QuotaDocument | None
@@ -49,8 +49,7 @@ class Context:
     snapshot: QueueSnapshot | None = None
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     """Kind, cause and the evidence behind it."""
 
     kind: AlertKind

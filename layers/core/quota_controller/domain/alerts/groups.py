@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.alerts.classify import Context, Verdict
 from quota_controller.domain.alerts.model import Alert, AlertJob, CapacityUsage, Severity
@@ -23,8 +24,7 @@ from quota_controller.domain.config.model import JobStateTimeLimitAction
 from quota_controller.domain.principals import display_name
 
 
-@dataclass(eq=False, repr=False)
-class Group:
+class Group(Struct, eq=False):
     """Observations of one queue, share, kind and cause (and change), in one alert."""
 
     queue: str

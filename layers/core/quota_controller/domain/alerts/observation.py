@@ -10,9 +10,11 @@ documented reasons a job waits for in vain (the job history reads them too).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from quota_controller.domain.alerts.events import (
     PREEMPTION_COMPLETED,
@@ -67,8 +69,7 @@ def newest(attempts: Sequence[PreemptedAttempt]) -> PreemptedAttempt | None:
     return max(attempts, key=attempt_order, default=None)
 
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(Struct, frozen=True):
     """One event about one job, with what DescribeServiceJob added."""
 
     event_id: str

@@ -10,9 +10,10 @@ controller and are never config. Any other sort key is an error: a typo must not
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from quota_controller.domain.config.model import TOP_LEVEL_FIELDS
 from quota_controller.domain.config.problems import Path, Problem, format_path
@@ -72,8 +73,7 @@ def document_to_items(
     return items
 
 
-@dataclass(eq=False, repr=False)
-class AssembledDocument:
+class AssembledDocument(Struct, eq=False):
     """The document rebuilt from a queue's items, and what was wrong with the items themselves."""
 
     queue: str

@@ -10,9 +10,9 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from msgspec import Struct
 from pydantic import BaseModel, ValidationError
 
 PathPart = str | int
@@ -20,8 +20,7 @@ Path = tuple[PathPart, ...]
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, eq=False)  # its repr shows in a list of problems (errors)
-class Problem:
+class Problem(Struct, frozen=True, eq=False):
     """One finding: where (field path), what (a sentence), how bad, and which share it concerns."""
 
     path: Path

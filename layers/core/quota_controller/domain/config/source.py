@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from msgspec import Struct, field
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from quota_controller.domain.config.problems import Path
@@ -42,8 +42,7 @@ class DocumentSyntaxError(ValueError):
         return f"line {self.line}, column {self.column}: {self.message}"
 
 
-@dataclass
-class SourceDocument:
+class SourceDocument(Struct):
     """A parsed document and where each field stands in the text (path -> (line, column))."""
 
     data: Any

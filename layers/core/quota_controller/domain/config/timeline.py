@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from msgspec import Struct
 
 from quota_controller.domain.config.windows import HORIZON, Window
 
 
-@dataclass(frozen=True)
-class Moment:
+class Moment(Struct, frozen=True):
     """A stretch of time with one set of windows in force: from `at` until `until` (None: on
     beyond the horizon)."""
 

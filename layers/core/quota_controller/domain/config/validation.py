@@ -8,10 +8,10 @@ that share, so the reconciler can still converge the valid shares of a queue.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from msgspec import Struct, field
 from pydantic import ValidationError
 
 from quota_controller.domain.config.layout_rules import (
@@ -44,8 +44,7 @@ if TYPE_CHECKING:
     from quota_controller.domain.config.windows import Window
 
 
-@dataclass(eq=False, repr=False)
-class ValidationReport:
+class ValidationReport(Struct, eq=False):
     """The result of validating one quota document."""
 
     errors: list[Problem] = field(default_factory=list)
