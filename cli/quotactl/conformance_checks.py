@@ -79,6 +79,7 @@ class Probe(ProbeSession):
         unprobed = {
             "environment_reduction_preempts": "lowering an environment under running jobs "
             "would preempt or starve them: not probed",
+            "scheduled_at_on_redispatch": "needs a job preempted and dispatched again: not probed",
         }
         for name in VARIANTS:
             if name not in self.report.variants and name not in self.report.not_probed:

@@ -42,6 +42,7 @@ VERIFIED_AWS_PAGES = {
     "APIReference/API_UpdateQuotaShare.html",
     "APIReference/API_ServiceJobSummary.html",
     "APIReference/API_DescribeServiceJob.html",
+    "APIReference/API_LatestServiceJobAttempt.html",
     "APIReference/API_SubmitServiceJob.html",
 }
 HISTORY = DOC.parents[1] / "layers" / "core" / "quota_controller" / "domain" / "history.py"

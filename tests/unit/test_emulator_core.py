@@ -392,6 +392,51 @@ def test_dispatch_moves_record_attempts_and_timestamps(
     assert "isTerminated" not in job
 
 
+@pytest.mark.parametrize("value", ["new", "first"])
+def test_a_job_dispatched_again_shows_the_scheduled_at_of_the_variant(
+    value: str, clock: FakeClock
+) -> None:
+    """Preempted and dispatched again: a new attempt either way (its start after the preempted
+    one's stop); scheduledAt, in ListServiceJobs and DescribeServiceJob alike, is the latest
+    dispatch (`new`) or the first (`first`): AWS does not say."""
+    emu = BatchQuotaEmulator(
+        "111122223333",
+        "eu-west-1",
+        clock=clock,
+        settle_seconds=0.0,
+        variants={"scheduled_at_on_redispatch": value},
+    )
+    stack = Stack(emu).policy_().env().queue_()
+    stack.share("a")
+    job_id = stack.job()
+    emu.set_job_status(job_id, "SCHEDULED")
+    first = emu.describe_service_job({"jobId": job_id})["scheduledAt"]
+    clock.advance(2)
+    emu.set_job_status(job_id, "RUNNING")
+    clock.advance(60)
+    emu.preempt_job(
+        job_id, "Cross-share preemption triggered to reclaim borrowed capacity", requeue=True
+    )
+    clock.advance(30)
+    emu.set_job_status(job_id, "SCHEDULED")
+    clock.advance(2)
+    emu.set_job_status(job_id, "RUNNING")
+
+    job = emu.describe_service_job({"jobId": job_id})
+    (listed,) = emu.list_service_jobs({"jobQueue": "queue"})["jobSummaryList"]
+
+    again = first + 92_000
+    assert job["scheduledAt"] == listed["scheduledAt"] == (again if value == "new" else first)
+    preempted, current = job["attempts"]
+    assert (
+        job["preemptionSummary"]["recentPreemptedAttempts"][0]["stoppedAt"]
+        == (preempted["stoppedAt"])
+    )
+    assert preempted["stoppedAt"] < again < current["startedAt"] == listed["startedAt"]
+    # ListServiceJobs names the latest attempt only (the model's LatestServiceJobAttempt).
+    assert listed["latestAttempt"] == {"serviceResourceId": current["serviceResourceId"]}
+
+
 def test_mutation_hooks_run_after_mutations_only(emu: BatchQuotaEmulator) -> None:
     seen: list[str] = []
     emu.add_mutation_hook(lambda _emu, operation: seen.append(operation))

@@ -2191,7 +2191,8 @@ class BatchQuotaEmulator:
         if status == "RUNNABLE":
             job.runnable_at = now
         elif status == "SCHEDULED" or (status in ACTIVE_JOB_STATUSES and job.scheduled_at is None):
-            job.scheduled_at = now
+            if job.scheduled_at is None or self.variant("scheduled_at_on_redispatch") == "new":
+                job.scheduled_at = now
             # Each dispatch is a new SageMaker training job, hence a new attempt.
             suffix = uuid.uuid4().hex
             job.attempts.append(

@@ -241,6 +241,19 @@ _ALL = (
         "whole job queue",
     ),
     Variant(
+        "scheduled_at_on_redispatch",
+        "new",
+        "new",
+        ("new", "first"),
+        _API + 'API_DescribeServiceJob.html (scheduledAt: "when the service job was dispatched to '
+        'SageMaker and the service job transitioned to the SCHEDULED state"), '
+        + _API
+        + 'API_ServiceJobSummary.html (scheduledAt: when it was "scheduled for execution"); '
+        "whether a job dispatched again after a preemption gets a new one is " + NOT_DOCUMENTED,
+        "scheduledAt of a job dispatched again (after a preemption): the time of its latest "
+        "dispatch, or that of its first",
+    ),
+    Variant(
         "reduction_preemption",
         "eager",
         "on_demand",
