@@ -197,9 +197,23 @@ FOUND: dict[str, Scenario] = {
         Layout(2, (ShareSpec(LAB, 2), ShareSpec(LAB, 2)), "warn", busy=(0, 3, 0, 0)),
         RAISE_THEN_CUT,
     ),
+    # Item 1: team-0's j2 (priority 3) borrows, is reclaimed by team-1, and is dispatched again
+    # after team-0's j6 (priority 5); a borrow limit of 0 then preempts the job dispatched
+    # last, j2. Batch may keep j2's first scheduledAt, before j6's: read by it alone, the
+    # guard named j1 and j6, and the emulator preempted j2 unnamed. Its attempt's stop, after
+    # j6's dispatch, says it was dispatched later.
+    "dispatched-again-keeps-its-first-scheduled-at": Scenario(
+        Layout(4, (ShareSpec(LAB, 1), ShareSpec(LAB, 3)), "warn"),
+        (
+            *(Submit(0, 1, 90, 0), Submit(0, 1, 90, 3)),
+            *(Submit(1, 1, 5, 0), Submit(1, 1, 10, 0), Submit(1, 1, 30, 0)),
+            *(Submit(0, 1, 90, 5), Wait(6), Wait(5), SetLimit(0, 2), SetBorrowLimit(0, 0)),
+        ),
+    ),
 }
 # The emulator variant (tests/variant_matrix.py) a found sequence needs, when not the default.
 FOUND_UNDER: dict[str, str] = {
+    "dispatched-again-keeps-its-first-scheduled-at": "scheduled_at_on_redispatch=first",
     "lowered-limit-reclaimed-on-demand": "pessimistic",
     "environment-raise-lets-in-share-priority-preempt": "environment_reduction_preempts=yes",
 }

@@ -62,3 +62,52 @@ def test_the_queued_jobs_of_a_ranked_share_are_described_for_their_priority_up_t
 
         stub.assert_no_pending_responses()
     assert [(j.jobId, j.priority) for j in jobs] == [("q0", 7), ("q1", 0), ("q2", None)]
+
+
+def test_a_dispatched_job_carries_when_its_last_stopped_attempt_stopped() -> None:
+    """A job preempted and dispatched again: DescribeServiceJob's attempts and preempted
+    attempts say when the last one stopped (its dispatch came after), whichever scheduledAt
+    Batch shows (the first one here) and whatever order it lists the attempts in."""
+    client = boto3.client(
+        "batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    gateway = BotoBatchGateway(client, SCOPE)
+    resource = {"name": "TrainingJobArn", "value": "arn:aws:sagemaker:us-east-1:1:training-job/t"}
+    attempts = [
+        {"serviceResourceId": resource, "startedAt": 62_000},
+        {"serviceResourceId": resource, "startedAt": 22_000, "stoppedAt": 40_000},
+        {"serviceResourceId": resource, "startedAt": 12_000, "stoppedAt": 15_000},
+    ]
+    summary = {
+        "jobId": "r",
+        "jobName": "r",
+        "serviceJobType": "SAGEMAKER_TRAINING",
+        "status": "RUNNING",
+        "quotaShareName": "team-a",
+        "capacityUsage": [{"capacityUnit": "ml.g5.xlarge", "quantity": 1}],
+        "scheduledAt": 10_000,
+        "startedAt": 62_000,
+        "latestAttempt": {"serviceResourceId": resource},
+    }
+    with Stubber(client) as stub:
+        for status in ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"):
+            stub.add_response(
+                "list_service_jobs", {"jobSummaryList": [summary] if status == "RUNNING" else []}
+            )
+            if status == "RUNNING":
+                answer = {
+                    **summary,
+                    "jobQueue": QUEUE,
+                    "schedulingPriority": 3,
+                    "attempts": attempts,
+                    "preemptionSummary": {
+                        "preemptedAttemptCount": 2,
+                        "recentPreemptedAttempts": [attempts[2], attempts[1]],
+                    },
+                }
+                stub.add_response("describe_service_job", answer, {"jobId": "r"})
+
+        (job,) = gateway.queue_jobs(QUEUE)
+
+        stub.assert_no_pending_responses()
+    assert (job.dispatchedAt, job.startedAt, job.attemptStoppedAt) == (10_000, 62_000, 40_000)

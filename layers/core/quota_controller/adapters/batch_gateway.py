@@ -175,7 +175,9 @@ class BotoBatchGateway:
         # The summary has no priority (the victim heuristic weighs it, and a queued job's
         # decides what in-share preemption takes for it); a queued job may come without
         # capacityUsage (not documented either way: variant queued_capacity_usage), and what
-        # it will use is in its training request. Both need DescribeServiceJob.
+        # it will use is in its training request. Both need DescribeServiceJob, which also
+        # says when its attempts stopped: a job dispatched again may keep its first
+        # scheduledAt (variant scheduled_at_on_redispatch).
         if summary.get("status") in ACTIVE_STATUSES or not summary.get("capacityUsage") or rank:
             try:
                 detail = self._call("describe_service_job", jobId=summary["jobId"])
@@ -199,6 +201,7 @@ class BotoBatchGateway:
             priority=detail.get("schedulingPriority", 0 if rank and detail else None),
             startedAt=summary.get("startedAt"),
             dispatchedAt=summary.get("scheduledAt"),
+            attemptStoppedAt=_last_stop(detail),
         )
 
     def share_tags(self, share_arn: str) -> dict[str, str] | None:
@@ -272,6 +275,18 @@ def _refusals(what: str) -> Iterator[None]:
         code = err.response.get("Error", {}).get("Code") or "Error"
         operation = err.operation_name or what
         raise ReadRefused(f"{operation}: {code}: {error_message(err)}") from err
+
+
+def _last_stop(detail: dict[str, Any]) -> int | None:
+    """When the latest of a job's stopped attempts stopped (DescribeServiceJob's `attempts`, and
+    `preemptionSummary.recentPreemptedAttempts`, whose order is not documented); None: none."""
+    preempted = (detail.get("preemptionSummary") or {}).get("recentPreemptedAttempts") or []
+    stops = [
+        int(attempt["stoppedAt"])
+        for attempt in [*(detail.get("attempts") or []), *preempted]
+        if isinstance(attempt, dict) and attempt.get("stoppedAt") is not None
+    ]
+    return max(stops, default=None)
 
 
 def _as_asked(action: Action, found: dict[str, Any]) -> bool:

@@ -34,6 +34,10 @@ class ActiveJob(Struct, frozen=True, eq=False):
     startedAt: int | None = None
     # When it was last dispatched (ListServiceJobs' scheduledAt; None: not known).
     dispatchedAt: int | None = None
+    # When the latest of its attempts that stopped did (DescribeServiceJob's attempts and
+    # preempted attempts; None: none did). A job dispatched again was so after it: Batch may
+    # keep the first scheduledAt (not documented), so a scheduledAt before it is an old one.
+    attemptStoppedAt: int | None = None
 
     def uses(self, unit: str) -> int:
         """Instances of that type the job holds."""

@@ -8,8 +8,10 @@ those nor which of a share's jobs holds what the share uses above its own limit.
 names every job any of three readings takes until usage fits: (1) jobs that have not started
 work (SCHEDULED, STARTING) first, then lower schedulingPriority, then the most recently started
 (the least work lost); (2) the most borrowed instances first, a share's use above its own
-limit being held by its latest dispatched jobs (ListServiceJobs' scheduledAt), then lower
-priority, then the latest dispatched; (3) lower priority, then the latest dispatched. Jobs tied
+limit being held by its latest dispatched jobs, then lower priority, then the latest
+dispatched; (3) lower priority, then the latest dispatched. When a job was dispatched is its
+scheduledAt, or, for a job dispatched again whose scheduledAt is older than its last stopped
+attempt, known only within bounds (`impact_order`): jobs whose order is open tie. Jobs tied
 with the last one a reading needs are named too. It is a forecast for people, not a promise:
 the alert says so.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from quota_controller.domain.impact_in_share import outranked
-from quota_controller.domain.impact_order import borrowed, latest_dispatched, priority
+from quota_controller.domain.impact_order import borrowed, dispatch_ranks, priority
 from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, JobAtRisk, Risk
 from quota_controller.domain.plan_records import Action, Reduction
 
@@ -97,16 +99,17 @@ def victims(
     reading's order, then the others'. `own` is each share's own limit of `unit` after the
     change (Batch's for a removed share still running its jobs)."""
     lent, open_edges = borrowed(holders, unit, own)
+    latest = dispatch_ranks(holders)
     readings: tuple[Callable[[ActiveJob], tuple[int, ...]], ...] = (
         victim_order,
-        lambda job: (-lent[job.jobId], priority(job), *latest_dispatched(job)),
-        lambda job: (priority(job), *latest_dispatched(job)),
+        lambda job: (-lent[job.jobId], priority(job), latest[job.jobId]),
+        lambda job: (priority(job), latest[job.jobId]),
     )
     named: dict[str, ActiveJob] = {}
     for key in readings:
         for job in _take(sorted(holders, key=key), key, need, unit):
             named.setdefault(job.jobId, job)
-    # Which of the jobs dispatched in one millisecond holds the share's excess is open: one
+    # Which of the jobs whose order of dispatch is open holds the share's excess is open: one
     # taken for it stands for each of them.
     for edge in open_edges:
         if any(job.jobId in named for job in edge):
