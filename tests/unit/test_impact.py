@@ -425,6 +425,36 @@ def test_a_job_dispatched_again_is_named_whichever_scheduled_at_batch_keeps(
 
 
 @pytest.mark.parametrize(
+    "a",
+    [
+        pytest.param(
+            job("A", share="team-a", priority=0, started=9_000, dispatched=1_000, stopped=5_000),
+            id="dispatched-again-between-5-and-9-s",
+        ),
+        pytest.param(
+            job("A", share="team-a", priority=0, started=8_000, dispatched=7_000),
+            id="dispatched-in-the-same-millisecond",
+        ),
+    ],
+)
+def test_an_open_order_of_dispatch_leaves_another_shares_borrower_named(a: ActiveJob) -> None:
+    """The environment 3 -> 1 under team-a's A and B (one above its limit 1) and team-b's C
+    (above its limit 0). B was dispatched at 7 s, A then too or again between 5 s and 9 s:
+    which holds team-a's excess is open. If A does, Batch's most-borrowed-first reading takes
+    A and C; charging both A and B would take A and B only, so the guard reads it both ways."""
+    env = environment_cut(3, 1)
+    jobs = jobs_of(
+        a,
+        job("B", share="team-a", priority=1, started=8_000, dispatched=7_000),
+        job("C", share="team-b", priority=9, started=2_000, dispatched=1_500),
+    )
+
+    (risk,) = risks_for(env, jobs, {"team-a": {G5: 1}, "team-b": {G5: 0}})
+
+    assert victims([risk]) == ["A", "B", "C"]
+
+
+@pytest.mark.parametrize(
     ("waiting", "expected"),
     [
         pytest.param(9, ["low", "mid"], id="a-waiting-job-outranks-two"),

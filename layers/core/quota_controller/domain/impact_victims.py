@@ -11,7 +11,8 @@ work (SCHEDULED, STARTING) first, then lower schedulingPriority, then the most r
 limit being held by its latest dispatched jobs, then lower priority, then the latest
 dispatched; (3) lower priority, then the latest dispatched. When a job was dispatched is its
 scheduledAt, or, for a job dispatched again whose scheduledAt is older than its last stopped
-attempt, known only within bounds (`impact_order`): jobs whose order is open tie. Jobs tied
+attempt, known only within bounds (`impact_order`): jobs whose order is open tie, and reading
+(2) is taken both with each of them holding the excess they share and with none. Jobs tied
 with the last one a reading needs are named too. It is a forecast for people, not a promise:
 the alert says so.
 """
@@ -100,9 +101,14 @@ def victims(
     change (Batch's for a removed share still running its jobs)."""
     lent, open_edges = borrowed(holders, unit, own)
     latest = dispatch_ranks(holders)
+    # Where the excess only partly covers jobs whose order is open, each is charged (`lent`),
+    # and none (`floor`): whichever of them holds it, the jobs the second reading then takes are
+    # among those it takes one way or the other.
+    floor = dict(lent) | {job.jobId: 0 for edge in open_edges for job in edge}
     readings: tuple[Callable[[ActiveJob], tuple[int, ...]], ...] = (
         victim_order,
         lambda job: (-lent[job.jobId], priority(job), latest[job.jobId]),
+        lambda job: (-floor[job.jobId], priority(job), latest[job.jobId]),
         lambda job: (priority(job), latest[job.jobId]),
     )
     named: dict[str, ActiveJob] = {}
