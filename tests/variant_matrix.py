@@ -83,12 +83,17 @@ MATRIX: dict[str, dict[str, tuple[str, ...]]] = {
     },
     # The random edit sequences: environment cuts preempting (issue 14, item 4) and the rest.
     # `make test` plays the same derandomized sequences per variant, and `pessimistic` has
-    # environment_reduction_preempts=yes, so that variant alone is left to `make soak`, whose
-    # many sequences are where it finds what the combination hides.
+    # environment_reduction_preempts=yes and scheduled_at_on_redispatch=first, so each alone
+    # is left to `make soak`, whose many sequences are where it finds what the combination
+    # hides.
     "property/test_sequences.py": {
         "random_edit_sequences": (
             PESSIMISTIC,
-            *(("environment_reduction_preempts=yes",) if SOAK else ()),
+            *(
+                ("environment_reduction_preempts=yes", "scheduled_at_on_redispatch=first")
+                if SOAK
+                else ()
+            ),
         ),
     },
     # Faults on top of the variants.

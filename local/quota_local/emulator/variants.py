@@ -243,7 +243,7 @@ _ALL = (
     Variant(
         "scheduled_at_on_redispatch",
         "new",
-        "new",
+        "first",
         ("new", "first"),
         _API + 'API_DescribeServiceJob.html (scheduledAt: "when the service job was dispatched to '
         'SageMaker and the service job transitioned to the SCHEDULED state"), '
