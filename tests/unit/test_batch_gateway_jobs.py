@@ -3,12 +3,15 @@ Stubber: which jobs it describes, and what it makes of the answers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import boto3
 import pytest
 from botocore.stub import Stubber
 from fakes import SCOPE
 
 from quota_controller.adapters.batch_gateway import BotoBatchGateway
+from quota_controller.domain.impact_records import ActiveJob
 
 QUEUE = "ml-training"
 
@@ -64,20 +67,16 @@ def test_the_queued_jobs_of_a_ranked_share_are_described_for_their_priority_up_t
     assert [(j.jobId, j.priority) for j in jobs] == [("q0", 7), ("q1", 0), ("q2", None)]
 
 
-def test_a_dispatched_job_carries_when_its_last_stopped_attempt_stopped() -> None:
-    """A job preempted and dispatched again: DescribeServiceJob's attempts and preempted
-    attempts say when the last one stopped (its dispatch came after), whichever scheduledAt
-    Batch shows (the first one here) and whatever order it lists the attempts in."""
+RESOURCE = {"name": "TrainingJobArn", "value": "arn:aws:sagemaker:us-east-1:1:training-job/t"}
+
+
+def _dispatched_job(attempts: list[dict[str, Any]], preempted: list[dict[str, Any]]) -> ActiveJob:
+    """The RUNNING job `r` (scheduledAt 10 s, started 62 s) as `queue_jobs` reads it, described
+    with these attempts and preempted attempts."""
     client = boto3.client(
         "batch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
     gateway = BotoBatchGateway(client, SCOPE)
-    resource = {"name": "TrainingJobArn", "value": "arn:aws:sagemaker:us-east-1:1:training-job/t"}
-    attempts = [
-        {"serviceResourceId": resource, "startedAt": 62_000},
-        {"serviceResourceId": resource, "startedAt": 22_000, "stoppedAt": 40_000},
-        {"serviceResourceId": resource, "startedAt": 12_000, "stoppedAt": 15_000},
-    ]
     summary = {
         "jobId": "r",
         "jobName": "r",
@@ -87,7 +86,7 @@ def test_a_dispatched_job_carries_when_its_last_stopped_attempt_stopped() -> Non
         "capacityUsage": [{"capacityUnit": "ml.g5.xlarge", "quantity": 1}],
         "scheduledAt": 10_000,
         "startedAt": 62_000,
-        "latestAttempt": {"serviceResourceId": resource},
+        "latestAttempt": {"serviceResourceId": RESOURCE},
     }
     with Stubber(client) as stub:
         for status in ("SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING"):
@@ -95,19 +94,49 @@ def test_a_dispatched_job_carries_when_its_last_stopped_attempt_stopped() -> Non
                 "list_service_jobs", {"jobSummaryList": [summary] if status == "RUNNING" else []}
             )
             if status == "RUNNING":
-                answer = {
+                answer: dict[str, Any] = {
                     **summary,
                     "jobQueue": QUEUE,
                     "schedulingPriority": 3,
                     "attempts": attempts,
-                    "preemptionSummary": {
-                        "preemptedAttemptCount": 2,
-                        "recentPreemptedAttempts": [attempts[2], attempts[1]],
-                    },
                 }
+                if preempted:
+                    answer["preemptionSummary"] = {
+                        "preemptedAttemptCount": len(preempted),
+                        "recentPreemptedAttempts": preempted,
+                    }
                 stub.add_response("describe_service_job", answer, {"jobId": "r"})
 
         (job,) = gateway.queue_jobs(QUEUE)
 
         stub.assert_no_pending_responses()
-    assert (job.dispatchedAt, job.startedAt, job.attemptStoppedAt) == (10_000, 62_000, 40_000)
+    return job
+
+
+def test_a_dispatched_job_carries_when_its_last_stopped_attempt_stopped() -> None:
+    """A job preempted and dispatched again: DescribeServiceJob's attempts and preempted
+    attempts say when the last one stopped (its dispatch came after), whichever scheduledAt
+    Batch shows (the first one here) and whatever order it lists the attempts in."""
+    attempts = [
+        {"serviceResourceId": RESOURCE, "startedAt": 62_000},
+        {"serviceResourceId": RESOURCE, "startedAt": 22_000, "stoppedAt": 40_000},
+        {"serviceResourceId": RESOURCE, "startedAt": 12_000, "stoppedAt": 15_000},
+    ]
+    job = _dispatched_job(attempts, [attempts[2], attempts[1]])
+    assert (job.dispatchedAt, job.startedAt, job.redispatchedAfter) == (10_000, 62_000, 40_000)
+
+
+def test_a_job_sent_back_to_runnable_without_a_stop_is_dispatched_after_its_scheduled_at() -> None:
+    """A job that went from SCHEDULED back to RUNNABLE (capacity constraints) and was
+    dispatched again has two attempts and no stop time: its last dispatch is known only to be
+    after the scheduledAt Batch shows, which may be its first."""
+    attempts = [
+        {"serviceResourceId": RESOURCE, "startedAt": 62_000},
+        {"serviceResourceId": RESOURCE},
+    ]
+    assert _dispatched_job(attempts, []).redispatchedAfter == 10_000
+
+
+def test_a_job_dispatched_once_has_no_redispatch_bound() -> None:
+    job = _dispatched_job([{"serviceResourceId": RESOURCE, "startedAt": 62_000}], [])
+    assert job.redispatchedAfter is None

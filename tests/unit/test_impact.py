@@ -41,7 +41,7 @@ def job(
         priority=priority,
         startedAt=started,
         dispatchedAt=dispatched,
-        attemptStoppedAt=stopped,
+        redispatchedAfter=stopped,
     )
 
 
@@ -400,7 +400,7 @@ def test_a_job_dispatched_again_holds_the_excess_though_its_start_is_old() -> No
         ),
         pytest.param(
             job("R", "SCHEDULED", priority=3, started=22_000, dispatched=20_000, stopped=40_000),
-            ["R", "Z", "X"],
+            ["R", "X", "Z"],
             id="first-scheduled-at-kept-not-started-again",
         ),
         pytest.param(
@@ -452,6 +452,84 @@ def test_an_open_order_of_dispatch_leaves_another_shares_borrower_named(a: Activ
     (risk,) = risks_for(env, jobs, {"team-a": {G5: 1}, "team-b": {G5: 0}})
 
     assert victims([risk]) == ["A", "B", "C"]
+
+
+def test_two_shares_jobs_dispatched_again_leave_no_victim_unnamed() -> None:
+    """The environment 7 -> 6, each share's own limit 1. team-a: X (dispatched 5 s) and R (2
+    instances, priority 5) dispatched again at 6 s after a stop at 4 s, Batch showing its first
+    scheduledAt (1 s); team-b: Z (2, priority 0, 5 s) and W (2, priority 9, SCHEDULED)
+    dispatched again at 7 s after a stop at 1 s. Batch's most-borrowed-first reading takes R
+    (R holds team-a's excess); charging every job of an open order (W then Z first) would take
+    Z, charging none would not see R's: each job is judged against every order the bounds
+    allow."""
+    jobs = jobs_of(
+        job("X", share="team-a", priority=5, started=7_000, dispatched=5_000),
+        job(
+            "R",
+            share="team-a",
+            priority=5,
+            started=8_000,
+            dispatched=1_000,
+            stopped=4_000,
+            **{G5: 2},
+        ),
+        job("Z", share="team-b", priority=0, started=6_000, dispatched=5_000, **{G5: 2}),
+        job(
+            "W",
+            "SCHEDULED",
+            share="team-b",
+            priority=9,
+            started=600,
+            dispatched=500,
+            stopped=1_000,
+            **{G5: 2},
+        ),
+    )
+
+    (risk,) = risks_for(environment_cut(7, 6), jobs, {"team-a": {G5: 1}, "team-b": {G5: 1}})
+
+    assert "R" in victims([risk])
+
+
+@pytest.mark.parametrize("status", ["STARTING", "RUNNING"])
+def test_one_job_dispatched_again_does_not_put_every_job_at_risk(status: str) -> None:
+    """20 jobs of three shares dispatched 10 s apart and W, stopped at 5 s and dispatched again
+    about 200 s later with its first scheduledAt shown: W's dispatch may be anywhere after 5 s,
+    but the others' order is known, so a cut of one instance names W and the latest of the
+    others, not every job dispatched while W waited."""
+    shares = ["team-a", "team-b", "team-c"]
+    jobs = [
+        job(
+            f"j{i}",
+            share=shares[i % 3],
+            priority=0,
+            started=(i + 1) * 10_000 + 2_000,
+            dispatched=(i + 1) * 10_000,
+        )
+        for i in range(20)
+    ]
+    started = 3_000 if status == "STARTING" else 207_000
+    jobs.append(
+        job(
+            "W",
+            status,
+            share="team-a",
+            priority=0,
+            started=started,
+            dispatched=1_000,
+            stopped=5_000,
+        )
+    )
+    limits = {share: {G5: 7} for share in shares}
+
+    (env,) = risks_for(environment_cut(21, 20), jobs_of(*jobs), limits)
+    team_a = [j for j in jobs if j.share == "team-a"]
+    (cut,) = risks_for(lowered(before=8, after=7), jobs_of(*team_a), {"team-a": {G5: 7}})
+
+    assert len(env.jobs) <= 3
+    assert {"W", "j19"} <= set(victims([env]))
+    assert len(cut.jobs) <= 2
+    assert "W" in victims([cut])
 
 
 @pytest.mark.parametrize(

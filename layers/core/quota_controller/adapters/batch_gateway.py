@@ -181,7 +181,13 @@ class BotoBatchGateway:
         if summary.get("status") in ACTIVE_STATUSES or not summary.get("capacityUsage") or rank:
             try:
                 detail = self._call("describe_service_job", jobId=summary["jobId"])
-            except ClientError:  # finished and gone since the list: nothing more to read
+            except ClientError as err:  # most often: finished and gone since the list
+                _log.warning(
+                    "cannot describe service job %s (%s): its priority and attempts are not"
+                    " known to the guard",
+                    summary["jobId"],
+                    error_message(err),
+                )
                 detail = {}
         usage: dict[str, int] = {}
         for entry in summary.get("capacityUsage") or detail.get("capacityUsage") or []:
@@ -201,7 +207,7 @@ class BotoBatchGateway:
             priority=detail.get("schedulingPriority", 0 if rank and detail else None),
             startedAt=summary.get("startedAt"),
             dispatchedAt=summary.get("scheduledAt"),
-            attemptStoppedAt=_last_stop(detail),
+            redispatchedAfter=_redispatched_after(detail, summary.get("scheduledAt")),
         )
 
     def share_tags(self, share_arn: str) -> dict[str, str] | None:
@@ -277,16 +283,24 @@ def _refusals(what: str) -> Iterator[None]:
         raise ReadRefused(f"{operation}: {code}: {error_message(err)}") from err
 
 
-def _last_stop(detail: dict[str, Any]) -> int | None:
-    """When the latest of a job's stopped attempts stopped (DescribeServiceJob's `attempts`, and
-    `preemptionSummary.recentPreemptedAttempts`, whose order is not documented); None: none."""
+def _redispatched_after(detail: dict[str, Any], scheduled_at: int | None) -> int | None:
+    """For a job dispatched more than once, a time after which it was last dispatched: the
+    latest `stoppedAt` of its attempts (DescribeServiceJob's `attempts` and
+    `preemptionSummary.recentPreemptedAttempts`, whose order is not documented), or, for one
+    sent back to RUNNABLE with no attempt stopped (API_LatestServiceJobAttempt: a job "can
+    transition from SCHEDULED back to RUNNABLE state when they encounter capacity
+    constraints"), its scheduledAt, which is then no later than its last dispatch whichever
+    dispatch it is. None: one attempt or none, nothing stopped."""
+    attempts = [a for a in detail.get("attempts") or [] if isinstance(a, dict)]
     preempted = (detail.get("preemptionSummary") or {}).get("recentPreemptedAttempts") or []
     stops = [
         int(attempt["stoppedAt"])
-        for attempt in [*(detail.get("attempts") or []), *preempted]
+        for attempt in [*attempts, *preempted]
         if isinstance(attempt, dict) and attempt.get("stoppedAt") is not None
     ]
-    return max(stops, default=None)
+    if stops:
+        return max(stops)
+    return scheduled_at if len(attempts) > 1 else None
 
 
 def _as_asked(action: Action, found: dict[str, Any]) -> bool:

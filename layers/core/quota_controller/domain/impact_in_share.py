@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from quota_controller.domain.impact_order import borrowed, priority
+from quota_controller.domain.impact_order import lent_range, priority
 from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, Risk
 from quota_controller.domain.reductions import Reduction
 
@@ -121,6 +121,7 @@ def _borrowing(
             if j.status in ACTIVE_STATUSES and j.uses(unit)
         ]
         own = {name: limits.get(unit, 0) for name, limits in new_share_limits.items()}
-        lent, _ = borrowed(holders, unit, own)
-        found.update((j.jobId, j) for j in holders if lent[j.jobId] > 0)
+        lent = lent_range(holders, unit, own)
+        # Any that may hold borrowed instances, whichever order of dispatch is Batch's.
+        found.update((j.jobId, j) for j in holders if lent[j.jobId][1] > 0)
     return list(found.values())

@@ -34,10 +34,11 @@ class ActiveJob(Struct, frozen=True, eq=False):
     startedAt: int | None = None
     # When it was last dispatched (ListServiceJobs' scheduledAt; None: not known).
     dispatchedAt: int | None = None
-    # When the latest of its attempts that stopped did (DescribeServiceJob's attempts and
-    # preempted attempts; None: none did). A job dispatched again was so after it: Batch may
-    # keep the first scheduledAt (not documented), so a scheduledAt before it is an old one.
-    attemptStoppedAt: int | None = None
+    # When it was dispatched more than once, a time after which it was last dispatched (the
+    # latest stop of its attempts, else its first dispatch); None: dispatched once, as far as
+    # Batch says. Batch may keep a job's first scheduledAt (not documented), so a scheduledAt
+    # not later than this is not its last dispatch (`impact_order.dispatch_window`).
+    redispatchedAfter: int | None = None
 
     def uses(self, unit: str) -> int:
         """Instances of that type the job holds."""

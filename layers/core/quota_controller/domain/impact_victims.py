@@ -10,11 +10,10 @@ work (SCHEDULED, STARTING) first, then lower schedulingPriority, then the most r
 (the least work lost); (2) the most borrowed instances first, a share's use above its own
 limit being held by its latest dispatched jobs, then lower priority, then the latest
 dispatched; (3) lower priority, then the latest dispatched. When a job was dispatched is its
-scheduledAt, or, for a job dispatched again whose scheduledAt is older than its last stopped
-attempt, known only within bounds (`impact_order`): jobs whose order is open tie, and reading
-(2) is taken both with each of them holding the excess they share and with none. Jobs tied
-with the last one a reading needs are named too. It is a forecast for people, not a promise:
-the alert says so.
+scheduledAt, or, for a job dispatched again whose scheduledAt may be its first, known only
+within bounds (`impact_order`): readings (2) and (3) name every job some order the bounds allow
+takes. Jobs tied with the last one a reading needs are named too. It is a forecast for people,
+not a promise: the alert says so.
 """
 
 from __future__ import annotations
@@ -22,7 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from quota_controller.domain.impact_in_share import outranked
-from quota_controller.domain.impact_order import borrowed, dispatch_ranks, priority
+from quota_controller.domain.impact_order import (
+    dispatch_window,
+    lent_range,
+    priority,
+    surely_later,
+)
 from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, JobAtRisk, Risk
 from quota_controller.domain.plan_records import Action, Reduction
 
@@ -98,29 +102,40 @@ def victims(
     """The jobs among `holders` that Batch may preempt to free `need` instances of `unit`:
     those any of the three readings of its heuristic takes (module docstring), in the first
     reading's order, then the others'. `own` is each share's own limit of `unit` after the
-    change (Batch's for a removed share still running its jobs)."""
-    lent, open_edges = borrowed(holders, unit, own)
-    latest = dispatch_ranks(holders)
-    # Where the excess only partly covers jobs whose order is open, each is charged (`lent`),
-    # and none (`floor`): whichever of them holds it, the jobs the second reading then takes are
-    # among those it takes one way or the other.
-    floor = dict(lent) | {job.jobId: 0 for edge in open_edges for job in edge}
-    readings: tuple[Callable[[ActiveJob], tuple[int, ...]], ...] = (
-        victim_order,
-        lambda job: (-lent[job.jobId], priority(job), latest[job.jobId]),
-        lambda job: (-floor[job.jobId], priority(job), latest[job.jobId]),
-        lambda job: (priority(job), latest[job.jobId]),
-    )
+    change (Batch's for a removed share still running its jobs).
+
+    The second and third readings depend on the order of dispatch, which is known only within
+    bounds (`impact_order`): under them a job is named unless the jobs that come before it in
+    every order the bounds allow already free `need`, so whichever order is Batch's, each job
+    its reading takes is named."""
     named: dict[str, ActiveJob] = {}
-    for key in readings:
-        for job in _take(sorted(holders, key=key), key, need, unit):
-            named.setdefault(job.jobId, job)
-    # Which of the jobs whose order of dispatch is open holds the share's excess is open: one
-    # taken for it stands for each of them.
-    for edge in open_edges:
-        if any(job.jobId in named for job in edge):
-            for job in edge:
-                named.setdefault(job.jobId, job)
+    for job in _take(sorted(holders, key=victim_order), victim_order, need, unit):
+        named.setdefault(job.jobId, job)
+    windows = {job.jobId: dispatch_window(job) for job in holders}
+    lent = lent_range(holders, unit, own)
+
+    def by_priority(y: ActiveJob, x: ActiveJob) -> bool:  # y before x, whatever the order
+        return priority(y) < priority(x) or (
+            priority(y) == priority(x) and surely_later(windows[y.jobId], windows[x.jobId])
+        )
+
+    def by_borrowed(y: ActiveJob, x: ActiveJob) -> bool:
+        least, most = lent[y.jobId][0], lent[x.jobId][1]
+        return least > most or (least == most and by_priority(y, x))
+
+    # Each reading: whether one job comes before another in every order, and the order shown.
+    readings: tuple[
+        tuple[Callable[[ActiveJob, ActiveJob], bool], Callable[[ActiveJob], tuple[float, ...]]],
+        ...,
+    ] = (
+        (by_borrowed, lambda j: (-lent[j.jobId][1], priority(j), -windows[j.jobId][1])),
+        (by_priority, lambda j: (priority(j), -windows[j.jobId][1])),
+    )
+    for before, shown in readings:
+        for x in sorted(holders, key=shown):
+            ahead = sum(y.uses(unit) for y in holders if y is not x and before(y, x))
+            if ahead < need:
+                named.setdefault(x.jobId, x)
     return list(named.values())
 
 
