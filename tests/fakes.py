@@ -718,7 +718,8 @@ class FakeBatch:
         )
 
     def _active_job(self, job: FakeJob) -> ActiveJob:
-        # The gateway describes dispatched jobs only: queued ones come without a priority.
+        # The gateway describes dispatched jobs only: queued ones come without a priority, a
+        # described one without schedulingPriority has Batch's default, 0.
         dispatched = job.status in ACTIVE_STATUSES
         return ActiveJob(
             jobId=job.jobId,
@@ -727,8 +728,10 @@ class FakeBatch:
             status=job.status,
             share=job.share,
             usage=dict(job.usage),
-            priority=job.priority if dispatched else None,
+            priority=(job.priority or 0) if dispatched else None,
             startedAt=job.startedAt,
+            # ListServiceJobs' scheduledAt: the fake dispatches a job as it starts.
+            dispatchedAt=job.startedAt if dispatched else None,
         )
 
     def _jobs(self, queue: str, statuses: Sequence[str], share: str | None) -> list[ActiveJob]:

@@ -70,7 +70,13 @@ def test_the_queued_jobs_of_a_ranked_share_are_described_for_their_priority_up_t
 RESOURCE = {"name": "TrainingJobArn", "value": "arn:aws:sagemaker:us-east-1:1:training-job/t"}
 
 
-def _dispatched_job(attempts: list[dict[str, Any]], preempted: list[dict[str, Any]]) -> ActiveJob:
+def _dispatched_job(
+    attempts: list[dict[str, Any]],
+    preempted: list[dict[str, Any]],
+    *,
+    priority: int | None = 3,
+    refused: bool = False,
+) -> ActiveJob:
     """The RUNNING job `r` (scheduledAt 10 s, started 62 s) as `queue_jobs` reads it, described
     with these attempts and preempted attempts."""
     client = boto3.client(
@@ -94,18 +100,18 @@ def _dispatched_job(attempts: list[dict[str, Any]], preempted: list[dict[str, An
                 "list_service_jobs", {"jobSummaryList": [summary] if status == "RUNNING" else []}
             )
             if status == "RUNNING":
-                answer: dict[str, Any] = {
-                    **summary,
-                    "jobQueue": QUEUE,
-                    "schedulingPriority": 3,
-                    "attempts": attempts,
-                }
+                answer: dict[str, Any] = {**summary, "jobQueue": QUEUE, "attempts": attempts}
+                if priority is not None:
+                    answer["schedulingPriority"] = priority
                 if preempted:
                     answer["preemptionSummary"] = {
                         "preemptedAttemptCount": len(preempted),
                         "recentPreemptedAttempts": preempted,
                     }
-                stub.add_response("describe_service_job", answer, {"jobId": "r"})
+                if refused:
+                    stub.add_client_error("describe_service_job", "AccessDeniedException")
+                else:
+                    stub.add_response("describe_service_job", answer, {"jobId": "r"})
 
         (job,) = gateway.queue_jobs(QUEUE)
 
@@ -140,3 +146,11 @@ def test_a_job_sent_back_to_runnable_without_a_stop_is_dispatched_after_its_sche
 def test_a_job_dispatched_once_has_no_redispatch_bound() -> None:
     job = _dispatched_job([{"serviceResourceId": RESOURCE, "startedAt": 62_000}], [])
     assert job.redispatchedAfter is None
+
+
+def test_a_described_job_without_a_priority_has_batchs_default_and_a_refused_one_none() -> None:
+    """The guard reads a job whose priority is not known as open against every other: only a
+    job it could not describe is such; one described without schedulingPriority has 0."""
+    assert _dispatched_job([], [], priority=None).priority == 0
+    refused = _dispatched_job([], [], refused=True)
+    assert (refused.priority, refused.redispatchedAfter) == (None, None)

@@ -31,7 +31,17 @@ QUOTA_RULE = {
 def job(
     job_id: str, share: str, status: str = "RUNNING", count: int = 1, started: int | None = None
 ) -> ActiveJob:
-    return ActiveJob(job_id, job_id, f"arn:{job_id}", status, share, {G5: count}, startedAt=started)
+    return ActiveJob(
+        job_id,
+        job_id,
+        f"arn:{job_id}",
+        status,
+        share,
+        {G5: count},
+        priority=0,
+        startedAt=started,
+        dispatchedAt=started,
+    )
 
 
 def lending(lender: int | None, strategy: str = "LEND") -> DocBuilder:

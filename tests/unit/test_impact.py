@@ -25,12 +25,17 @@ def job(
     status: str = "RUNNING",
     *,
     share: str = "team-a",
-    priority: int | None = None,
+    priority: int | None = 0,
     started: int | None = None,
     dispatched: int | None = None,
     stopped: int | None = None,
+    no_scheduled_at: bool = False,
     **usage: int,
 ) -> ActiveJob:
+    """A job as the gateway reads it; Batch's scheduledAt is `dispatched`, else `started`
+    (a job is dispatched before it starts), unless `no_scheduled_at`."""
+    if dispatched is None and not no_scheduled_at:
+        dispatched = started
     return ActiveJob(
         jobId=job_id,
         jobName=f"train-{job_id}",
@@ -297,7 +302,7 @@ def test_environment_reduction_counts_jobs_of_all_shares() -> None:
         job("a1", share="team-a", started=100),
         job("a2", share="team-a", started=400),
         job("b1", share="team-b", started=300),
-        job("c1", "SCHEDULED", share="team-c"),
+        job("c1", "SCHEDULED", share="team-c", dispatched=500),
     )
 
     (risk,) = risks_for(env, jobs, {share: {G5: 1} for share in ("team-a", "team-b", "team-c")})
@@ -532,6 +537,33 @@ def test_one_job_dispatched_again_does_not_put_every_job_at_risk(status: str) ->
     assert "W" in victims([cut])
 
 
+def test_a_job_whose_priority_was_not_read_is_open_against_every_other() -> None:
+    """The environment 2 -> 1 under team-a's X (priority 0) and team-b's R, both borrowing one
+    instance; R's DescribeServiceJob was refused, so its priority is not known. Batch takes the
+    lower priority of the two: X if R's is higher, R if it is lower, so both are named."""
+    jobs = jobs_of(
+        job("X", share="team-a", priority=0, started=1_500, dispatched=1_000),
+        job("R", share="team-b", priority=None, started=2_500, dispatched=2_000),
+    )
+
+    (risk,) = risks_for(environment_cut(2, 1), jobs, {"team-a": {G5: 0}, "team-b": {G5: 0}})
+
+    assert sorted(victims([risk])) == ["R", "X"]
+
+
+def test_a_job_without_a_scheduled_at_was_dispatched_some_time_before_it_started() -> None:
+    """team-a 2 -> 1 under A (dispatched 1 s) and B, STARTING, with neither scheduledAt nor
+    startedAt read: B may have been dispatched first, so A may hold the excess; both named."""
+    jobs = jobs_of(
+        job("A", priority=0, started=3_000, dispatched=1_000),
+        job("B", "STARTING", priority=0, no_scheduled_at=True),
+    )
+
+    (risk,) = risks_for(lowered(before=2, after=1), jobs, {"team-a": {G5: 1}})
+
+    assert sorted(victims([risk])) == ["A", "B"]
+
+
 @pytest.mark.parametrize(
     ("waiting", "expected"),
     [
@@ -571,7 +603,9 @@ def test_turning_in_share_preemption_on_names_what_a_waiting_job_outranks(
         pytest.param(
             job("waits", "RUNNABLE", priority=9, **{G5_2X: 1}), [], id="another-instance-type"
         ),
-        pytest.param(job("waits", "RUNNABLE"), ["low", "b-borrows"], id="priority-not-read"),
+        pytest.param(
+            job("waits", "RUNNABLE", priority=None), ["low", "b-borrows"], id="priority-not-read"
+        ),
     ],
 )
 def test_a_waiting_job_that_fits_its_own_limit_may_also_take_back_what_others_borrow(
@@ -653,7 +687,7 @@ def test_a_cut_of_another_instance_type_names_nothing_a_waiting_job_outranks() -
 
 
 def test_a_waiting_job_whose_priority_was_not_read_is_said_so() -> None:
-    jobs = [job("low", priority=0, started=1), job("unread", "RUNNABLE")]
+    jobs = [job("low", priority=0, started=1), job("unread", "RUNNABLE", priority=None)]
 
     (risk,) = risks_for(TURN_ON, jobs_of(*jobs), {"team-a": {G5: 2}}, {"team-a": {G5: 2}})
 

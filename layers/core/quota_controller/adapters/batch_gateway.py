@@ -203,8 +203,9 @@ class BotoBatchGateway:
             status=summary.get("status", ""),
             share=share or str(summary.get("quotaShareName") or ""),
             usage=usage,
-            # Described for its rank, a job without a priority has Batch's default, 0.
-            priority=detail.get("schedulingPriority", 0 if rank and detail else None),
+            # Described, a job without a priority has Batch's default, 0; not described (the
+            # read refused or past the bound), its priority is not known: None.
+            priority=detail.get("schedulingPriority", 0) if detail else None,
             startedAt=summary.get("startedAt"),
             dispatchedAt=summary.get("scheduledAt"),
             redispatchedAfter=_redispatched_after(detail, summary.get("scheduledAt")),

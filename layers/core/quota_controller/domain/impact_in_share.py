@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from quota_controller.domain.impact_order import lent_range, priority
+from quota_controller.domain.impact_order import lent_range
 from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, Risk
 from quota_controller.domain.reductions import Reduction
 
@@ -54,7 +54,8 @@ def outranked(
             j
             for j in active
             if set(j.usage) & set(waiter.usage)
-            and (waiter.priority is None or priority(j) < waiter.priority)
+            # Either priority not read: the waiter may outrank it.
+            and (waiter.priority is None or j.priority is None or j.priority < waiter.priority)
         ]
         kept = [j for j in active if j not in below]
         fits = all(

@@ -16,7 +16,9 @@ millisecond are the simplest case of an open order."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 
 from quota_controller.domain.impact_records import ActiveJob
 
@@ -24,13 +26,13 @@ Window = tuple[float, float]
 
 
 def dispatch_window(job: ActiveJob) -> Window:
-    """The earliest and the latest its last dispatch may have been (epoch ms); a job whose
-    dispatch time is not known at all counts as dispatched after every other (inf, inf)."""
+    """The earliest and the latest its last dispatch may have been (epoch ms). Without a
+    scheduledAt, it was dispatched before it started (startedAt), if that is known at all."""
     after = job.redispatchedAfter
     if after is None or (job.dispatchedAt is not None and job.dispatchedAt > after):
-        at = job.dispatchedAt if job.dispatchedAt is not None else job.startedAt
-        known = math.inf if at is None else float(at)
-        return known, known
+        if job.dispatchedAt is not None:
+            return float(job.dispatchedAt), float(job.dispatchedAt)
+        return -math.inf, math.inf if job.startedAt is None else float(job.startedAt)
     started = job.startedAt
     return float(after), float(started) if started is not None and started > after else math.inf
 
@@ -55,20 +57,61 @@ def lent_range(
     out: dict[str, tuple[int, int]] = {}
     for share, jobs in by_share.items():
         excess = sum(j.uses(unit) for j in jobs) - own.get(share, 0)
+        starts = Suffix((windows[j.jobId][0], j.uses(unit)) for j in jobs)
+        ends = Suffix((windows[j.jobId][1], j.uses(unit)) for j in jobs)
         for x in jobs:
+            uses = x.uses(unit)
             if excess <= 0:
                 out[x.jobId] = (0, 0)
                 continue
-            wx = windows[x.jobId]
-            others = [(y.uses(unit), windows[y.jobId]) for y in jobs if y is not x]
-            surely_after = sum(used for used, wy in others if surely_later(wy, wx))
-            maybe_after = sum(used for used, wy in others if not surely_later(wx, wy))
-            uses = x.uses(unit)
+            first, last = windows[x.jobId]
+            # Dispatched after x in every order: started after x's window ends (never x).
+            surely_after = starts.above(last)
+            # In some order: its window ends at or after x's starts (x's own counted out).
+            maybe_after = ends.at_or_above(first) - uses
             out[x.jobId] = (
                 min(uses, max(0, excess - maybe_after)),
                 min(uses, max(0, excess - surely_after)),
             )
     return out
+
+
+class Suffix:
+    """Sums of the amounts whose key lies above a bound (O(log n) each)."""
+
+    def __init__(self, entries: Iterable[tuple[float, int]]):
+        ordered = sorted(entries)
+        self._keys = [key for key, _ in ordered]
+        self._sums = list(accumulate(reversed([n for _, n in ordered]), initial=0))[::-1]
+
+    def above(self, bound: float) -> int:
+        return self._sums[bisect_right(self._keys, bound)]
+
+    def at_or_above(self, bound: float) -> int:
+        return self._sums[bisect_left(self._keys, bound)]
+
+
+class Ahead:
+    """What the jobs among `jobs` certain to come before a job free, in an order by priority
+    (lower first; a job whose priority was not read is open against every other) and then by a
+    time (the later first, where the windows tell: `surely_later`), for one job in O(log n)."""
+
+    def __init__(self, jobs: Sequence[ActiveJob], unit: str, windows: Mapping[str, Window]):
+        known = sorted((j.priority, j.uses(unit)) for j in jobs if j.priority is not None)
+        self._priorities = [p for p, _ in known]
+        self._below = list(accumulate((n for _, n in known), initial=0))
+        same: dict[int, list[tuple[float, int]]] = {}
+        for job in jobs:
+            if job.priority is not None:
+                same.setdefault(job.priority, []).append((windows[job.jobId][0], job.uses(unit)))
+        self._later = {p: Suffix(entries) for p, entries in same.items()}
+
+    def of(self, job: ActiveJob, window: Window) -> int:
+        if job.priority is None:
+            return 0
+        lower = self._below[bisect_left(self._priorities, job.priority)]
+        later = self._later.get(job.priority)
+        return lower + (later.above(window[1]) if later else 0)
 
 
 def priority(job: ActiveJob) -> int:

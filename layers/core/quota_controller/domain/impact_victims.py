@@ -18,14 +18,16 @@ not a promise: the alert says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from quota_controller.domain.impact_in_share import outranked
 from quota_controller.domain.impact_order import (
+    Ahead,
+    Suffix,
+    Window,
     dispatch_window,
     lent_range,
-    priority,
-    surely_later,
 )
 from quota_controller.domain.impact_records import ACTIVE_STATUSES, ActiveJob, JobAtRisk, Risk
 from quota_controller.domain.plan_records import Action, Reduction
@@ -108,49 +110,75 @@ def victims(
     bounds (`impact_order`): under them a job is named unless the jobs that come before it in
     every order the bounds allow already free `need`, so whichever order is Batch's, each job
     its reading takes is named."""
-    named: dict[str, ActiveJob] = {}
-    for job in _take(sorted(holders, key=victim_order), victim_order, need, unit):
-        named.setdefault(job.jobId, job)
     windows = {job.jobId: dispatch_window(job) for job in holders}
     lent = lent_range(holders, unit, own)
-
-    def by_priority(y: ActiveJob, x: ActiveJob) -> bool:  # y before x, whatever the order
-        return priority(y) < priority(x) or (
-            priority(y) == priority(x) and surely_later(windows[y.jobId], windows[x.jobId])
-        )
-
-    def by_borrowed(y: ActiveJob, x: ActiveJob) -> bool:
-        least, most = lent[y.jobId][0], lent[x.jobId][1]
-        return least > most or (least == most and by_priority(y, x))
-
-    # Each reading: whether one job comes before another in every order, and the order shown.
-    readings: tuple[
-        tuple[Callable[[ActiveJob, ActiveJob], bool], Callable[[ActiveJob], tuple[float, ...]]],
-        ...,
-    ] = (
-        (by_borrowed, lambda j: (-lent[j.jobId][1], priority(j), -windows[j.jobId][1])),
-        (by_priority, lambda j: (priority(j), -windows[j.jobId][1])),
-    )
-    for before, shown in readings:
-        for x in sorted(holders, key=shown):
-            ahead = sum(y.uses(unit) for y in holders if y is not x and before(y, x))
-            if ahead < need:
-                named.setdefault(x.jobId, x)
+    named: dict[str, ActiveJob] = {}
+    for ahead, shown in (
+        (_by_status(holders, unit), victim_order),
+        (_by_borrowed(holders, unit, windows, lent), lambda j: (-lent[j.jobId][1], *_shown(j))),
+        (_by_priority(holders, unit, windows), _shown),
+    ):
+        for job in sorted(holders, key=shown):
+            if ahead(job) < need:
+                named.setdefault(job.jobId, job)
     return list(named.values())
 
 
-def _take(
-    ranked: Sequence[ActiveJob], key: Callable[[ActiveJob], object], need: int, unit: str
-) -> list[ActiveJob]:
-    """The first `ranked` jobs that free `need` instances, and those tied with the last one:
-    which of tied jobs Batch picks is its heuristic's choice (not documented to a tie)."""
-    taken: list[ActiveJob] = []
-    for job in ranked:
-        if need <= 0 and (not taken or key(job) != key(taken[-1])):
-            break
-        taken.append(job)
-        need -= job.uses(unit)
-    return taken
+def _by_status(holders: Sequence[ActiveJob], unit: str) -> Callable[[ActiveJob], int]:
+    """Reading (1): what the jobs before a job free whatever is not known of them (not started
+    first, then lower priority, then the latest started)."""
+    by_rank: dict[int, list[ActiveJob]] = {}
+    for job in holders:
+        by_rank.setdefault(_STATUS_ORDER.get(job.status, 3), []).append(job)
+    started = {j.jobId: (float(j.startedAt or 0),) * 2 for j in holders}
+    within = {rank: Ahead(jobs, unit, started) for rank, jobs in by_rank.items()}
+    earlier = {
+        rank: sum(j.uses(unit) for r, jobs in by_rank.items() if r < rank for j in jobs)
+        for rank in by_rank
+    }
+
+    def ahead(job: ActiveJob) -> int:
+        rank = _STATUS_ORDER.get(job.status, 3)
+        return earlier[rank] + within[rank].of(job, started[job.jobId])
+
+    return ahead
+
+
+def _by_borrowed(
+    holders: Sequence[ActiveJob],
+    unit: str,
+    windows: Mapping[str, Window],
+    lent: Mapping[str, tuple[int, int]],
+) -> Callable[[ActiveJob], int]:
+    """Reading (2): the most borrowed first, then as reading (3); a job surely comes before
+    another when the least it may borrow is more than the most the other may."""
+    by_least: dict[int, list[ActiveJob]] = {}
+    for job in holders:
+        by_least.setdefault(lent[job.jobId][0], []).append(job)
+    more = Suffix((least, sum(j.uses(unit) for j in jobs)) for least, jobs in by_least.items())
+    tied = {least: Ahead(jobs, unit, windows) for least, jobs in by_least.items()}
+
+    def ahead(job: ActiveJob) -> int:
+        most = lent[job.jobId][1]
+        same = tied.get(most)
+        return more.above(most) + (same.of(job, windows[job.jobId]) if same else 0)
+
+    return ahead
+
+
+def _by_priority(
+    holders: Sequence[ActiveJob], unit: str, windows: Mapping[str, Window]
+) -> Callable[[ActiveJob], int]:
+    """Reading (3): lower priority first, then the latest dispatched."""
+    order = Ahead(holders, unit, windows)
+    return lambda job: order.of(job, windows[job.jobId])
+
+
+def _shown(job: ActiveJob) -> tuple[float, ...]:
+    """The order named jobs are listed in within a reading: lower priority (not read: first),
+    then the latest dispatched."""
+    window = dispatch_window(job)
+    return (-math.inf if job.priority is None else job.priority, -window[1])
 
 
 def _environment_risk(
