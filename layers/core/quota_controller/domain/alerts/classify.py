@@ -29,7 +29,7 @@ from quota_controller.domain.alerts.observation import (
 )
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
-from quota_controller.domain.snapshot import QueueSnapshot
+from quota_controller.domain.snapshot import FrontJob, QueueSnapshot
 
 ATTRIBUTION_WINDOW = timedelta(minutes=30)
 # A change record is stamped with milliseconds when its reconcile starts; EventBridge gives an
@@ -339,10 +339,6 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
     if ctx.document is None or ctx.snapshot is None:
         return None
     snapshot = ctx.snapshot
-    # A waiting job is evidence only if it waited at its share's front when the preemption
-    # was triggered, and when the usage that shows its share under quota was computed.
-    trigger = obs.began_by or obs.stopped_at or obs.ended_by
-    used_at = snapshot.usage_at
     candidates: list[tuple[datetime, str]] = []
     for name, entries in snapshot.fronts.items():
         if name == obs.share or not entries:
@@ -355,13 +351,7 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
         if share.resourceSharingConfiguration.strategy not in ("LEND", "LEND_AND_BORROW"):
             continue
         waiting = [
-            since
-            for since in (job.since for job in entries)
-            if since is not None
-            and trigger is not None
-            and used_at is not None
-            and since <= trigger + EVENT_TIME_SLACK
-            and since <= used_at + EVENT_TIME_SLACK
+            job.since for job in entries if job.since is not None and _waited(job, obs, snapshot)
         ]
         if not waiting:
             continue
@@ -369,3 +359,17 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
         if any(used.get(u, 0) < share.limit_for(u) for u in obs.usage if share.limit_for(u)):
             candidates.append((min(waiting), name))
     return min(candidates)[1] if candidates else None
+
+
+def _waited(job: FrontJob, obs: Observation, snapshot: QueueSnapshot) -> bool:
+    """A job seen at its share's front is evidence only if it waited there when the
+    preemption was triggered, and when the usage that shows the shares' quotas was computed."""
+    trigger = obs.began_by or obs.stopped_at or obs.ended_by
+    used_at = snapshot.usage_at
+    return (
+        job.since is not None
+        and trigger is not None
+        and used_at is not None
+        and job.since <= trigger + EVENT_TIME_SLACK
+        and job.since <= used_at + EVENT_TIME_SLACK
+    )
