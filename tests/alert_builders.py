@@ -540,6 +540,7 @@ class ChangeBuilder:
             "windowsEnded": [],
         }
         self._reductions: list[Reduction] = []
+        self._lines_only = False
 
     def lowered(self, unit: str, before: int, after: int) -> Self:
         self._limits(unit, before, after)
@@ -549,6 +550,16 @@ class ChangeBuilder:
     def raised(self, unit: str, before: int, after: int) -> Self:
         """A change that lowers nothing (no reductions)."""
         return self._limits(unit, before, after)
+
+    def of_environment(self, arn: str) -> Self:
+        """The service environment the request wrote (after.serviceEnvironment)."""
+        self.raw["after"]["serviceEnvironment"] = arn
+        return self
+
+    def without_details(self) -> Self:
+        """Written before reductionDetails were kept: the reductions' lines only."""
+        self._lines_only = True
+        return self
 
     def disabled(self) -> Self:
         """state DISABLED: no new jobs; running jobs may finish (nothing is put at risk)."""
@@ -615,7 +626,7 @@ class ChangeBuilder:
             summary=raw["summary"],
             before=raw["before"],
             after=raw["after"],
-            reductions=tuple(self._reductions),
+            reductions=() if self._lines_only else tuple(self._reductions),
             reduction_lines=tuple(r.describe() for r in self._reductions),
             at_risk=tuple(raw["atRisk"]),
             lending_reduced=tuple(raw["lendingReduced"]),

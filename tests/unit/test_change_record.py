@@ -112,3 +112,129 @@ def test_the_reductions_are_kept_as_records_beside_their_lines() -> None:
     record = ChangeRecord.from_item(STORED)
     assert record.reductions == (Reduction("disabled", "team-a", None, None, None),)
     assert record.reduction_lines == tuple(r.describe() for r in record.reductions)
+
+
+CUT = Reduction("limit", "team-a", "ml.g5.xlarge", 3, 1)
+ENV_CUT = Reduction("limit", None, "ml.g5.xlarge", 4, 2)
+ENV = "arn:aws:batch:us-east-1:123456789012:service-environment/e"
+
+
+def raise_item(operation: str, share: str | None, after: Any) -> ChangeRecord:
+    """A stored raise as DynamoDB hands it back (numbers as Decimal), or as hand-edited."""
+    return ChangeRecord.from_item(
+        {**STORED, "operation": operation, "quotaShareName": share, "after": after}
+    )
+
+
+@pytest.mark.parametrize(
+    ("record", "lowered", "restored"),
+    [
+        pytest.param(
+            raise_item(
+                "UpdateQuotaShare",
+                "team-a",
+                {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": Decimal(3)}]},
+            ),
+            CUT,
+            True,
+            id="share-back-to-its-level",
+        ),
+        pytest.param(
+            raise_item(
+                "UpdateQuotaShare",
+                "team-a",
+                {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 2}]},
+            ),
+            CUT,
+            False,
+            id="share-below-its-level",
+        ),
+        pytest.param(
+            raise_item(
+                "UpdateQuotaShare",
+                "team-b",
+                {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 3}]},
+            ),
+            CUT,
+            False,
+            id="another-share",
+        ),
+        pytest.param(
+            raise_item("UpdateQuotaShare", "team-a", {"capacityLimits": "3"}),
+            CUT,
+            False,
+            id="hand-edited-limits",
+        ),
+        pytest.param(
+            raise_item(
+                "UpdateQuotaShare",
+                "team-a",
+                {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": "many"}]},
+            ),
+            CUT,
+            False,
+            id="hand-edited-capacity",
+        ),
+        pytest.param(
+            raise_item(
+                "UpdateServiceEnvironment",
+                None,
+                {
+                    "serviceEnvironment": ENV,
+                    "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 4}],
+                },
+            ),
+            ENV_CUT,
+            True,
+            id="environment-back-to-its-level",
+        ),
+        pytest.param(
+            raise_item(
+                "UpdateServiceEnvironment",
+                None,
+                {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 4}]},
+            ),
+            CUT,
+            False,
+            id="environment-raise-of-a-share-cut",
+        ),
+        pytest.param(
+            raise_item(
+                "UpdateQuotaShare",
+                "team-a",
+                {"capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 3}]},
+            ),
+            Reduction("borrow", "team-a", None, 100, 0),
+            False,
+            id="not-a-limit",
+        ),
+    ],
+)
+def test_a_raise_restores_the_limit_a_reduction_lowered(
+    record: ChangeRecord, lowered: Reduction, restored: bool
+) -> None:
+    assert record.restores(lowered, ENV) is restored
+
+
+def test_the_environment_is_read_from_the_request_or_the_queues_order() -> None:
+    updated = raise_item("UpdateServiceEnvironment", None, {"serviceEnvironment": ENV})
+    switched = raise_item(
+        "UpdateJobQueue",
+        None,
+        {
+            "serviceEnvironmentOrder": [
+                {"order": 2, "serviceEnvironment": "other"},
+                {"order": Decimal(1), "serviceEnvironment": ENV},
+            ]
+        },
+    )
+    assert updated.environment == switched.environment == ENV
+    assert raise_item("UpdateQuotaShare", "team-a", {}).environment is None
+    assert not raise_item(
+        "UpdateServiceEnvironment",
+        None,
+        {
+            "serviceEnvironment": f"{ENV}-2",
+            "capacityLimits": [{"capacityUnit": "ml.g5.xlarge", "maxCapacity": 9}],
+        },
+    ).restores(ENV_CUT, ENV)

@@ -93,6 +93,56 @@ class ChangeRecord(Struct, frozen=True, eq=False):
         return bool(self.reductions) and all(r.kind == "in-share" for r in self.reductions)
 
     @property
+    def sent_limits(self) -> dict[str, int]:
+        """The capacity limits the request sent (`after.capacityLimits`: instance type ->
+        maxCapacity, as Batch was asked to hold them); empty when it sent none. An entry that
+        is not one as written is left out."""
+        limits = self.after.get("capacityLimits")
+        if isinstance(limits, str) or not isinstance(limits, Sequence):
+            return {}
+        out: dict[str, int] = {}
+        for entry in limits:
+            if not isinstance(entry, Mapping):
+                continue
+            unit, most = entry.get("capacityUnit"), _whole(entry.get("maxCapacity"))
+            if isinstance(unit, str) and most is not None:
+                out[unit] = most
+        return out
+
+    @property
+    def environment(self) -> str | None:
+        """The service environment the request wrote (`after.serviceEnvironment`), or the
+        first one it put the job queue on (`after.serviceEnvironmentOrder`); None for
+        neither."""
+        env = self.after.get("serviceEnvironment")
+        if isinstance(env, str):
+            return env
+        order = self.after.get("serviceEnvironmentOrder")
+        if isinstance(order, Sequence) and not isinstance(order, str):
+            first = [o for o in order if isinstance(o, Mapping)]
+            first.sort(key=lambda o: _whole(o.get("order")) or 0)
+            if first and isinstance(first[0].get("serviceEnvironment"), str):
+                return str(first[0]["serviceEnvironment"])
+        return None
+
+    def restores(self, reduction: Reduction, environment: str | None = None) -> bool:
+        """Whether this request raised the limit `reduction` lowered back to at least what it
+        was before: the same share's (or the service environment's, `environment` when the
+        lowering's record names it) limit of the same instance type. Only a lowered or
+        removed limit can be restored so; any other reduction is not."""
+        lowered = reduction.kind in ("limit", "unit-removed")
+        if not lowered or reduction.unit is None or reduction.before is None:
+            return False
+        if reduction.share is None:
+            mine = self.environment
+            if self.kind != "environment" or (environment and mine and mine != environment):
+                return False
+        elif self.kind != "share" or self.share != reduction.share:
+            return False
+        sent = self.sent_limits.get(reduction.unit)
+        return sent is not None and sent >= reduction.before
+
+    @property
     def applied_at(self) -> datetime | None:
         """`at` as a time; None when it is missing or not a time with its zone."""
         if self.at is None:

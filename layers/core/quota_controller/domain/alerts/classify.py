@@ -5,7 +5,8 @@ files limit reductions under cross-share preemption too, so the controller's own
 decide first):
 - QUOTA_REDUCTION: an applied change lowered this share's (or the environment's) capacity within
   the attribution window before the preemption, and named this job at risk or left the share
-  above its new limit. The alert names the change: who, when, before, after.
+  above its new limit, and changes applied since have not raised what it lowered back to its
+  level before (`raised_back`). The alert names the change: who, when, before, after.
 - IN_SHARE_PRIORITY: the reason says in-share, or the share preempts in-share and was within its
   own quota (not borrowing), so only a higher-priority job of its own can have taken the slot.
 - CAPACITY_RECLAIM: the reason says cross-share / reclaim, or the job's share was borrowing
@@ -184,6 +185,9 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
             # In-share preemption turned on lowers no quota: what it preempts is for a
             # higher-priority job of the share (the jobs were named before the change).
             continue
+        if raised_back(record, ctx.changes, obs):
+            # What it lowered was given back before the preemption: no longer its doing.
+            continue
         share = record.share
         named = obs.job_id in record.at_risk
         # A lender that lent less reclaims what other shares borrowed: its change is the
@@ -216,6 +220,29 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
         if over is None and undecided is None:
             undecided = ref
     return None, undecided
+
+
+def raised_back(cut: ChangeRecord, changes: Sequence[ChangeRecord], obs: Observation) -> bool:
+    """Whether changes applied after `cut` and before the preemption raised every limit it
+    lowered (the same share's, or the environment's, of the same instance type) back to at
+    least what it was before: that ends the cut's attribution. A cut that did anything else
+    (less borrowing, lending or a disabled share), or a record with no reduction details (written
+    before they were kept), is never raised back."""
+    at = cut.applied_at
+    if at is None or not cut.reductions:
+        return False
+    after = [
+        record
+        for record in changes
+        if (raised := record.applied_at) is not None
+        and (raised, record.change_id) > (at, cut.change_id)
+        # At or before the event's second: a raise lets a waiting job preempt at once (the
+        # same second), and one stamped after the event's second cannot have been in force.
+        and raised <= obs.occurred_at
+    ]
+    return all(
+        any(r.restores(lowered, cut.environment) for r in after) for lowered in cut.reductions
+    )
 
 
 def _in_share_turned_on(obs: Observation, ctx: Context) -> ChangeRef | None:
