@@ -39,7 +39,7 @@ from alert_builders import (
     started,
     state_change,
 )
-from builders import g5, guide_layout
+from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from fakes import FakeAlertReader, FakeClaims, FakeNotifier, FakeStore
 from moto import mock_aws
 
@@ -67,9 +67,10 @@ def deps(
     failing: Iterable[str] = (),
     notifier: FakeNotifier | None = None,
     changes: Sequence[Any] = (),
+    layout: DocBuilder | None = None,
 ) -> AlertDeps:
     store = FakeStore()
-    store.put_document(guide_layout().build())
+    store.put_document((layout or guide_layout()).build())
     for record in changes:
         store.put({**record.build(), "queue": QUEUE})
     return AlertDeps(
@@ -225,6 +226,45 @@ def test_alert_names_the_reclaiming_share() -> None:
     handle(started(J).reason(IN_PROGRESS + "Preempted"), using=d)
     (alert,) = published(d)
     assert alert.summary == "1 job of team-a preempted: borrowed capacity reclaimed by team-c"
+
+
+# The guide's layout with team-a's in-share preemption on.
+IN_SHARE_ON = (
+    DocBuilder(QUEUE)
+    .env(**g5(3))
+    .add(ShareBuilder("team-a", g5(1)).strategy("LEND_AND_BORROW", 100).in_share_preemption())
+    .share("team-b", "LEND_AND_BORROW", 100, **g5(1))
+    .share("team-c", "LEND", **g5(1))
+)
+
+
+@pytest.mark.parametrize(
+    ("layout", "throttled", "cause"),
+    [
+        pytest.param(IN_SHARE_ON, False, "IN_SHARE_PRIORITY", id="in-share-on-read"),
+        # Throttled like the victim's own read: the records are retried, not guessed.
+        pytest.param(IN_SHARE_ON, True, None, id="in-share-on-read-throttled"),
+        # Not read at all: a throttled read would fail the records.
+        pytest.param(guide_layout(), True, "CAPACITY_RECLAIM", id="in-share-off-not-read"),
+    ],
+)
+def test_the_job_waiting_in_front_of_an_in_share_share_is_read_for_its_priority(
+    layout: DocBuilder, throttled: bool, cause: str | None
+) -> None:
+    """Batch's reclaim text for team-a's job, team-a within its quota, and its own priority-5
+    job-h waiting at its front: with in-share preemption on, job-h's priority is read, and
+    outranking the victim (priority 1) its in-share rule took the job."""
+    snap = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
+    waiting = {"job-h": described("job-h").share("team-a").status("RUNNABLE").priority(5)}
+    d = deps(
+        {**jobs(J), **waiting},
+        snapshots={QUEUE: snap},
+        failing=["job-h"] if throttled else [],
+        layout=layout,
+    )
+    failed, _ = handle(*preemption(J), using=d)
+    assert [a.cause for a in published(d)] == ([cause] if cause else [])
+    assert bool(failed) is (cause is None)
 
 
 def test_stuck_job_is_alerted_once() -> None:

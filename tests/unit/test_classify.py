@@ -671,11 +671,14 @@ def context(
     doc: QuotaDocument | None = GUIDE,
     changes: Sequence[Any] = (),
     snap: Any = None,
+    priorities: dict[str, int | None] | None = None,
 ) -> Context:
+    """`priorities`: the priority read of jobs at their share's front, by job ID."""
     return Context(
         doc,
         [c.record() for c in changes],
         QueueSnapshot.parse(snap.build()) if snap is not None else None,
+        {job_arn(job): p for job, p in (priorities or {}).items()},
     )
 
 
@@ -1131,6 +1134,82 @@ def test_a_raise_back_to_the_old_level_ends_a_cuts_attribution(
     naming the job; Batch's reason is the reclaim text and team-a is not seen borrowing."""
     verdict = classify(observation(), context(changes=changes))
     assert (verdict.cause, verdict.change.id if verdict.change else None) == expected
+
+
+# team-a (in-share on) within its quota after the preemption, its own job-h waiting in front.
+A_WAITS = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
+
+
+@pytest.mark.parametrize(
+    ("ctx", "expected"),
+    [
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, priorities={"job-h": 5}),
+            "IN_SHARE_PRIORITY",
+            id="a-higher-priority-job-of-its-own-waited",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, priorities={"job-h": 1}),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-job-has-the-same-priority",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, priorities={"job-h": None}),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-jobs-priority-is-not-known",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-job-was-not-read",
+        ),
+        pytest.param(
+            context(
+                doc=IN_SHARE_ON,
+                snap=snapshot()
+                .usage("team-a", **g5(0))
+                .front("team-a", job_arn("job-h"), since=DONE),
+                priorities={"job-h": 5},
+            ),
+            "CAPACITY_RECLAIM",
+            id="its-job-came-to-the-front-after-the-preemption",
+        ),
+        pytest.param(
+            context(
+                doc=IN_SHARE_ON,
+                snap=snapshot().usage("team-a", **g5(1)).front("team-a", job_arn("job-h")),
+                priorities={"job-h": 5},
+            ),
+            "CAPACITY_RECLAIM",
+            id="the-share-was-borrowing",
+        ),
+        pytest.param(
+            context(
+                doc=IN_SHARE_ON,
+                snap=snapshot()
+                .usage("team-a", **g5(0))
+                .front("team-a", job_arn("job-h"))
+                .front("team-c", job_arn("job-c")),
+                priorities={"job-h": 5},
+            ),
+            "CAPACITY_RECLAIM",
+            id="a-lender-waited-too",
+        ),
+        pytest.param(
+            context(snap=A_WAITS, priorities={"job-h": 5}),
+            "CAPACITY_RECLAIM",
+            id="in-share-preemption-off",
+        ),
+    ],
+)
+def test_the_reclaim_text_on_a_share_within_its_quota_outranked_by_its_own_job(
+    ctx: Context, expected: str
+) -> None:
+    """Batch may give every preemption the cross-share text. A share that may borrow, within
+    its quota, with in-share preemption on, no lender waiting, and a higher-priority job of its
+    own waiting at its front when the preemption was triggered: its in-share rule took the job."""
+    verdict = classify(observation(reason=RECLAIM), ctx)
+    assert verdict.cause == expected
 
 
 def test_quota_reduction_carries_the_change() -> None:

@@ -58,6 +58,9 @@ class AlertOutcome(Struct, eq=False):
 # Change records are read from this long before the batch's earliest event on: an
 # observation's time (a stop time in the detail) may be a little before its event's.
 _CHANGE_SLACK = timedelta(minutes=5)
+# The jobs at a share's front read for their priority (the snapshot shows a share's first
+# waiting job, its next to run; should it show more, the first few are enough).
+_FRONT_READS = 3
 
 
 class _QueueContext:
@@ -86,6 +89,7 @@ class _QueueContext:
         self._document = document
         self._snapshot: QueueSnapshot | None = None
         self._snapshot_read = False
+        self._priorities: dict[str, int | None] = {}
         # Every change record that can explain the batch's preemptions (a count would miss the
         # one that did when a 20-share edit wrote 60 records since).
         self._changes = [
@@ -95,12 +99,35 @@ class _QueueContext:
             )
         ]
 
-    def context(self, needs_snapshot: bool) -> Context:
+    def context(self, needs_snapshot: bool, share: str | None = None) -> Context:
+        """The context of an observation (of a job of `share`, for a preemption)."""
         if needs_snapshot and not self._snapshot_read:
             answer = self._deps.reader.snapshot(self.queue)
             self._snapshot = None if answer is None else QueueSnapshot.parse(answer)
             self._snapshot_read = True
-        return Context(self._document, self._changes, self._snapshot)
+        if needs_snapshot and share is not None:
+            self._read_waiting(share)
+        return Context(self._document, self._changes, self._snapshot, self._priorities)
+
+    def _read_waiting(self, share: str) -> None:
+        """The priorities of the first jobs waiting at the front of `share` when it preempts
+        in-share: what may have outranked its preempted job (each read once per batch)."""
+        spec = self._document.share(share) if self._document is not None else None
+        if (
+            self._snapshot is None
+            or spec is None
+            or spec.preemptionConfiguration.inSharePreemption != "ENABLED"
+        ):
+            return
+        for job in self._snapshot.fronts.get(share, ())[:_FRONT_READS]:
+            if job.job_arn in self._priorities:
+                continue
+            raw = self._deps.reader.describe_job(job.job_arn.rsplit("/", 1)[-1])
+            try:
+                detail = JobDetail.model_validate(raw) if raw else None
+            except ValidationError:
+                detail = None
+            self._priorities[job.job_arn] = detail.schedulingPriority if detail else None
 
 
 def handle_alert_batch(
@@ -152,7 +179,7 @@ def handle_alert_batch(
                 outcome.ignored += 1
                 say("queue not managed", queue=obs.queue, job_id=job_id)
                 continue
-            ctx = queue_ctx.context(needs_snapshot=not obs.stuck)
+            ctx = queue_ctx.context(needs_snapshot=not obs.stuck, share=obs.share)
             pending.append((obs, ctx, message_id))
         except RetryableError as exc:
             say("enrichment failed", message_id=message_id, error=str(exc))

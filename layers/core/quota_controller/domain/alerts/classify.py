@@ -8,7 +8,9 @@ decide first):
   above its new limit, and changes applied since have not raised what it lowered back to its
   level before (`raised_back`). The alert names the change: who, when, before, after.
 - IN_SHARE_PRIORITY: the reason says in-share, or the share preempts in-share and was within its
-  own quota (not borrowing), so only a higher-priority job of its own can have taken the slot.
+  own quota (not borrowing), so only a higher-priority job of its own can have taken the slot;
+  for a share that may borrow, when Batch's reason says reclaim, only if no lender was seen
+  waiting and a higher-priority job of its own was (`_outranking_waiter`).
 - CAPACITY_RECLAIM: the reason says cross-share / reclaim, or the job's share was borrowing
   (usage above its quota). The reclaiming share is named when the queue snapshot shows a lender
   with a job waiting at its front and usage below its quota.
@@ -17,10 +19,10 @@ decide first):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from quota_controller.domain.alerts.model import AlertCause, AlertKind, ChangeRef
 from quota_controller.domain.alerts.observation import (
@@ -48,6 +50,9 @@ class Context(Struct, frozen=True, eq=False):
     document: QuotaDocument | None
     changes: Sequence[ChangeRecord] = ()  # newest first
     snapshot: QueueSnapshot | None = None
+    # The scheduling priority of jobs the snapshot shows at their share's front, by job ARN,
+    # as far as they were read (DescribeServiceJob; None: it gave none).
+    waiting_priorities: Mapping[str, int | None] = field(default_factory=dict)
 
 
 class Verdict(Struct, frozen=True):
@@ -137,6 +142,27 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     strategy = share.resourceSharingConfiguration.strategy if share is not None else None
     cannot_borrow = strategy is not None and strategy != "LEND_AND_BORROW"
     above = _above_quota(obs, ctx, share) if share is not None and cannot_borrow else None
+    if (
+        says_reclaim
+        and not cannot_borrow
+        and borrowing is False
+        and share is not None
+        and share.preemptionConfiguration.inSharePreemption == "ENABLED"
+        and _reclaimer(obs, ctx) is None
+    ):
+        # Batch's reason may be the cross-share text for every preemption. The share was
+        # within its quota and no lender waited, while a higher-priority job of its own did:
+        # what its in-share rule does.
+        outranking = _outranking_waiter(obs, ctx)
+        if outranking is not None:
+            return Verdict(
+                "PREEMPTION",
+                "IN_SHARE_PRIORITY",
+                evidence=(
+                    "in-share preemption is on, the share was within its quota, and its "
+                    f"higher-priority job {outranking} waited at its front"
+                ),
+            )
     if borrowing or (says_reclaim and (not cannot_borrow or above)):
         return Verdict(
             "PREEMPTION",
@@ -386,6 +412,19 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
         if any(used.get(u, 0) < share.limit_for(u) for u in obs.usage if share.limit_for(u)):
             candidates.append((min(waiting), name))
     return min(candidates)[1] if candidates else None
+
+
+def _outranking_waiter(obs: Observation, ctx: Context) -> str | None:
+    """A job of the victim's own share, of a higher priority than the victim, that waited at
+    the share's front when the preemption was triggered (its priority as read); None for none
+    seen."""
+    if ctx.snapshot is None or obs.share is None or obs.priority is None:
+        return None
+    for job in ctx.snapshot.fronts.get(obs.share, ()):
+        priority = ctx.waiting_priorities.get(job.job_arn)
+        if priority is not None and priority > obs.priority and _waited(job, obs, ctx.snapshot):
+            return job.job_arn.rsplit("/", 1)[-1]
+    return None
 
 
 def _waited(job: FrontJob, obs: Observation, snapshot: QueueSnapshot) -> bool:
