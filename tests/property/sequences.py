@@ -12,7 +12,8 @@ clock) and then checks, over the whole run:
 2. no job was preempted or terminated by a controller write unless it was named first, in a
    PREEMPTION_RISK alert or in status `heldChange`, at the same step or before;
 3. each preemption has exactly one true PREEMPTION alert (two when it ended the job: the
-   preemption and the failure), whose cause is the one the emulator's reason implies, and no
+   preemption and the failure), whose cause is the one the emulator's reason implies (for a
+   job of the victim's own share, in-share priority whatever the text), and no
    PREEMPTION alert names a job for a preemption that did not happen.
 
 The emulator records every preemption and termination with the request it was serving
@@ -774,8 +775,13 @@ class Run:
         (docs/reconciler.md); the alert says IN_SHARE_PRIORITY."""
         if harm.kind != "preempted" or harm.cause_job is None or not self.only_raised(step):
             return False
-        cause = self.stack.batch.describe_service_job(jobId=harm.cause_job)
-        return cause.get("quotaShareName") == harm.quota_share_name
+        return self.share_of(harm.cause_job) == harm.quota_share_name
+
+    def share_of(self, job_id: str | None) -> str | None:
+        """The quota share of a job the emulator names (None for none)."""
+        if job_id is None:
+            return None
+        return self.stack.batch.describe_service_job(jobId=job_id).get("quotaShareName")
 
     def only_raised(self, step: int) -> bool:
         """The step left every limit as high or higher and changed nothing else in Batch."""
@@ -810,7 +816,7 @@ class Run:
                 and job.get("trainingJobArn") in (None, harm.training_job_arn)
             ]
             matched.update(mine)
-            want = expected_cause(harm)
+            want = expected_cause(harm, self.share_of(harm.cause_job))
             allowed = (1, 2) if harm.ended_job else (1,)
             what = f"step {step}: preemption of {self.label(harm.job_id)} ({harm.reason!r})"
             if len(mine) not in allowed:
@@ -843,10 +849,13 @@ class Run:
         PREEMPTION_RISK alert named this job at risk of that change (the same `change.at`,
         within the attribution window), and at the step before the preemption its share held
         more than its quota: Batch was enforcing a quota that change lowered when the capacity
-        was needed. A later raise does not clear it (docs/alerts.md: the product attributes a
-        reclaim of a job the lowering named to it while the lowering is within the window), so
-        this cannot catch a misattribution after a lowering that was fully undone.)"""
+        was needed. (A raise that gave back every limit the lowering took ends its attribution,
+        docs/alerts.md "A raise ends a cut's attribution"; this does not check that, so it
+        accepts the lowering after such a raise while the share still held more than its quota.)
+        A preemption for a job of the victim's own share is its in-share priority: never."""
         if harm.reason != CROSS_SHARE_PREEMPTION or harm.cause_job is None:
+            return False
+        if self.share_of(harm.cause_job) == harm.quota_share_name:
             return False
         share, at = harm.quota_share_name, (alert.get("change") or {}).get("at")
         if share is None or not isinstance(at, str):
@@ -957,8 +966,13 @@ def set_off_by_controller(harm: JobHarm, runnable_once: set[str]) -> str | None:
     return None
 
 
-def expected_cause(harm: JobHarm) -> str:
-    """The PREEMPTION alert's cause that the emulator's reason implies (docs/alerts.md)."""
+def expected_cause(harm: JobHarm, cause_share: str | None = None) -> str:
+    """The PREEMPTION alert's cause that the emulator's reason implies (docs/alerts.md);
+    `cause_share`: the quota share of the job the capacity was taken for, when there was one.
+    A preemption for a job of the victim's own share is its in-share priority whatever the
+    text (variant `preemption_reason_text` `cross_share_only` gives every kind the same)."""
+    if harm.cause_job is not None and cause_share == harm.quota_share_name:
+        return "IN_SHARE_PRIORITY"
     if harm.reason in (CAPACITY_LIMIT_PREEMPTION, ENVIRONMENT_LIMIT_PREEMPTION):
         return "QUOTA_REDUCTION"
     if harm.reason == CROSS_SHARE_PREEMPTION:
