@@ -212,9 +212,11 @@ FOUND: dict[str, Scenario] = {
     ),
     # The environment's cut 2 -> 1 names team-0's j1 (its in-share preemption on); the cut is
     # raised back 1 -> 2 after team-0's priority-5 job arrived, which then preempts j1 in-share
-    # (under pessimistic with Batch's cross-share text). The raise ends the cut's attribution:
-    # IN_SHARE_PRIORITY, not QUOTA_REDUCTION, and not CAPACITY_RECLAIM from the text. Shrunk
-    # by hand from `make soak`'s 13 moves (docs/alerts.md, "A raise ends a cut's attribution").
+    # (under pessimistic with Batch's cross-share text). The raise and the preemption come at
+    # once, so which came first cannot be told: UNKNOWN naming the cut (IN_SHARE_PRIORITY
+    # under the default's in-share text), not QUOTA_REDUCTION, and not CAPACITY_RECLAIM from
+    # the text. Shrunk by hand from `make soak`'s 13 moves (docs/alerts.md, "A raise ends a
+    # cut's attribution").
     "raise-back-ends-the-cut-before-in-share-priority": Scenario(
         Layout(2, (ShareSpec(LAB, 2), ShareSpec(LAB, 2)), "warn", busy=(0, 3, 0, 0)),
         (

@@ -1084,9 +1084,9 @@ def raise_of(builder: Any, minutes: float = 5) -> Any:
         ),
         pytest.param(
             [change("team-a").raised(G5, 1, 3).at(DONE), LOWERED],
-            ("CAPACITY_RECLAIM", None),
-            # What a raise lets run preempts at once: the event may carry the raise's second.
-            id="raise-in-the-events-second-ends-it",
+            ("QUOTA_REDUCTION", LOWERED.change_id),
+            # After the attempt stopped (STOPPED), though in the Completed event's second.
+            id="raise-after-the-attempt-stopped-keeps-it",
         ),
         pytest.param(
             [change("team-a").raised(G5, 1, 3).at(DONE + timedelta(seconds=1)), LOWERED],
@@ -1134,6 +1134,79 @@ def test_a_raise_back_to_the_old_level_ends_a_cuts_attribution(
     naming the job; Batch's reason is the reclaim text and team-a is not seen borrowing."""
     verdict = classify(observation(), context(changes=changes))
     assert (verdict.cause, verdict.change.id if verdict.change else None) == expected
+
+
+def raise_at(when: datetime) -> Any:
+    """team-a's limit raised back 1 -> 3 (LOWERED's 3 -> 1 undone) at `when`."""
+    return change("team-a").raised(G5, 1, 3).id("raise").at(when)
+
+
+# Only a Completed and a State Change: the preemption began while the attempt ran (from
+# T0-2min until STOPPED); with its Started event, at T0 (to the second).
+COMPLETED_ONLY = observation()
+WITH_STARTED = observation(at=T0, began_by=T0)
+
+
+@pytest.mark.parametrize(
+    ("obs", "raised", "expected"),
+    [
+        pytest.param(WITH_STARTED, T0 - timedelta(seconds=3), "CAPACITY_RECLAIM", id="3s-before"),
+        pytest.param(WITH_STARTED, T0 - timedelta(seconds=1.5), "UNKNOWN", id="1.5s-before"),
+        pytest.param(WITH_STARTED, T0 - timedelta(seconds=0.5), "UNKNOWN", id="0.5s-before"),
+        pytest.param(WITH_STARTED, T0, "UNKNOWN", id="in-the-started-second"),
+        pytest.param(WITH_STARTED, T0 + timedelta(milliseconds=300), "UNKNOWN", id="300ms-into-it"),
+        pytest.param(
+            WITH_STARTED, T0 + timedelta(seconds=5), "QUOTA_REDUCTION", id="5s-after-started"
+        ),
+        # Started came in an earlier batch (or its record failed): the stop says when it was
+        # over, not when it began.
+        pytest.param(
+            COMPLETED_ONLY,
+            T0 + timedelta(seconds=5),
+            "UNKNOWN",
+            id="completed-only-while-the-attempt-ran",
+        ),
+        pytest.param(
+            COMPLETED_ONLY,
+            STOPPED + timedelta(seconds=1),
+            "UNKNOWN",
+            id="completed-only-1s-after-the-stop",
+        ),
+        pytest.param(
+            COMPLETED_ONLY,
+            STOPPED + timedelta(seconds=3),
+            "QUOTA_REDUCTION",
+            id="completed-only-3s-after-the-stop",
+        ),
+        pytest.param(
+            COMPLETED_ONLY,
+            T0 - timedelta(minutes=2, seconds=3),
+            "CAPACITY_RECLAIM",
+            id="completed-only-before-the-attempt-started",
+        ),
+        pytest.param(
+            observation(at=T0, began_by=T0, reason=IN_SHARE),
+            T0,
+            "IN_SHARE_PRIORITY",
+            # Batch's in-share text says the raise's waiting job took it.
+            id="in-share-text-in-the-started-second",
+        ),
+    ],
+)
+def test_a_raise_whose_order_with_the_preemption_cannot_be_told_does_not_end_the_cut(
+    obs: Observation, raised: datetime, expected: str
+) -> None:
+    """LOWERED (team-a 3 -> 1, naming the job, 10 minutes before) is given back by a raise
+    about when the preemption began. A change record is stamped when its reconcile run starts,
+    before its request goes out, and the clocks may differ by EVENT_TIME_SLACK (2 s): within
+    it of when the preemption may have begun, the raise may have come first or not: UNKNOWN,
+    naming the lowering and, in its detail, the raise."""
+    verdict = classify(obs, context(changes=[raise_at(raised), LOWERED]))
+    assert verdict.cause == expected
+    if expected == "UNKNOWN":
+        assert verdict.change is not None
+        assert verdict.change.id == LOWERED.change_id
+        assert "change raise" in verdict.missing
 
 
 # team-a (in-share on) within its quota after the preemption, its own job-h waiting in front.

@@ -78,12 +78,18 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
         if obs.stuck_code == CAPACITY_REASON:
             return Verdict("JOB_STUCK", "INSUFFICIENT_CAPACITY", evidence=obs.reason)
         return Verdict("JOB_STUCK", None, evidence=obs.reason)
-    change, undecided = _reduction_change(obs, ctx)
+    change, undecided, raced = _reduction_change(obs, ctx)
     if change is not None:
         return Verdict("PREEMPTION", "QUOTA_REDUCTION", change=change, evidence="change record")
     text = obs.reason.lower()
-    turned_on = _in_share_turned_on(obs, ctx)
     in_share_text = "in-share" in text or "in share" in text
+    if raced is not None and not in_share_text:
+        # A lowering named the job (or left its share over its new limit), and a raise gave it
+        # back about when the preemption began: either may come first. Batch's in-share text
+        # says what the raise let run took it; its reclaim text fits both.
+        cut, missing = raced
+        return Verdict("PREEMPTION", "UNKNOWN", change=cut, evidence=obs.reason, missing=missing)
+    turned_on = _in_share_turned_on(obs, ctx)
     says_reclaim = "cross-share" in text or "reclaim" in text
     if (
         turned_on is not None
@@ -199,9 +205,12 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     return Verdict("PREEMPTION", "UNKNOWN", evidence=obs.reason, missing=missing)
 
 
-def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None, ChangeRef | None]:
-    """The change that caused the preemption, and else one that may have (the snapshot could
-    not tell whether it left the share above its new limit)."""
+def _reduction_change(
+    obs: Observation, ctx: Context
+) -> tuple[ChangeRef | None, ChangeRef | None, tuple[ChangeRef, str] | None]:
+    """The change that caused the preemption; else one that may have (the snapshot could not
+    tell whether it left the share above its new limit); else one that did unless a raise
+    given back about when the preemption began came first (with what cannot be told)."""
     undecided: ChangeRef | None = None
     for record in ctx.changes:  # newest first
         at = record.applied_at
@@ -211,7 +220,8 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
             # In-share preemption turned on lowers no quota: what it preempts is for a
             # higher-priority job of the share (the jobs were named before the change).
             continue
-        if raised_back(record, ctx.changes, obs):
+        ended = raised_back(record, ctx.changes, obs)
+        if ended:
             # What it lowered was given back before the preemption: no longer its doing.
             continue
         share = record.share
@@ -241,34 +251,92 @@ def _reduction_change(obs: Observation, ctx: Context) -> tuple[ChangeRef | None,
             over = _borrowing(obs, ctx)
         else:
             over = True if named else _over_limit(obs, ctx)
+        if over and ended is None:
+            # Given back about when the preemption began: the order cannot be told.
+            return None, None, (ref, raise_race(record, ctx.changes, obs))
         if over:
-            return ref, None
+            return ref, None, None
         if over is None and undecided is None:
             undecided = ref
-    return None, undecided
+    return None, undecided, None
 
 
-def raised_back(cut: ChangeRecord, changes: Sequence[ChangeRecord], obs: Observation) -> bool:
-    """Whether changes applied after `cut` and before the preemption raised every limit it
-    lowered (the same share's, or the environment's, of the same instance type) back to at
-    least what it was before: that ends the cut's attribution. A cut that did anything else
-    (less borrowing, lending or a disabled share), or a record with no reduction details (written
-    before they were kept), is never raised back."""
+def raised_back(
+    cut: ChangeRecord, changes: Sequence[ChangeRecord], obs: Observation
+) -> bool | None:
+    """Whether changes applied after `cut` raised every limit it lowered (the same share's, or
+    the environment's, of the same instance type) back to at least what it was before, before
+    the preemption began: True ends the cut's attribution; None: they did, but whether before
+    the preemption began cannot be told (`raise_race`); False: they did not. A cut that did
+    anything else (less borrowing, lending or a disabled share), or a record with no reduction
+    details (written before they were kept), is never raised back."""
+    began_after, began_by = _preemption_began(obs)
+    if began_after is not None and _restoring(cut, changes, began_after - EVENT_TIME_SLACK):
+        return True
+    return None if _restoring(cut, changes, began_by + EVENT_TIME_SLACK, True) else False
+
+
+def raise_race(cut: ChangeRecord, changes: Sequence[ChangeRecord], obs: Observation) -> str:
+    """What cannot be told when `raised_back` is None, for the alert's detail: the raise that
+    gave back what `cut` lowered, and when the preemption began."""
+    began_after, began_by = _preemption_began(obs)
+    raised = _restoring(cut, changes, began_by + EVENT_TIME_SLACK, True)
+    assert raised is not None
+    if obs.began_by is not None:
+        when = f"at {iso(obs.began_by)} (to the second)"
+    elif began_after is not None:
+        when = f"between {iso(began_after)} and {iso(began_by)} (the attempt ran then)"
+    else:
+        when = f"by {iso(began_by)}"
+    return (
+        f"whether change {cut.change_id} (at {cut.at}) took it, or what change "
+        f"{raised.change_id} (at {raised.at}), which raised back what it lowered, let run: the "
+        f"preemption began {when}, and a change recorded within "
+        f"{EVENT_TIME_SLACK.total_seconds():g} s of that may have been applied before or after"
+    )
+
+
+def _restoring(
+    cut: ChangeRecord, changes: Sequence[ChangeRecord], until: datetime, inclusive: bool = False
+) -> ChangeRecord | None:
+    """The change, applied after `cut` and before `until` (or at it, `inclusive`), with which
+    the changes since `cut` have raised every limit it lowered back to its level before; None
+    when they have not."""
     at = cut.applied_at
     if at is None or not cut.reductions:
-        return False
-    after = [
-        record
-        for record in changes
-        if (raised := record.applied_at) is not None
-        and (raised, record.change_id) > (at, cut.change_id)
-        # At or before the event's second: a raise lets a waiting job preempt at once (the
-        # same second), and one stamped after the event's second cannot have been in force.
-        and raised <= obs.occurred_at
-    ]
-    return all(
-        any(r.restores(lowered, cut.environment) for r in after) for lowered in cut.reductions
+        return None
+    after = sorted(
+        (
+            (raised, record.change_id, record)
+            for record in changes
+            if (raised := record.applied_at) is not None
+            and (raised, record.change_id) > (at, cut.change_id)
+            and (raised <= until if inclusive else raised < until)
+        ),
+        key=lambda entry: entry[:2],
     )
+    lowered = list(cut.reductions)
+    for _, _, record in after:
+        lowered = [low for low in lowered if not record.restores(low, cut.environment)]
+        if not lowered:
+            return record
+    return None
+
+
+def _preemption_began(obs: Observation) -> tuple[datetime | None, datetime]:
+    """When the preemption began, as far as it is known: at or after the first time (None:
+    not known), and by the second. A change record is stamped when its reconcile run starts and
+    its request goes out later, a raise lets a waiting job preempt at once, and the clocks may
+    differ: a raise is known to precede the preemption only if stamped more than
+    EVENT_TIME_SLACK before the first time, and to follow it only if more than that after the
+    second. With a Started event, both are its time (to the second); without one, the preempted
+    attempt's start (or the job's creation) and its stop (or the first later event): the
+    preemption may have begun any time the attempt ran."""
+    if obs.began_by is not None:
+        return obs.began_by, obs.began_by + _EVENT_SECOND
+    known = [t for t in (obs.attempt_started_at, obs.created_at) if t is not None]
+    over = obs.stopped_at or (obs.ended_by + _EVENT_SECOND if obs.ended_by else None)
+    return (max(known) if known else None), over or obs.occurred_at + _EVENT_SECOND
 
 
 def _in_share_turned_on(obs: Observation, ctx: Context) -> ChangeRef | None:
