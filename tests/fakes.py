@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -1185,8 +1186,10 @@ class FakeAlertReader:
         self.jobs: dict[str, Any] = dict(jobs or {})
         self.snapshots: dict[str, Any] = dict(snapshots or {})
         self.failing = set(failing)
+        self.described: Counter[str] = Counter()  # DescribeServiceJob calls by job ID
 
     def describe_job(self, job_id: str) -> dict[str, Any] | None:
+        self.described[job_id] += 1
         if job_id in self.failing:
             raise RetryableError(f"DescribeServiceJob {job_id}: ThrottlingException")
         return _answer(self.jobs.get(job_id))

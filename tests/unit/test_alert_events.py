@@ -19,6 +19,7 @@ import pytest
 from alert_builders import (
     CAPACITY,
     G5,
+    G5_2X,
     IN_PROGRESS,
     QUEUE,
     RECLAIM,
@@ -112,6 +113,7 @@ def preemption(
 
 J = "job-a"
 KEY = f"{J}:{attempt_arn(J)}"
+IN_SHARE = "In-share preemption triggered by a higher-priority job"
 
 
 def test_one_preemption_is_one_alert() -> None:
@@ -238,33 +240,106 @@ IN_SHARE_ON = (
 )
 
 
+def waiter() -> JobBuilder:
+    """job-h of team-a, waiting with priority 5 for one ml.g5.xlarge."""
+    return described("job-h").share("team-a").status("RUNNABLE").priority(5)
+
+
+# team-a within its quota after the preemption, its own job-h waiting at its front.
+A_WAITS = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
+
+
 @pytest.mark.parametrize(
-    ("layout", "throttled", "cause"),
+    ("layout", "job_h", "cause"),
     [
-        pytest.param(IN_SHARE_ON, False, "IN_SHARE_PRIORITY", id="in-share-on-read"),
-        # Throttled like the victim's own read: the records are retried, not guessed.
-        pytest.param(IN_SHARE_ON, True, None, id="in-share-on-read-throttled"),
-        # Not read at all: a throttled read would fail the records.
-        pytest.param(guide_layout(), True, "CAPACITY_RECLAIM", id="in-share-off-not-read"),
+        pytest.param(IN_SHARE_ON, waiter(), "IN_SHARE_PRIORITY", id="in-share-on-read"),
+        # A throttled read leaves job-h unknown: the rule does not fire, the record stands.
+        pytest.param(IN_SHARE_ON, "throttled", "CAPACITY_RECLAIM", id="read-throttled"),
+        pytest.param(IN_SHARE_ON, None, "CAPACITY_RECLAIM", id="job-h-gone"),
+        # job-h could not have taken the victim's slot.
+        pytest.param(
+            IN_SHARE_ON,
+            waiter().usage(**g5(5)).reason(SHARE_LIMIT),
+            "CAPACITY_RECLAIM",
+            id="job-h-stuck-bigger-than-the-environment",
+        ),
+        pytest.param(
+            IN_SHARE_ON,
+            waiter().usage(**{G5_2X: 1}),
+            "CAPACITY_RECLAIM",
+            id="job-h-needs-another-instance-type",
+        ),
+        pytest.param(guide_layout(), waiter(), "CAPACITY_RECLAIM", id="in-share-off"),
     ],
 )
 def test_the_job_waiting_in_front_of_an_in_share_share_is_read_for_its_priority(
-    layout: DocBuilder, throttled: bool, cause: str | None
+    layout: DocBuilder, job_h: JobBuilder | str | None, cause: str
 ) -> None:
     """Batch's reclaim text for team-a's job, team-a within its quota, and its own priority-5
-    job-h waiting at its front: with in-share preemption on, job-h's priority is read, and
-    outranking the victim (priority 1) its in-share rule took the job."""
-    snap = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
-    waiting = {"job-h": described("job-h").share("team-a").status("RUNNABLE").priority(5)}
+    job-h waiting at its front: with in-share preemption on, job-h is read, and outranking the
+    victim (priority 1) for the instance type it held, its in-share rule took the job. No
+    record fails for job-h."""
+    throttled = job_h == "throttled"
     d = deps(
-        {**jobs(J), **waiting},
-        snapshots={QUEUE: snap},
+        {**jobs(J), "job-h": None if isinstance(job_h, str) else job_h},
+        snapshots={QUEUE: A_WAITS},
         failing=["job-h"] if throttled else [],
         layout=layout,
     )
     failed, _ = handle(*preemption(J), using=d)
-    assert [a.cause for a in published(d)] == ([cause] if cause else [])
-    assert bool(failed) is (cause is None)
+    assert (failed, [a.cause for a in published(d)]) == ([], [cause])
+
+
+def test_a_throttled_waiting_job_is_read_once_and_fails_no_record() -> None:
+    """30 preemptions of team-a's jobs in one batch (90 records), job-h at its front
+    throttled: one read of job-h, logged once, and every preemption alerted."""
+    victims = [f"job-{n}" for n in range(30)]
+    d = deps(jobs(*victims), snapshots={QUEUE: A_WAITS}, failing=["job-h"], layout=IN_SHARE_ON)
+    said: list[str] = []
+    response, _ = handle_alert_batch(
+        sqs(*(e for v in victims for e in preemption(v))),
+        d,
+        log=lambda message, **_: said.append(message),
+    )
+    assert response["batchItemFailures"] == []
+    assert sorted(j.jobId for a in published(d) for j in a.jobs) == sorted(victims)
+    assert {a.cause for a in published(d)} == {"CAPACITY_RECLAIM"}
+    assert isinstance(d.reader, FakeAlertReader)
+    assert d.reader.described["job-h"] == 1
+    assert said.count("waiting job not read") == 1
+
+
+@pytest.mark.parametrize(
+    ("layout", "share", "reason"),
+    [
+        # team-d never borrows: the in-share rule for a reclaim text cannot apply.
+        pytest.param(
+            guide_layout().env(**g5(4)).add(ShareBuilder("team-d", g5(1)).in_share_preemption()),
+            "team-d",
+            RECLAIM,
+            id="reserve-share",
+        ),
+        # Batch's in-share text decides without it.
+        pytest.param(IN_SHARE_ON, "team-a", IN_SHARE, id="in-share-text"),
+    ],
+)
+def test_the_waiting_job_is_not_read_when_the_rule_cannot_apply(
+    layout: DocBuilder, share: str, reason: str
+) -> None:
+    """job-h waits at the front of the victim's share (in-share preemption on), but its
+    details could not change the verdict: it is not read, so its throttling costs nothing."""
+    snap = snapshot().usage(share, **g5(1)).front(share, job_arn("job-h"))
+    d = deps(jobs(J, share=share), snapshots={QUEUE: snap}, failing=["job-h"], layout=layout)
+    events = [
+        started(J).reason(IN_PROGRESS + reason),
+        completed(J).reason(reason),
+        state_change(J).share(share).summary(reason=reason),
+    ]
+    failed, _ = handle(*events, using=d)
+    assert failed == []
+    assert len(published(d)) == 1
+    assert isinstance(d.reader, FakeAlertReader)
+    assert d.reader.described["job-h"] == 0
 
 
 def test_stuck_job_is_alerted_once() -> None:
@@ -586,9 +661,6 @@ def test_a_record_that_breaks_the_pipeline_fails_alone(monkeypatch: pytest.Monke
 
     assert failures == ["b"]
     assert [[j.jobId for j in a.jobs] for a in published(d)] == [[J]]
-
-
-IN_SHARE = "In-share preemption triggered by a higher-priority job"
 
 
 def test_a_late_started_event_keys_its_own_preemption_not_the_next_one() -> None:

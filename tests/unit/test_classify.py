@@ -46,7 +46,7 @@ from alert_builders import (
 from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from pydantic import ValidationError
 
-from quota_controller.domain.alerts.classify import Context, Verdict, classify
+from quota_controller.domain.alerts.classify import Context, Verdict, WaitingJob, classify
 from quota_controller.domain.alerts.events import BatchEvent, queue_name
 from quota_controller.domain.alerts.groups import build_alert, group
 from quota_controller.domain.alerts.model import Alert
@@ -672,13 +672,20 @@ def context(
     changes: Sequence[Any] = (),
     snap: Any = None,
     priorities: dict[str, int | None] | None = None,
+    waiting: dict[str, JobBuilder | None] | None = None,
 ) -> Context:
-    """`priorities`: the priority read of jobs at their share's front, by job ID."""
+    """`priorities`: the priority read of jobs at their share's front, by job ID (each needing
+    one ml.g5.xlarge); `waiting`: what DescribeServiceJob said of them (None: nothing)."""
+    read: dict[str, WaitingJob | None] = {
+        job_arn(job): WaitingJob(p, {G5: 1.0}) for job, p in (priorities or {}).items()
+    }
+    for job, said in (waiting or {}).items():
+        read[job_arn(job)] = WaitingJob.of(said.parsed()) if said is not None else None
     return Context(
         doc,
         [c.record() for c in changes],
         QueueSnapshot.parse(snap.build()) if snap is not None else None,
-        {job_arn(job): p for job, p in (priorities or {}).items()},
+        read,
     )
 
 
@@ -1213,6 +1220,16 @@ def test_a_raise_whose_order_with_the_preemption_cannot_be_told_does_not_end_the
 A_WAITS = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
 
 
+def waiter() -> JobBuilder:
+    """job-h as DescribeServiceJob describes it: priority 5, waiting for one ml.g5.xlarge."""
+    return described("job-h").status("RUNNABLE").priority(5)
+
+
+def a_waits() -> Any:
+    """A_WAITS, to add to."""
+    return snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
+
+
 @pytest.mark.parametrize(
     ("ctx", "expected"),
     [
@@ -1273,6 +1290,33 @@ A_WAITS = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
             "CAPACITY_RECLAIM",
             id="in-share-preemption-off",
         ),
+        # What the waiting job needs: it must be able to take the victim's slot (team-a may
+        # run 2 x ml.g5.xlarge at most: its 1 and 1 borrowed).
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, waiting={"job-h": waiter().usage(**g5(2))}),
+            "IN_SHARE_PRIORITY",
+            id="its-waiting-job-fits-by-borrowing",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, waiting={"job-h": waiter().usage(**g5(5))}),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-job-is-bigger-than-the-share-may-run",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, waiting={"job-h": waiter().reason(SHARE_LIMIT)}),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-job-is-stuck",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, waiting={"job-h": waiter().usage(**{G5_2X: 1})}),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-job-needs-another-instance-type",
+        ),
+        pytest.param(
+            context(doc=IN_SHARE_ON, snap=A_WAITS, waiting={"job-h": None}),
+            "CAPACITY_RECLAIM",
+            id="its-waiting-job-could-not-be-read",
+        ),
     ],
 )
 def test_the_reclaim_text_on_a_share_within_its_quota_outranked_by_its_own_job(
@@ -1280,9 +1324,95 @@ def test_the_reclaim_text_on_a_share_within_its_quota_outranked_by_its_own_job(
 ) -> None:
     """Batch may give every preemption the cross-share text. A share that may borrow, within
     its quota, with in-share preemption on, no lender waiting, and a higher-priority job of its
-    own waiting at its front when the preemption was triggered: its in-share rule took the job."""
+    own waiting at its front when the preemption was triggered, which could take the victim's
+    slot: its in-share rule took the job."""
     verdict = classify(observation(reason=RECLAIM), ctx)
     assert verdict.cause == expected
+
+
+# team-d: a RESERVE share (it never borrows) with in-share preemption on.
+RESERVE_IN_SHARE = document(
+    guide_layout().env(**g5(4)).add(ShareBuilder("team-d", g5(1)).in_share_preemption())
+)
+
+
+@pytest.mark.parametrize(
+    ("obs", "ctx", "wanted"),
+    [
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(doc=IN_SHARE_ON, snap=A_WAITS),
+            (job_arn("job-h"),),
+            id="the-rule-may-apply",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(doc=IN_SHARE_ON, snap=A_WAITS, priorities={"job-h": 1}),
+            (),
+            id="already-read",
+        ),
+        pytest.param(
+            observation(reason=IN_SHARE),
+            context(doc=IN_SHARE_ON, snap=A_WAITS),
+            (),
+            id="in-share-text",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(doc=IN_SHARE_ON, snap=A_WAITS, changes=[LOWERED]),
+            (),
+            id="a-cut-named-it",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(
+                doc=IN_SHARE_ON,
+                snap=snapshot().usage("team-a", **g5(1)).front("team-a", job_arn("job-h")),
+            ),
+            (),
+            id="borrowing",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(doc=IN_SHARE_ON, snap=a_waits().front("team-c", job_arn("job-c"))),
+            (),
+            id="a-lender-waited",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(snap=A_WAITS),
+            (),
+            id="in-share-off",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM, share="team-d"),
+            context(
+                doc=RESERVE_IN_SHARE,
+                snap=snapshot().usage("team-d", **g5(1)).front("team-d", job_arn("job-h")),
+            ),
+            (),
+            id="reserve-share",
+        ),
+        pytest.param(
+            observation(reason=RECLAIM),
+            context(
+                doc=IN_SHARE_ON,
+                snap=snapshot()
+                .usage("team-a", **g5(0))
+                .front("team-a", job_arn("job-h"), since=DONE),
+            ),
+            (),
+            id="came-to-the-front-after",
+        ),
+    ],
+)
+def test_a_waiting_job_is_asked_for_only_when_the_in_share_rule_may_apply(
+    obs: Observation, ctx: Context, wanted: tuple[str, ...]
+) -> None:
+    """`Verdict.unread` names the jobs at the victim's share's front whose details would
+    decide, and none when the rule's other conditions do not hold: each read costs a
+    DescribeServiceJob call in the alert function."""
+    assert classify(obs, ctx).unread == wanted
 
 
 def test_quota_reduction_carries_the_change() -> None:

@@ -12,14 +12,21 @@ in the buffer's DLQ after its retries: never silently lost.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 from pydantic import ValidationError
 
-from quota_controller.domain.alerts.classify import ATTRIBUTION_WINDOW, Context, Verdict, classify
+from quota_controller.domain.alerts.classify import (
+    ATTRIBUTION_WINDOW,
+    Context,
+    Verdict,
+    WaitingJob,
+    classify,
+)
 from quota_controller.domain.alerts.events import BatchEvent, JobDetail
 from quota_controller.domain.alerts.groups import build_alert, group
 from quota_controller.domain.alerts.model import Alert
@@ -58,9 +65,6 @@ class AlertOutcome(Struct, eq=False):
 # Change records are read from this long before the batch's earliest event on: an
 # observation's time (a stop time in the detail) may be a little before its event's.
 _CHANGE_SLACK = timedelta(minutes=5)
-# The jobs at a share's front read for their priority (the snapshot shows a share's first
-# waiting job, its next to run; should it show more, the first few are enough).
-_FRONT_READS = 3
 
 
 class _QueueContext:
@@ -89,7 +93,6 @@ class _QueueContext:
         self._document = document
         self._snapshot: QueueSnapshot | None = None
         self._snapshot_read = False
-        self._priorities: dict[str, int | None] = {}
         # Every change record that can explain the batch's preemptions (a count would miss the
         # one that did when a 20-share edit wrote 60 records since).
         self._changes = [
@@ -99,35 +102,53 @@ class _QueueContext:
             )
         ]
 
-    def context(self, needs_snapshot: bool, share: str | None = None) -> Context:
-        """The context of an observation (of a job of `share`, for a preemption)."""
+    def context(self, needs_snapshot: bool) -> Context:
         if needs_snapshot and not self._snapshot_read:
             answer = self._deps.reader.snapshot(self.queue)
             self._snapshot = None if answer is None else QueueSnapshot.parse(answer)
             self._snapshot_read = True
-        if needs_snapshot and share is not None:
-            self._read_waiting(share)
-        return Context(self._document, self._changes, self._snapshot, self._priorities)
+        return Context(self._document, self._changes, self._snapshot)
 
-    def _read_waiting(self, share: str) -> None:
-        """The priorities of the first jobs waiting at the front of `share` when it preempts
-        in-share: what may have outranked its preempted job (each read once per batch)."""
-        spec = self._document.share(share) if self._document is not None else None
-        if (
-            self._snapshot is None
-            or spec is None
-            or spec.preemptionConfiguration.inSharePreemption != "ENABLED"
-        ):
-            return
-        for job in self._snapshot.fronts.get(share, ())[:_FRONT_READS]:
-            if job.job_arn in self._priorities:
+
+class _WaitingJobs:
+    """Jobs waiting at a share's front, read (DescribeServiceJob) only when a verdict asks
+    (`Verdict.unread`: its in-share rule's other conditions hold), each at most once a batch.
+    A read is a clue, never a reason to fail a record: one that fails (throttled, refused)
+    leaves the job unknown, so the rule does not fire, and no more are read in the batch (the
+    failure is logged once)."""
+
+    def __init__(self, reader: AlertReader, say: Callable[..., None]):
+        self._reader = reader
+        self._say = say
+        self._failed = False
+        self.known: dict[str, WaitingJob | None] = {}
+
+    def read(self, job_arns: Sequence[str]) -> None:
+        for arn in job_arns:
+            if arn in self.known:
                 continue
-            raw = self._deps.reader.describe_job(job.job_arn.rsplit("/", 1)[-1])
+            self.known[arn] = None
+            if self._failed:
+                continue
             try:
+                raw = self._reader.describe_job(arn.rsplit("/", 1)[-1])
                 detail = JobDetail.model_validate(raw) if raw else None
             except ValidationError:
                 detail = None
-            self._priorities[job.job_arn] = detail.schedulingPriority if detail else None
+            except Exception as exc:  # whatever failed, the alert goes out without it
+                self._failed = True
+                self._say("waiting job not read", job_arn=arn, error=loggable(exc))
+                continue
+            self.known[arn] = WaitingJob.of(detail) if detail else None
+
+    def classify(self, obs: Observation, ctx: Context) -> tuple[Verdict, Context]:
+        """The verdict, with the waiting jobs it asks for read first when it asks."""
+        verdict = classify(obs, ctx)
+        if not verdict.unread:
+            return verdict, ctx
+        self.read(verdict.unread)
+        ctx = replace(ctx, waiting=self.known)
+        return classify(obs, ctx), ctx
 
 
 def handle_alert_batch(
@@ -179,7 +200,7 @@ def handle_alert_batch(
                 outcome.ignored += 1
                 say("queue not managed", queue=obs.queue, job_id=job_id)
                 continue
-            ctx = queue_ctx.context(needs_snapshot=not obs.stuck, share=obs.share)
+            ctx = queue_ctx.context(needs_snapshot=not obs.stuck)
             pending.append((obs, ctx, message_id))
         except RetryableError as exc:
             say("enrichment failed", message_id=message_id, error=str(exc))
@@ -196,6 +217,7 @@ def handle_alert_batch(
     for entry in pending:
         by_key.setdefault(entry[0].dedup_key, []).append(entry)
     claimed: list[tuple[Observation, Verdict, Context]] = []
+    waiting = _WaitingJobs(deps.reader, say)
     new_keys: dict[str, list[str]] = {}
     settled: set[str] = set()  # keys whose alert was published, or whose claims were released
     sources: dict[str, list[str]] = {}
@@ -211,7 +233,8 @@ def handle_alert_batch(
                 del new_keys[key]
                 continue
             sources[key] = [e[2] for e in entries]
-            claimed.append((obs, classify(obs, ctx), ctx))
+            verdict, ctx = waiting.classify(obs, ctx)
+            claimed.append((obs, verdict, ctx))
 
         contexts_by_queue = {obs.queue: ctx for obs, _, ctx in claimed}
         for g in group([(obs, verdict) for obs, verdict, _ in claimed]):

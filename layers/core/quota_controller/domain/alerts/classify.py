@@ -24,12 +24,14 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct, field
 
+from quota_controller.domain.alerts.events import JobDetail
 from quota_controller.domain.alerts.model import AlertCause, AlertKind, ChangeRef
 from quota_controller.domain.alerts.observation import (
     CAPACITY_REASON,
     Observation,
     iso,
 )
+from quota_controller.domain.capacity import share_capacities
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
 from quota_controller.domain.snapshot import FrontJob, QueueSnapshot
@@ -42,6 +44,25 @@ ATTRIBUTION_WINDOW = timedelta(minutes=30)
 EVENT_TIME_SLACK = timedelta(seconds=2)
 # EventBridge truncates an event's time to the second: the event happened within this after it.
 _EVENT_SECOND = timedelta(seconds=1)
+# The jobs at a share's front whose details may be read (the snapshot shows a share's first
+# waiting job, its next to run; should it show more, the first few are enough).
+FRONT_READS = 3
+
+
+class WaitingJob(Struct, frozen=True):
+    """A job seen waiting at its share's front, as DescribeServiceJob described it."""
+
+    priority: int | None
+    usage: Mapping[str, float]  # instance type -> instances it needs
+    reason: str = ""  # why it waits (statusReason)
+
+    @classmethod
+    def of(cls, detail: JobDetail) -> WaitingJob:
+        return cls(
+            detail.schedulingPriority,
+            {u.capacityUnit: u.quantity for u in detail.capacityUsage if u.quantity > 0},
+            detail.statusReason or "",
+        )
 
 
 class Context(Struct, frozen=True, eq=False):
@@ -50,9 +71,9 @@ class Context(Struct, frozen=True, eq=False):
     document: QuotaDocument | None
     changes: Sequence[ChangeRecord] = ()  # newest first
     snapshot: QueueSnapshot | None = None
-    # The scheduling priority of jobs the snapshot shows at their share's front, by job ARN,
-    # as far as they were read (DescribeServiceJob; None: it gave none).
-    waiting_priorities: Mapping[str, int | None] = field(default_factory=dict)
+    # Jobs the snapshot shows at their share's front, by job ARN, as far as they were read
+    # (DescribeServiceJob; None: it gave no answer, or the read failed).
+    waiting: Mapping[str, WaitingJob | None] = field(default_factory=dict)
 
 
 class Verdict(Struct, frozen=True):
@@ -65,6 +86,10 @@ class Verdict(Struct, frozen=True):
     evidence: str = ""
     # For UNKNOWN: what could not be told, and why (the alert's detail says it).
     missing: str = ""
+    # Jobs at the front of the victim's share not in `Context.waiting` whose details would
+    # decide whether its in-share rule took the job: read them and classify again (the
+    # verdict stands without them). Never part of the alert.
+    unread: tuple[str, ...] = ()
 
 
 def classify(obs: Observation, ctx: Context) -> Verdict:
@@ -148,6 +173,7 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
     strategy = share.resourceSharingConfiguration.strategy if share is not None else None
     cannot_borrow = strategy is not None and strategy != "LEND_AND_BORROW"
     above = _above_quota(obs, ctx, share) if share is not None and cannot_borrow else None
+    unread: tuple[str, ...] = ()
     if (
         says_reclaim
         and not cannot_borrow
@@ -157,9 +183,9 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
         and _reclaimer(obs, ctx) is None
     ):
         # Batch's reason may be the cross-share text for every preemption. The share was
-        # within its quota and no lender waited, while a higher-priority job of its own did:
-        # what its in-share rule does.
-        outranking = _outranking_waiter(obs, ctx)
+        # within its quota and no lender waited, while a higher-priority job of its own that
+        # could take the slot did: what its in-share rule does.
+        outranking, unread = _outranking_waiter(obs, ctx, share)
         if outranking is not None:
             return Verdict(
                 "PREEMPTION",
@@ -175,6 +201,7 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
             "CAPACITY_RECLAIM",
             reclaimed_by=_reclaimer(obs, ctx),
             evidence=obs.reason or "the share was borrowing",
+            unread=unread,
         )
     if says_reclaim and cannot_borrow and above is None:
         missing = (
@@ -482,17 +509,40 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
     return min(candidates)[1] if candidates else None
 
 
-def _outranking_waiter(obs: Observation, ctx: Context) -> str | None:
-    """A job of the victim's own share, of a higher priority than the victim, that waited at
-    the share's front when the preemption was triggered (its priority as read); None for none
-    seen."""
-    if ctx.snapshot is None or obs.share is None or obs.priority is None:
-        return None
-    for job in ctx.snapshot.fronts.get(obs.share, ()):
-        priority = ctx.waiting_priorities.get(job.job_arn)
-        if priority is not None and priority > obs.priority and _waited(job, obs, ctx.snapshot):
-            return job.job_arn.rsplit("/", 1)[-1]
-    return None
+def _outranking_waiter(
+    obs: Observation, ctx: Context, share: QuotaShareSpec
+) -> tuple[str | None, tuple[str, ...]]:
+    """A job of the victim's own share that waited at its front when the preemption was
+    triggered and could have taken the slot: of a higher priority than the victim, needing an
+    instance type the victim held, not stuck (a MISCONFIGURATION reason: it can never run),
+    and no bigger than the share may ever run (`share_capacities`). None for none seen; and
+    the jobs among the first `FRONT_READS` not read yet."""
+    if ctx.snapshot is None or ctx.document is None or obs.priority is None:
+        return None, ()
+    largest = {
+        c.unit: c.largest_job
+        for c in share_capacities(ctx.document)
+        if c.share == share.quotaShareName
+    }
+    held = {u for u, q in obs.usage.items() if q > 0}
+    unread: list[str] = []
+    for job in ctx.snapshot.fronts.get(share.quotaShareName, ())[:FRONT_READS]:
+        if not _waited(job, obs, ctx.snapshot):
+            continue
+        if job.job_arn not in ctx.waiting:
+            unread.append(job.job_arn)
+            continue
+        waiting = ctx.waiting[job.job_arn]
+        if (
+            waiting is not None
+            and waiting.priority is not None
+            and waiting.priority > obs.priority
+            and not waiting.reason.startswith("MISCONFIGURATION")
+            and not held.isdisjoint(waiting.usage)
+            and all(q <= largest.get(u, 0) for u, q in waiting.usage.items())
+        ):
+            return job.job_arn.rsplit("/", 1)[-1], ()
+    return None, tuple(unread)
 
 
 def _waited(job: FrontJob, obs: Observation, snapshot: QueueSnapshot) -> bool:
