@@ -113,9 +113,9 @@ class _QueueContext:
 class _WaitingJobs:
     """Jobs waiting at a share's front, read (DescribeServiceJob) only when a verdict asks
     (`Verdict.unread`: its in-share rule's other conditions hold), each at most once a batch.
-    A read is a clue, never a reason to fail a record: one that fails (throttled, refused)
-    leaves the job unknown, so the rule does not fire, and no more are read in the batch (the
-    failure is logged once)."""
+    A read is a clue, never a reason to fail a record: one throttled or failing leaves the job
+    unknown (as a refused one, which reads as None), so the rule does not fire, and no more are
+    read in the batch (the failure is logged once)."""
 
     def __init__(self, reader: AlertReader, say: Callable[..., None]):
         self._reader = reader
@@ -135,7 +135,7 @@ class _WaitingJobs:
                 detail = JobDetail.model_validate(raw) if raw else None
             except ValidationError:
                 detail = None
-            except Exception as exc:  # whatever failed, the alert goes out without it
+            except RetryableError as exc:  # throttled or failing: the alert goes out without it
                 self._failed = True
                 self._say("waiting job not read", job_arn=arn, error=loggable(exc))
                 continue
