@@ -10,7 +10,7 @@ documented reasons a job waits for in vain (the job history reads them too).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from msgspec import Struct
@@ -34,6 +34,13 @@ STUCK_PREFIXES = (
     "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
 )
 CAPACITY_REASON = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+# A change record is stamped with milliseconds when its reconcile starts; EventBridge gives an
+# event's time in whole seconds, and the controller's clock and Batch's may differ a little. A
+# change stamped up to this much after the event's time may still have caused it. The same
+# slack decides whether a queue snapshot was computed before or after a preemption.
+EVENT_TIME_SLACK = timedelta(seconds=2)
+# EventBridge truncates an event's time to the second: the event happened within this after it.
+EVENT_SECOND = timedelta(seconds=1)
 
 
 def stuck_code(reason: str) -> str | None:
