@@ -46,7 +46,7 @@ from alert_builders import (
 from builders import DocBuilder, ShareBuilder, g5, guide_layout
 from pydantic import ValidationError
 
-from quota_controller.domain.alerts.classify import Context, Verdict, WaitingJob, classify
+from quota_controller.domain.alerts.classify import Context, Verdict, classify
 from quota_controller.domain.alerts.events import BatchEvent, queue_name
 from quota_controller.domain.alerts.groups import build_alert, group
 from quota_controller.domain.alerts.model import Alert
@@ -56,6 +56,7 @@ from quota_controller.domain.alerts.observation import (
     merge,
     observe,
 )
+from quota_controller.domain.alerts.waiting import WaitingJob
 from quota_controller.domain.config import QuotaDocument, validate_document
 from quota_controller.domain.epoch import epoch_ms
 from quota_controller.domain.snapshot import QueueSnapshot

@@ -24,13 +24,13 @@ from quota_controller.domain.alerts.classify import (
     ATTRIBUTION_WINDOW,
     Context,
     Verdict,
-    WaitingJob,
     classify,
 )
 from quota_controller.domain.alerts.events import BatchEvent, JobDetail
 from quota_controller.domain.alerts.groups import build_alert, group
 from quota_controller.domain.alerts.model import Alert
 from quota_controller.domain.alerts.observation import Observation, merge, observe
+from quota_controller.domain.alerts.waiting import WaitingJob
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.items import (
     QUEUE_ITEM,

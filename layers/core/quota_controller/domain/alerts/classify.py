@@ -10,7 +10,7 @@ decide first):
 - IN_SHARE_PRIORITY: the reason says in-share, or the share preempts in-share and was within its
   own quota (not borrowing), so only a higher-priority job of its own can have taken the slot;
   for a share that may borrow, when Batch's reason says reclaim, only if no lender was seen
-  waiting and a higher-priority job of its own was (`_outranking_waiter`).
+  waiting and a higher-priority job of its own was (`outranking_waiter`).
 - CAPACITY_RECLAIM: the reason says cross-share / reclaim, or the job's share was borrowing
   (usage above its quota). The reclaiming share is named when the queue snapshot shows a lender
   with a job waiting at its front and usage below its quota.
@@ -24,7 +24,6 @@ from datetime import datetime, timedelta
 
 from msgspec import Struct, field
 
-from quota_controller.domain.alerts.events import JobDetail
 from quota_controller.domain.alerts.model import AlertCause, AlertKind, ChangeRef
 from quota_controller.domain.alerts.observation import (
     CAPACITY_REASON,
@@ -34,31 +33,12 @@ from quota_controller.domain.alerts.observation import (
     iso,
 )
 from quota_controller.domain.alerts.raised_back import raise_race, raised_back
-from quota_controller.domain.capacity import share_capacities
+from quota_controller.domain.alerts.waiting import WaitingJob, outranking_waiter, waited
 from quota_controller.domain.change_record import ChangeRecord
 from quota_controller.domain.config.model import QuotaDocument, QuotaShareSpec
-from quota_controller.domain.snapshot import FrontJob, QueueSnapshot
+from quota_controller.domain.snapshot import QueueSnapshot
 
 ATTRIBUTION_WINDOW = timedelta(minutes=30)
-# The jobs at a share's front whose details may be read (the snapshot shows a share's first
-# waiting job, its next to run; should it show more, the first few are enough).
-FRONT_READS = 3
-
-
-class WaitingJob(Struct, frozen=True):
-    """A job seen waiting at its share's front, as DescribeServiceJob described it."""
-
-    priority: int | None
-    usage: Mapping[str, float]  # instance type -> instances it needs
-    reason: str = ""  # why it waits (statusReason)
-
-    @classmethod
-    def of(cls, detail: JobDetail) -> WaitingJob:
-        return cls(
-            detail.schedulingPriority,
-            {u.capacityUnit: u.quantity for u in detail.capacityUsage if u.quantity > 0},
-            detail.statusReason or "",
-        )
 
 
 class Context(Struct, frozen=True, eq=False):
@@ -181,7 +161,7 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
         # Batch's reason may be the cross-share text for every preemption. The share was
         # within its quota and no lender waited, while a higher-priority job of its own that
         # could take the slot did: what its in-share rule does.
-        outranking, unread = _outranking_waiter(obs, ctx, share)
+        outranking, unread = outranking_waiter(obs, share, ctx.document, ctx.snapshot, ctx.waiting)
         if outranking is not None:
             return Verdict(
                 "PREEMPTION",
@@ -417,7 +397,7 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
         if share.resourceSharingConfiguration.strategy not in ("LEND", "LEND_AND_BORROW"):
             continue
         waiting = [
-            job.since for job in entries if job.since is not None and _waited(job, obs, snapshot)
+            job.since for job in entries if job.since is not None and waited(job, obs, snapshot)
         ]
         if not waiting:
             continue
@@ -425,53 +405,3 @@ def _reclaimer(obs: Observation, ctx: Context) -> str | None:
         if any(used.get(u, 0) < share.limit_for(u) for u in obs.usage if share.limit_for(u)):
             candidates.append((min(waiting), name))
     return min(candidates)[1] if candidates else None
-
-
-def _outranking_waiter(
-    obs: Observation, ctx: Context, share: QuotaShareSpec
-) -> tuple[str | None, tuple[str, ...]]:
-    """A job of the victim's own share that waited at its front when the preemption was
-    triggered and could have taken the slot: of a higher priority than the victim, needing an
-    instance type the victim held, not stuck (a MISCONFIGURATION reason: it can never run),
-    and no bigger than the share may ever run (`share_capacities`). None for none seen; and
-    the jobs among the first `FRONT_READS` not read yet."""
-    if ctx.snapshot is None or ctx.document is None or obs.priority is None:
-        return None, ()
-    largest = {
-        c.unit: c.largest_job
-        for c in share_capacities(ctx.document)
-        if c.share == share.quotaShareName
-    }
-    held = {u for u, q in obs.usage.items() if q > 0}
-    unread: list[str] = []
-    for job in ctx.snapshot.fronts.get(share.quotaShareName, ())[:FRONT_READS]:
-        if not _waited(job, obs, ctx.snapshot):
-            continue
-        if job.job_arn not in ctx.waiting:
-            unread.append(job.job_arn)
-            continue
-        waiting = ctx.waiting[job.job_arn]
-        if (
-            waiting is not None
-            and waiting.priority is not None
-            and waiting.priority > obs.priority
-            and not waiting.reason.startswith("MISCONFIGURATION")
-            and not held.isdisjoint(waiting.usage)
-            and all(q <= largest.get(u, 0) for u, q in waiting.usage.items())
-        ):
-            return job.job_arn.rsplit("/", 1)[-1], ()
-    return None, tuple(unread)
-
-
-def _waited(job: FrontJob, obs: Observation, snapshot: QueueSnapshot) -> bool:
-    """A job seen at its share's front is evidence only if it waited there when the
-    preemption was triggered, and when the usage that shows the shares' quotas was computed."""
-    trigger = obs.began_by or obs.stopped_at or obs.ended_by
-    used_at = snapshot.usage_at
-    return (
-        job.since is not None
-        and trigger is not None
-        and used_at is not None
-        and job.since <= trigger + EVENT_TIME_SLACK
-        and job.since <= used_at + EVENT_TIME_SLACK
-    )
