@@ -1217,6 +1217,22 @@ def test_a_raise_whose_order_with_the_preemption_cannot_be_told_does_not_end_the
         assert "change raise" in verdict.missing
 
 
+def test_an_older_cut_still_in_force_decides_when_a_newer_one_raced_a_raise() -> None:
+    """team-a 5 -> 3 (20 minutes before) and 3 -> 1 (10 minutes before) both named the job; a
+    raise 1 -> 3 lands in the preemption's second. Whether the raise came first or not, the
+    job's share was cut by a change that named it and is still in force (5 -> 3): a quota
+    reduction, the older cut's."""
+    older = change("team-a").lowered(G5, 5, 3).at_risk(J).at(minutes_before(20)).id("older")
+    newer = change("team-a").lowered(G5, 3, 1).at_risk(J).at(minutes_before(10)).id("newer")
+    obs = observation(at=T0, began_by=T0)
+
+    verdict = classify(obs, context(changes=[raise_at(T0), newer, older]))
+
+    assert verdict.cause == "QUOTA_REDUCTION"
+    assert verdict.change is not None
+    assert verdict.change.id == "older"
+
+
 # team-a (in-share on) within its quota after the preemption, its own job-h waiting in front.
 A_WAITS = snapshot().usage("team-a", **g5(0)).front("team-a", job_arn("job-h"))
 

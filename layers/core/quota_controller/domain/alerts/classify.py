@@ -211,10 +211,12 @@ def classify(obs: Observation, ctx: Context) -> Verdict:
 def _reduction_change(
     obs: Observation, ctx: Context
 ) -> tuple[ChangeRef | None, ChangeRef | None, tuple[ChangeRef, str] | None]:
-    """The change that caused the preemption; else one that may have (the snapshot could not
-    tell whether it left the share above its new limit); else one that did unless a raise
-    given back about when the preemption began came first (with what cannot be told)."""
+    """The change that caused the preemption; else one that did unless a raise given back
+    about when the preemption began came first (with what cannot be told); else one that may
+    have (the snapshot could not tell whether it left the share above its new limit). An
+    older cut still in force that did decides even when a newer one raced a raise."""
     undecided: ChangeRef | None = None
+    raced: tuple[ChangeRef, str] | None = None
     for record in ctx.changes:  # newest first
         at = record.applied_at
         if at is None or not _may_have_caused(record, obs):
@@ -255,13 +257,15 @@ def _reduction_change(
         else:
             over = True if named else _over_limit(obs, ctx)
         if over and ended is None:
-            # Given back about when the preemption began: the order cannot be told.
-            return None, None, (ref, raise_race(record, ctx.changes, obs))
+            # Given back about when the preemption began: the order cannot be told, unless an
+            # older cut still in force did it either way.
+            raced = raced or (ref, raise_race(record, ctx.changes, obs))
+            continue
         if over:
             return ref, None, None
-        if over is None and undecided is None:
+        if over is None and undecided is None and raced is None:
             undecided = ref
-    return None, undecided, None
+    return None, None if raced else undecided, raced
 
 
 def _in_share_turned_on(obs: Observation, ctx: Context) -> ChangeRef | None:
