@@ -865,7 +865,8 @@ class Run:
         PREEMPTION_RISK alert named this job at risk of that change (the same `change.at`,
         within the attribution window), and at the step before the preemption its share held
         more than its quota: Batch was enforcing a quota that change lowered when the capacity
-        was needed. (A raise that gave back every limit the lowering took ends its attribution,
+        was needed (the step's own change counted: it applies before the step's time passes).
+        (A raise that gave back every limit the lowering took ends its attribution,
         docs/alerts.md "A raise ends a cut's attribution"; this does not check that, so it
         accepts the lowering after such a raise while the share still held more than its quota.)
         A preemption for a job of the victim's own share is its in-share priority: never."""
@@ -888,9 +889,11 @@ class Run:
                 or harm.job_id not in [j.get("jobId") for j in risk.get("jobs", [])]
             ):
                 continue
-            limit = self.limits.get(step - 1, {}).get(share)
+            # The limit in force when the capacity was needed: the step's own change applies
+            # before its time passes, so either the one before it or the one it left.
             held = self.usage.get(step - 1, {}).get(share, 0)
-            if limit is not None and limit < held:
+            limits = [self.limits.get(s, {}).get(share) for s in (step - 1, step)]
+            if any(limit is not None and limit < held for limit in limits):
                 return True
         return False
 

@@ -224,6 +224,14 @@ FOUND: dict[str, Scenario] = {
             *(Submit(0, 2, 5, 5, None), SetEnvironment(2)),
         ),
     ),
+    # team-0 (2 jobs) is cut 2 -> 1 while team-1's job waits for the capacity team-0 now
+    # borrows: within the cut's own step, team-1 reclaims it. The cut named the job and left
+    # its share over its limit: QUOTA_REDUCTION is the documented cause, which the harness
+    # accepted only when the share was over the limit in force before the step.
+    "cut-then-reclaimed-in-its-own-step": Scenario(
+        Layout(2, (ShareSpec(LAB, 2), ShareSpec(LAB, 1)), "warn", busy=(0, 0, 1)),
+        (SetLimit(0, 1),),
+    ),
 }
 # The emulator variant (tests/variant_matrix.py) a found sequence needs, when not the default.
 FOUND_UNDER: dict[str, str] = {
